@@ -1,0 +1,44 @@
+# Two commands for a new user: `make run` and `make test` (both set up first if needed).
+# `make setup` creates .venv/ (Python 3.11) from the package registries; `make bench` prints speed ratios.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+STAMP := $(VENV)/.setup-done
+IFACE_STAMP := $(VENV)/.interfaces-done
+
+# No DDS traffic leaves this machine unless the caller says otherwise; each make run gets its own domain.
+export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
+export ROS_DOMAIN_ID ?= $(shell echo $$(( $$$$ % 100 + 101 )))
+# numba keeps its compiled kernels next to the sources (cache=True): first run compiles, later runs load.
+export PYTHONDONTWRITEBYTECODE :=
+
+.PHONY: setup run test bench summary clean
+
+setup: $(STAMP) $(IFACE_STAMP)
+
+$(STAMP): requirements.txt requirements-ros.txt requirements-test.txt setup.py
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -r requirements.txt -r requirements-ros.txt -r requirements-test.txt
+	$(PIP) install -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(IFACE_STAMP): $(STAMP) $(wildcard dynamics_interfaces/srv/*.srv dynamics_interfaces/msg/*.msg) dynamics_interfaces/CMakeLists.txt tools/build_interfaces.sh
+	bash tools/build_interfaces.sh $(VENV)
+	@touch $@
+
+run: setup
+	$(VENV)/bin/dynamics_node --ros-args --params-file config/default.yaml
+
+summary: setup
+	$(VENV)/bin/dynamics_summary urdf/arm7.urdf
+
+test: setup
+	$(PY) -m pytest -q test
+
+bench: setup
+	$(PY) bench/bench.py
+
+clean:
+	rm -rf build $(VENV)

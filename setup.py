@@ -1,0 +1,32 @@
+"""ament_python package `dynamics_node` (also a plain pip-installable Python library)."""
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = "dynamics_node"
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(include=["dynamics_node", "dynamics_node.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
+        ("share/" + package_name, ["package.xml"]),
+        ("share/" + package_name + "/launch", glob("launch/*.py")),
+        ("share/" + package_name + "/config", glob("config/*.yaml")),
+        ("share/" + package_name + "/urdf", glob("urdf/*.urdf")),
+    ],
+    install_requires=["numpy", "scipy", "numba", "urdfdom-py"],
+    zip_safe=True,
+    python_requires=">=3.10",
+    description="Rigid-body dynamics for robot arms (Featherstone), as a ROS 2 node and a Python library",
+    license="Apache-2.0",
+    tests_require=["pytest"],
+    entry_points={
+        "console_scripts": [
+            "dynamics_node = dynamics_node.node:main",
+            "dynamics_cli = dynamics_node.cli:main",
+            "dynamics_summary = dynamics_node.summary:main",
+        ],
+    },
+)
