@@ -1,0 +1,133 @@
+"""Shared fixtures for the core tests (test_core_*.py).
+
+Models are loaded once per session (numba compiles on first use; its cache is on). Pinocchio is
+a test-only oracle. Every case pairs OUR model with a PinOracle that evaluates Pinocchio in our
+coordinates (joints matched by name, see urdfgen.PinOracle).
+"""
+from __future__ import annotations
+
+import functools
+import zlib
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+import urdfgen as ug  # noqa: E402
+
+RTOL = 1e-9
+
+
+def assert_close(actual, expected, rtol=RTOL, what=""):
+    """Relative agreement: |a - e| <= rtol*|e| + rtol*max(1, max|e|) elementwise."""
+    actual = np.asarray(actual, dtype=float)
+    expected = np.asarray(expected, dtype=float)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != expected {expected.shape}"
+    assert np.all(np.isfinite(actual)), f"{what}: non-finite values {actual}"
+    scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * scale, err_msg=what)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases: (source for ours, xml for Pinocchio, floating, load kwargs)
+# ---------------------------------------------------------------------------------------------
+def _real(rel):
+    return ug.erd(rel)
+
+
+def _case_spec(name):
+    """Returns (our_source, pin_xml, floating)."""
+    if name == "arm7":
+        p = ug.REPO / "urdf" / "arm7.urdf"
+        return p, p.read_text(), False
+    real = {
+        "panda_mimic": ("panda_description/urdf/panda.urdf", False),
+        "ur5": ("ur_description/urdf/ur5_robot.urdf", False),
+        "kinova_continuous": ("kinova_description/robots/kinova.urdf", False),
+        "baxter_branched": ("baxter_description/urdf/baxter.urdf", False),
+        "allegro_hand": ("allegro_hand_description/urdf/allegro_left_hand.urdf", False),
+        "talos_floating_mimic": ("talos_data/robots/talos_full_v2.urdf", True),
+        "solo12_floating": ("solo_description/robots/solo12.urdf", True),
+    }
+    if name in real:
+        rel, fl = real[name]
+        p = _real(rel)
+        return p, p.read_text(), fl
+    kind, seed = name.rsplit("_", 1)
+    seed = int(seed)
+    if kind == "random":
+        txt, _ = ug.random_urdf(seed, 11, dynamics=True)
+        return txt, txt, False
+    if kind == "random_floating":
+        txt, _ = ug.random_urdf(seed, 9, dynamics=True)
+        return txt, txt, True
+    if kind == "random_mimic":
+        txt, _ = ug.random_urdf(seed, 10, n_mimic=2)
+        return txt, txt, False
+    if kind == "random_floating_mimic":
+        txt, _ = ug.random_urdf(seed, 9, n_mimic=2)
+        return txt, txt, True
+    if kind == "random_unnormalised_axes":
+        ours, _ = ug.random_urdf(seed, 10, normalize_axes=False)
+        ref, _ = ug.random_urdf(seed, 10, normalize_axes=True)
+        return ours, ref, False
+    raise KeyError(name)
+
+
+REAL_CASES = ["arm7", "panda_mimic", "ur5", "kinova_continuous", "baxter_branched", "allegro_hand",
+              "talos_floating_mimic", "solo12_floating"]
+RANDOM_CASES = ["random_0", "random_1", "random_2", "random_3", "random_floating_10", "random_floating_11",
+                "random_mimic_20", "random_mimic_21", "random_floating_mimic_22", "random_unnormalised_axes_30"]
+ALL_CASES = REAL_CASES + RANDOM_CASES
+
+
+class Case:
+    def __init__(self, name):
+        import dynamics_node as dn
+
+        self.name = name
+        src, pin_xml, floating = _case_spec(name)
+        self.source = src
+        self.pin_xml = pin_xml
+        self.floating = floating
+        self.model = dn.load_model(src, floating_base=floating)
+        self.oracle = ug.PinOracle(pin_xml, self.model, floating=floating)
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        self.states = [ug.random_state(self.model, rng) for _ in range(3)]
+        links = list(self.model.link_names)
+        if len(links) > 14:
+            idx = rng.choice(len(links), 14, replace=False)
+            links = [links[i] for i in sorted(idx)]
+        self.links = links
+        self.rng = rng
+
+
+@functools.lru_cache(maxsize=None)
+def get_case(name):
+    return Case(name)
+
+
+@pytest.fixture(scope="session", params=ALL_CASES)
+def case(request):
+    if request.param == "arm7" and not (ug.REPO / "urdf" / "arm7.urdf").exists():
+        pytest.fail("urdf/arm7.urdf missing")
+    return get_case(request.param)
+
+
+@pytest.fixture(scope="session", params=[c for c in ALL_CASES if "floating" not in c])
+def fixed_case(request):
+    return get_case(request.param)
+
+
+@pytest.fixture(scope="session")
+def dn():
+    import dynamics_node
+
+    return dynamics_node
