@@ -18,7 +18,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 if str(HERE.parent) not in sys.path:
-    sys.path.insert(0, str(HERE.parent))
+    sys.path.append(str(HERE.parent))
 
 import urdfgen as ug  # noqa: E402
 

@@ -438,7 +438,14 @@ class PinOracle:
         return pin.getFrameClassicalAcceleration(self.m, self.d, self.frame(link), pin.LOCAL_WORLD_ALIGNED).vector.copy()
 
     def com(self, q):
-        return self.pin.centerOfMass(self.m, self.d, self.q(q)).copy()
+        """Whole-robot CoM INCLUDING a fixed root link (Pinocchio keeps that link's inertia on the
+        universe joint 0, which pin.centerOfMass leaves out)."""
+        self.pin.forwardKinematics(self.m, self.d, self.q(q))
+        s = np.zeros(3)
+        for i in range(self.m.njoints):
+            I = self.m.inertias[i]
+            s += I.mass * self.d.oMi[i].act(I.lever)
+        return s / self.total_mass()
 
     def total_mass(self):
         return float(sum(I.mass for I in self.m.inertias))
