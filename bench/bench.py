@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Speed benchmark of the dynamics core against Pinocchio (run by `make bench`).
+
+Measured in one run, on the same model and the same state:
+  1. per-call time (median of repeated timeit batches, after warm-up) of our inverse_dynamics,
+     gravity, mass_matrix, forward_dynamics next to Pinocchio's rnea, computeGeneralizedGravity,
+     crba, aba, on (a) the project's 7-DoF arm urdf/arm7.urdf (panda if missing) and (b) a humanoid
+     with a floating base and 30+ joints (TALOS full v2 from example-robot-data, its 12 gripper
+     mimic tags removed so that both libraries see the same 44 independent joints); ratio = ours/Pinocchio;
+  2. batch: dn.inverse_dynamics_batch / dn.gravity_batch for N = 1000 states against a Python loop
+     over pin.rnea (per-state time and ratio);
+  3. scaling: serial chains of 2..60 joints and branched trees, time per call vs number of joints,
+     written as a plot to bench/out/scaling.png (and the numbers to bench/out/scaling.csv);
+  4. bench/bench_node.py, if it exists.
+Functions not (yet) in the core are reported as "missing". No assertion: this only prints.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+import timeit
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+REPO = HERE.parent
+OUT = HERE / "out"
+sys.path.insert(0, str(REPO / "test"))  # urdfgen: URDF generators and the name-based Pinocchio state mapping
+if str(REPO) not in sys.path:
+    sys.path.append(str(REPO))
+
+import pinocchio as pin  # noqa: E402
+
+import urdfgen as ug  # noqa: E402
+
+FUNCS = [  # (label, our name, pinocchio label)
+    ("inverse dynamics", "inverse_dynamics", "rnea"),
+    ("gravity", "gravity", "computeGeneralizedGravity"),
+    ("mass matrix", "mass_matrix", "crba"),
+    ("forward dynamics", "forward_dynamics", "aba"),
+]
+
+
+def per_call(fn, target=0.25, repeat=7):
+    """Median seconds per call: warm-up, then `repeat` timeit batches of ~target/repeat seconds."""
+    for _ in range(3):
+        fn()
+    t = timeit.Timer(fn)
+    number = 1
+    while True:  # calibrate: smallest power of two of calls taking >= 20 ms
+        elapsed = t.timeit(number)
+        if elapsed >= 0.02:
+            break
+        number *= 2
+    per = elapsed / number
+    number = max(1, int(target / repeat / per))
+    return statistics.median(t.repeat(repeat=repeat, number=number)) / number
+
+
+def fmt_t(s):
+    if s is None:
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:9.2f} us"
+    return f"{s * 1e3:9.3f} ms"
+
+
+class Bench:
+    def __init__(self, label, xml_text, floating, our_source=None):
+        import dynamics_node as dn
+
+        self.dn = dn
+        self.label = label
+        t0 = time.perf_counter()
+        self.model = dn.load_model(our_source if our_source is not None else xml_text, floating_base=floating)
+        self.load_time = time.perf_counter() - t0
+        self.oracle = ug.PinOracle(xml_text, self.model, floating=floating)
+        self.pm, self.pd = self.oracle.m, self.oracle.d
+        rng = np.random.default_rng(0)
+        self.q, self.qd, self.qdd, self.tau = ug.random_state(self.model, rng)
+        self.pq, self.pv, self.pa = self.oracle.q(self.q), self.oracle.v(self.qd), self.oracle.v(self.qdd)
+        self.ptau = self.oracle.v(self.tau)
+
+    def ours(self, name):
+        m, dn = self.model, self.dn
+        f = getattr(dn, name, None)
+        if f is None:
+            return None
+        q, qd, qdd, tau = self.q, self.qd, self.qdd, self.tau
+        return {
+            "inverse_dynamics": lambda: f(m, q, qd, qdd),
+            "gravity": lambda: f(m, q),
+            "mass_matrix": lambda: f(m, q),
+            "forward_dynamics": lambda: f(m, q, qd, tau),
+        }[name]
+
+    def pin(self, name):
+        m, d, q, v, a, t = self.pm, self.pd, self.pq, self.pv, self.pa, self.ptau
+        return {
+            "inverse_dynamics": lambda: pin.rnea(m, d, q, v, a),
+            "gravity": lambda: pin.computeGeneralizedGravity(m, d, q),
+            "mass_matrix": lambda: pin.crba(m, d, q),
+            "forward_dynamics": lambda: pin.aba(m, d, q, v, t),
+        }[name]
+
+
+def time_ours(fn):
+    """(seconds or None, status)."""
+    if fn is None:
+        return None, "missing"
+    try:
+        t0 = time.perf_counter()
+        fn()  # first call: numba may compile or load its cache
+        first = time.perf_counter() - t0
+        return per_call(fn), f"first call {first * 1e3:.0f} ms"
+    except Exception as e:  # report, never hide
+        return None, f"error: {type(e).__name__}: {str(e)[:60]}"
+
+
+def table(benches):
+    rows = []
+    print(f"{'model':<34} {'function':<17} {'ours':>12} {'pinocchio':>12} {'ratio':>7}  note")
+    print("-" * 110)
+    for b in benches:
+        for label, name, pname in FUNCS:
+            ours, note = time_ours(b.ours(name))
+            theirs = per_call(b.pin(name))
+            ratio = f"{ours / theirs:7.2f}" if ours else "      -"
+            print(f"{b.label:<34} {label:<17} {fmt_t(ours):>12} {fmt_t(theirs):>12} {ratio}  "
+                  f"{'MISSING' if note == 'missing' else ''}{pname if note != 'missing' else ''}"
+                  f"{'' if note in ('missing',) else ' | ' + note}")
+            rows.append((b.label, name, ours, theirs))
+        print()
+    return rows
+
+
+def batch(b, N=1000):
+    dn, m = b.dn, b.model
+    rng = np.random.default_rng(1)
+    states = [ug.random_state(m, rng) for _ in range(N)]
+    Q = np.array([s[0] for s in states])
+    QD = np.array([s[1] for s in states])
+    QDD = np.array([s[2] for s in states])
+    PQ = [b.oracle.q(q) for q in Q]
+    PV = [b.oracle.v(v) for v in QD]
+    PA = [b.oracle.v(a) for a in QDD]
+    pm, pd = b.pm, b.pd
+    zero = np.zeros(pm.nv)
+
+    def loop_rnea():
+        for k in range(N):
+            pin.rnea(pm, pd, PQ[k], PV[k], PA[k])
+
+    def loop_grav():
+        for k in range(N):
+            pin.rnea(pm, pd, PQ[k], zero, zero)
+
+    t_loop = per_call(loop_rnea, target=1.0, repeat=5) / N
+    t_gloop = per_call(loop_grav, target=1.0, repeat=5) / N
+    print(f"Batch, N = {N}, {b.label} (nv = {m.nv}): time per state")
+    print(f"  {'ours':<44} {'per state':>12}   {'Python loop over pin.rnea':>26}   ratio ours/loop  (target <= 1/3)")
+    for name, args, ref in (("inverse_dynamics_batch", (m, Q, QD, QDD), t_loop),
+                            ("gravity_batch", (m, Q), t_gloop)):
+        f = getattr(dn, name, None)
+        if f is None:
+            print(f"  {name:<44} {'MISSING':>12}")
+            continue
+        try:
+            t = per_call(lambda: f(*args), target=1.0, repeat=5) / N
+            print(f"  {name:<44} {fmt_t(t):>12}   {fmt_t(ref):>26}   {t / ref:6.3f}  ({ref / t:5.1f}x cheaper)")
+        except Exception as e:
+            print(f"  {name:<44} error: {type(e).__name__}: {str(e)[:70]}")
+    print()
+
+
+def scaling(quick=False):
+    import dynamics_node as dn
+
+    chain_ns = [2, 4, 8, 12, 16, 24, 32, 40, 50, 60] if not quick else [2, 8, 32, 60]
+    tree_shapes = [(2, 2), (3, 3), (4, 4), (4, 6), (5, 8), (6, 10)] if not quick else [(3, 3), (6, 10)]
+    results = {}  # (kind, fn, who) -> [(n, t)]
+    cases = [("chain", n, ug.chain_urdf(n)) for n in chain_ns]
+    cases += [("tree", b * d, ug.branched_urdf(b, d)) for (b, d) in tree_shapes]
+    for kind, n, xml in cases:
+        try:
+            bch = Bench(f"{kind}{n}", xml, False)
+        except Exception as e:
+            print(f"  {kind} {n}: cannot load: {type(e).__name__}: {e}")
+            continue
+        for _, name, _ in FUNCS:
+            fo = bch.ours(name)
+            to = None
+            if fo is not None:
+                try:
+                    to = per_call(fo, target=0.06, repeat=5)
+                except Exception:
+                    to = None
+            tp = per_call(bch.pin(name), target=0.06, repeat=5)
+            results.setdefault((kind, name, "ours"), []).append((n, to))
+            results.setdefault((kind, name, "pinocchio"), []).append((n, tp))
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(OUT / "scaling.csv", "w") as fh:
+        fh.write("kind,function,library,n_joints,seconds_per_call\n")
+        for (kind, name, who), pts in results.items():
+            for n, t in pts:
+                fh.write(f"{kind},{name},{who},{n},{'' if t is None else repr(t)}\n")
+    print("Scaling (time per call, us): ours / pinocchio")
+    header = f"  {'model':<10}" + "".join(f"{lab:>26}" for lab, _, _ in FUNCS)
+    print(header)
+    for kind, n, _ in cases:
+        cells = []
+        for _, name, _ in FUNCS:
+            o = dict(results.get((kind, name, "ours"), [])).get(n)
+            p = dict(results.get((kind, name, "pinocchio"), [])).get(n)
+            cells.append(f"{'-' if o is None else f'{o * 1e6:.1f}':>10} / {'-' if p is None else f'{p * 1e6:.1f}':<8} "
+                         f"{'' if (o is None or p is None) else f'x{o / p:.1f}':>5}")
+        print(f"  {kind + str(n):<10}" + "".join(f"{c:>26}" for c in cells))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharex=True)
+        for ax, (label, name, pname) in zip(axes.flat, FUNCS):
+            for kind, style in (("chain", "-o"), ("tree", "--s")):
+                for who, color in (("ours", "tab:blue"), ("pinocchio", "tab:orange")):
+                    pts = [(n, t) for n, t in results.get((kind, name, who), []) if t is not None]
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] * 1e6 for p in pts], style, color=color,
+                                label=f"{'dynamics_node' if who == 'ours' else 'Pinocchio ' + pname} ({kind})", ms=4)
+            ax.set_title(label)
+            ax.set_ylabel("time per call [us]")
+            ax.set_yscale("log")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+        for ax in axes[1]:
+            ax.set_xlabel("number of joints")
+        fig.suptitle("dynamics_node vs Pinocchio: time per call vs number of joints")
+        fig.tight_layout()
+        fig.savefig(OUT / "scaling.png", dpi=110)
+        print(f"  plot: {OUT / 'scaling.png'}  data: {OUT / 'scaling.csv'}")
+    except Exception as e:
+        print(f"  plot failed: {type(e).__name__}: {e}")
+    print()
+
+
+def humanoid():
+    """TALOS full v2 (floating base), <mimic> removed so both libraries have the same joints."""
+    p = ug.erd("talos_data/robots/talos_full_v2.urdf")
+    return "talos_full_v2 floating (no mimic)", ug.strip_mimic(p.read_text())
+
+
+def arm():
+    p = REPO / "urdf" / "arm7.urdf"
+    if p.exists():
+        return "arm7 (urdf/arm7.urdf)", p.read_text(), p
+    p = ug.erd("panda_description/urdf/panda.urdf")
+    return "panda (arm7.urdf missing)", p.read_text(), p
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer scaling points")
+    ap.add_argument("--no-scaling", action="store_true")
+    ap.add_argument("--no-node", action="store_true")
+    args = ap.parse_args(argv)
+
+    print(f"dynamics_node benchmark  |  pinocchio {pin.__version__}  |  numpy {np.__version__}  |  "
+          f"python {sys.version.split()[0]}  |  cpus {os.cpu_count()}  |  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
+    try:
+        import dynamics_node as dn  # noqa: F401
+    except Exception as e:
+        print(f"dynamics_node cannot be imported: {type(e).__name__}: {e}")
+        return 1
+    print()
+    benches = []
+    label, xml, path = arm()
+    try:
+        b = Bench(label, xml, False, our_source=path)
+        print(f"{label}: nq = {b.model.nq}, nv = {b.model.nv}; load {b.load_time * 1e3:.0f} ms")
+        benches.append(b)
+    except Exception as e:
+        print(f"{label}: cannot benchmark: {type(e).__name__}: {e}")
+    hlabel, hxml = humanoid()
+    try:
+        h = Bench(hlabel, hxml, True)
+        print(f"{hlabel}: nq = {h.model.nq}, nv = {h.model.nv} ({h.model.nv - 6} joints); load {h.load_time * 1e3:.0f} ms")
+        benches.append(h)
+    except Exception as e:
+        print(f"{hlabel}: cannot benchmark: {type(e).__name__}: {e}")
+    print()
+    table(benches)
+    for b in benches:
+        batch(b)
+    if not args.no_scaling:
+        scaling(quick=args.quick)
+    node = HERE / "bench_node.py"
+    if node.exists() and not args.no_node:
+        print(f"== {node.relative_to(REPO)} ==", flush=True)
+        r = subprocess.run([sys.executable, str(node)], cwd=str(REPO))
+        if r.returncode:
+            print(f"bench_node.py exited with {r.returncode}")
+    elif not node.exists():
+        print("bench/bench_node.py: not present (node benchmark skipped)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
