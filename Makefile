@@ -20,6 +20,7 @@ setup: $(STAMP) $(IFACE_STAMP)
 
 $(STAMP): requirements.txt requirements-ros.txt requirements-test.txt setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q "setuptools>=68" wheel
 	$(PIP) install -q -r requirements.txt -r requirements-ros.txt -r requirements-test.txt
 	$(PIP) install -q --no-deps --no-build-isolation -e .
 	@touch $@

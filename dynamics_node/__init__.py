@@ -1,0 +1,33 @@
+"""dynamics_node: rigid-body dynamics of robot mechanisms (Featherstone, *Rigid Body Dynamics
+Algorithms*, 2008) as a plain Python library. The ROS 2 node (``dynamics_node.node``) is a thin
+adapter over it; nothing here imports rclpy.
+
+    import dynamics_node as dn
+    model = dn.load_model("urdf/arm7.urdf")
+    tau = dn.inverse_dynamics(model, q, qd, qdd)
+
+See docs/API.md and README.md for the conventions (SI units, joint order, angular-first spatial
+vectors inside the core, [linear; angular] at the API edge).
+"""
+from .errors import DynamicsError, InputError, ModelError, SingularMassMatrixError
+from .model import Data, Model
+from .urdf import ROOT_JOINT, load_model
+from .algorithms.rnea import bias_forces, gravity, gravity_batch, inverse_dynamics, inverse_dynamics_batch
+from .algorithms.crba import mass_matrix
+from .algorithms.aba import forward_dynamics
+from .algorithms.hybrid import floating_base_inverse_dynamics, hybrid_dynamics
+from .algorithms.kinematics import (bias_acceleration, center_of_mass, jacobian, link_pose, link_poses,
+                                    link_velocity)
+
+try:  # closed loops (Featherstone Ch. 8)
+    from .algorithms.loops import close_loops, closed_loop_forward_dynamics, closed_loop_inverse_dynamics
+except ImportError:  # pragma: no cover - present in every release; absent only mid-development
+    pass
+
+__all__ = [
+    "DynamicsError", "InputError", "ModelError", "SingularMassMatrixError", "Data", "Model", "ROOT_JOINT",
+    "load_model", "inverse_dynamics", "gravity", "bias_forces", "mass_matrix", "forward_dynamics",
+    "hybrid_dynamics", "floating_base_inverse_dynamics", "inverse_dynamics_batch", "gravity_batch",
+    "jacobian", "link_pose", "link_poses", "link_velocity", "bias_acceleration", "center_of_mass",
+    "closed_loop_forward_dynamics", "closed_loop_inverse_dynamics", "close_loops",
+]

@@ -1,0 +1,182 @@
+"""What every algorithm shares: the packed-model layout seen from compiled code, input checks done
+inside the kernels (one pass that tests length and finiteness as it reads, so validation costs
+next to nothing), and the Python side of arguments (coercion, mimic mapping, error messages).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..errors import InputError, SingularMassMatrixError
+from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, Model
+
+# status codes returned by kernels: KIND * 10**8 + ARG * 10**5 + INDEX
+BAD_LENGTH = 1
+NOT_FINITE = 2
+SINGULAR = 3
+ARG_NAMES = ("q", "qd", "qdd", "tau", "f_ext")
+A_Q, A_QD, A_QDD, A_TAU, A_FEXT = 0, 1, 2, 3, 4
+
+
+@njit(cache=True, inline="always")
+def unpack(mi, mf):
+    nb = mi[0]
+    nvt = mi[1]
+    nqt = mi[2]
+    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
+    B = mf[HEADER_F:HEADER_F + BODY_STRIDE * nb].reshape((nb, BODY_STRIDE))
+    D = mf[HEADER_F + BODY_STRIDE * nb:HEADER_F + BODY_STRIDE * nb + DOF_STRIDE * nvt].reshape((nvt, DOF_STRIDE))
+    return nb, nvt, nqt, J, B, D
+
+
+@njit(cache=True, inline="always")
+def check(x, n, arg):
+    """0 if x has length n and finite entries, else a status code naming arg and index."""
+    if x.shape[0] != n:
+        return BAD_LENGTH * 100000000 + arg * 100000 + min(x.shape[0], 99999)
+    for k in range(n):
+        if not (x[k] - x[k] == 0.0):
+            return NOT_FINITE * 100000000 + arg * 100000 + k
+    return 0
+
+
+@njit(cache=True, inline="always")
+def axis_of(jt, Drow):
+    """The joint axis inside the dof's S (revolute: angular part, prismatic: linear part)."""
+    if jt == 1:
+        return Drow[3:6]
+    return Drow[0:3]
+
+
+@njit(cache=True, inline="always")
+def work_views(w, nb, nvt):
+    o = 0
+    E = w[o:o + 9 * nb].reshape((nb, 9))
+    o += 9 * nb
+    r = w[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    v = w[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    a = w[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    f = w[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    c = w[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    IA = w[o:o + 36 * nb].reshape((nb, 36))
+    o += 36 * nb
+    pA = w[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    Rw = w[o:o + 9 * nb].reshape((nb, 9))
+    o += 9 * nb
+    pw = w[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    Dinv = w[o:o + 36 * nb].reshape((nb, 36))
+    o += 36 * nb
+    U = w[o:o + 6 * nvt].reshape((max(nvt, 1), 6)) if nvt > 0 else w[o:o + 6].reshape((1, 6))
+    o += 6 * nvt
+    u = w[o:o + nvt]
+    o += nvt
+    d = w[o:o + nvt]
+    o += nvt
+    tmp = w[o:o + 172]
+    return E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp
+
+
+# ---------------------------------------------------------------------------------------------
+# Python side
+
+
+def as_vec(x, name: str) -> np.ndarray:
+    """A contiguous float64 1-D array from any sequence (the slow path; the fast path hands numpy
+    float64 arrays straight to the kernel)."""
+    try:
+        a = np.ascontiguousarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a sequence of numbers, got {type(x).__name__}") from None
+    if a.ndim != 1:
+        a = a.reshape(-1) if a.size == a.shape[0] or a.ndim == 0 else a
+        if a.ndim != 1:
+            raise InputError(f"{name} must be 1-D, got shape {np.shape(x)}")
+    return a
+
+
+def fast_vec(x, name):
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.ndim == 1 and x.flags.c_contiguous:
+        return x
+    return as_vec(x, name)
+
+
+def coordinate_owner(model: Model, arg: int, index: int, tree: bool) -> str:
+    """Name of the joint that owns coordinate ``index`` of argument ``arg``."""
+    if tree:
+        src = model.q_src if arg == A_Q else model.v_src
+        if 0 <= index < len(src):
+            index = int(src[index])
+    slices = model._q_slices if arg == A_Q else model._v_slices
+    for name, sl in slices.items():
+        if sl.start <= index < sl.stop:
+            return name
+    return "?"
+
+
+def raise_status(model: Model, st: int, tree: bool = False, what: str = "") -> None:
+    kind, rest = divmod(int(st), 100000000)
+    arg, index = divmod(rest, 100000)
+    name = ARG_NAMES[arg] if arg < len(ARG_NAMES) else f"argument {arg}"
+    if kind == BAD_LENGTH:
+        n = (model.nq if arg == A_Q else model.nv) if arg != A_FEXT else 6 * model.nb
+        raise InputError(f"{name} has length {index}, expected {n} (joint order: {', '.join(model.joint_names)})")
+    if kind == NOT_FINITE:
+        owner = coordinate_owner(model, arg, index, tree)
+        raise InputError(f"{name}[{index}] (joint '{owner}') is not finite (NaN or inf)")
+    if kind == SINGULAR:
+        raise SingularMassMatrixError(
+            f"{what or 'this computation'} needs to invert the mass matrix, which is singular at "
+            f"{model.body_label[index]}: that body and the links it carries have no inertia about its joint axis")
+    raise InputError(f"invalid input (status {st})")
+
+
+def to_tree_q(model: Model, q):
+    q = fast_vec(q, "q")
+    if q.shape[0] != model.nq:
+        raise InputError(f"q has length {q.shape[0]}, expected {model.nq} (joint order: {', '.join(model.joint_names)})")
+    return q[model.q_src] * model.q_mul + model.q_off
+
+
+def to_tree_v(model: Model, x, name: str, arg: int):
+    x = fast_vec(x, name)
+    if x.shape[0] != model.nv:
+        raise InputError(f"{name} has length {x.shape[0]}, expected {model.nv} (joint order: {', '.join(model.joint_names)})")
+    return x[model.v_src] * model.v_mul
+
+
+def fext_array(model: Model, f_ext) -> np.ndarray:
+    """{link: (fx fy fz tx ty tz) in the link frame about its origin} -> per-body spatial forces
+    (angular-first, body frame) as a flat array; empty when there are none."""
+    if not f_ext:
+        return EMPTY
+    out = np.zeros(6 * model.nb)
+    for link, w in f_ext.items():
+        k = model.link_index(link)
+        w = np.asarray(w, dtype=float).reshape(-1)
+        if w.shape != (6,):
+            raise InputError(f"f_ext['{link}'] must have 6 numbers (fx fy fz tx ty tz), got {w.size}")
+        if not np.all(np.isfinite(w)):
+            raise InputError(f"f_ext['{link}'] is not finite (NaN or inf)")
+        b = int(model.link_body[k])
+        if b < 0:
+            continue  # acts on the fixed base: no effect on joint torques
+        R = model.link_R[9 * k:9 * k + 9].reshape(3, 3)
+        p = model.link_p[3 * k:3 * k + 3]
+        f = R @ w[:3]
+        n = R @ w[3:] + np.cross(p, f)
+        out[6 * b:6 * b + 3] += n
+        out[6 * b + 3:6 * b + 6] += f
+    return out
+
+
+EMPTY = np.zeros(0)
+
+EMPTY_I = np.zeros(0, dtype=np.int64)
+

@@ -1,0 +1,76 @@
+"""Hybrid dynamics (Featherstone §9.1-9.2, Table 9.3): the effort is known on some joints (the
+forward-dynamics set fd) and the acceleration on the others; compute the unknown halves.
+
+The computation is the articulated-body pass of ``aba.py`` with Table 9.3's inverse-dynamics branch.
+Floating-base inverse dynamics (§9.5, Table 9.6) is the special case where the floating base is the
+only forward-dynamics joint with zero applied wrench: the base acceleration follows from the joint
+accelerations and the whole body's momentum balance.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from ..urdf import ROOT_JOINT
+from ._common import EMPTY, fast_vec, fext_array, raise_status
+from .aba import aba_kernel
+
+
+def _mask(model, forward_joints):
+    if isinstance(forward_joints, str):
+        forward_joints = [forward_joints]
+    mask = np.zeros(model.nb, dtype=np.int64)
+    vmask = np.zeros(model.nv, dtype=bool)
+    names = set(model.joint_names) | ({ROOT_JOINT} if model.floating_base else set())
+    for name in forward_joints:
+        if name not in names:
+            raise InputError(f"forward_joints: unknown joint '{name}' (model joints: {', '.join(model.joint_names)})")
+        sl = model.v_slice(name)
+        vmask[sl] = True
+    # a body is forward-dynamics when its dofs are (tree dofs == user dofs without mimic)
+    vi = model.mi[4 + 3::5]
+    for i in range(model.nb):
+        mask[i] = 1 if vmask[vi[i]] else 0
+    return mask, vmask
+
+
+def hybrid_dynamics(model, q, qd, qdd, tau, forward_joints, f_ext=None, data=None):
+    """Return (qdd, tau), both complete (nv each).
+
+    ``tau`` is read on the joints named in ``forward_joints``; ``qdd`` on all the others (entries that
+    are not read may hold anything, NaN included). With a floating base, name ``dn.ROOT_JOINT``
+    ("root_joint") to make the base a forward-dynamics joint (then tau[:6] is the wrench applied to it).
+    """
+    if model.has_mimic:
+        raise InputError("hybrid_dynamics does not support models with mimic joints yet")
+    mask, vmask = _mask(model, forward_joints)
+    qdd_in = np.array(fast_vec(qdd, "qdd"), dtype=float)
+    tau_in = np.array(fast_vec(tau, "tau"), dtype=float)
+    for name, arr, want in (("qdd", qdd_in, model.nv), ("tau", tau_in, model.nv)):
+        if arr.shape[0] != want:
+            raise InputError(f"{name} has length {arr.shape[0]}, expected {want} (joint order: {', '.join(model.joint_names)})")
+    qdd_in[vmask] = 0.0  # not read
+    tau_in[~vmask] = 0.0  # not read
+    w = data.work if data is not None else np.empty(model.work_size)
+    fx = fext_array(model, f_ext) if f_ext else EMPTY
+    qdd_out = np.empty(model.nvt)
+    tau_out = np.empty(model.nvt)
+    st = aba_kernel(model.mi, model.mf, fast_vec(q, "q"), fast_vec(qd, "qd"), tau_in, fx, qdd_out, w, mask, qdd_in,
+                    tau_out)
+    if st:
+        raise_status(model, st, what="hybrid dynamics")
+    return qdd_out, tau_out
+
+
+def floating_base_inverse_dynamics(model, q, qd, qdd_joints, f_ext=None, data=None):
+    """Featherstone §9.5 (Table 9.6): given the joint accelerations of a floating-base robot with no
+    wrench on its base, return (base acceleration (6,) as [dv, domega] in the base frame, joint
+    torques (nv - 6,))."""
+    if not model.floating_base:
+        raise InputError("floating_base_inverse_dynamics needs a model loaded with floating_base=True")
+    qdd_j = fast_vec(qdd_joints, "qdd_joints")
+    if qdd_j.shape[0] != model.nv - 6:
+        raise InputError(f"qdd_joints has length {qdd_j.shape[0]}, expected {model.nv - 6}")
+    qdd = np.concatenate([np.zeros(6), qdd_j])
+    qdd_out, tau_out = hybrid_dynamics(model, q, qd, qdd, np.zeros(model.nv), [ROOT_JOINT], f_ext, data)
+    return qdd_out[:6], tau_out[6:]

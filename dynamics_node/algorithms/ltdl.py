@@ -1,0 +1,127 @@
+"""Sparse L^T D L factorisation of H using the parent array (Featherstone §6.5, Tables 6.3-6.5).
+
+Branch-induced sparsity (§6.4): H_ij ≠ 0 only when i and j lie on one path to the root, and the
+factorisation H = L^T D L (L unit lower triangular) fills in nothing. A multi-DoF joint is handled by
+the *expanded parent array* λ' of §6.5: each degree of freedom becomes one entry whose parent is
+the previous degree of freedom of the same joint, or the last degree of freedom of the parent joint.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+def expanded_parent_array(parents, dofs):
+    """λ' of §6.5 in the book's 1-based convention (0 = the base).
+
+    >>> expanded_parent_array((0, 1, 1, 2, 2, 3), (1, 3, 1, 1, 1, 1))
+    (0, 1, 2, 3, 1, 4, 4, 5)
+    """
+    last = [0] * (len(parents) + 1)  # last expanded index of body i (1-based), 0 for the base
+    out = []
+    for i, (p, n) in enumerate(zip(parents, dofs), start=1):
+        prev = last[p]
+        for _ in range(n):
+            out.append(prev)
+            prev = len(out)
+        last[i] = prev
+    return tuple(out)
+
+
+def dof_parents(model) -> np.ndarray:
+    """0-based λ' over the model's tree degrees of freedom (-1 = base)."""
+    J = model.mi[4:].reshape(model.nb, 5)
+    lam = expanded_parent_array([int(p) + 1 for p in J[:, 0]], [int(n) for n in J[:, 4]])
+    return np.array(lam, dtype=np.int64) - 1
+
+
+@njit(cache=True)
+def ltdl_factor(H, lam, tol):
+    """In-place L^T D L of H (Table 6.3, LTDL). On return the strict lower triangle holds L and the
+    diagonal holds D. Returns -1, or the first index k whose pivot D_kk <= tol (H singular)."""
+    n = H.shape[0]
+    for k in range(n - 1, -1, -1):
+        if H[k, k] <= tol:
+            return k
+        i = lam[k]
+        while i != -1:
+            a = H[k, i] / H[k, k]
+            j = i
+            while j != -1:
+                H[i, j] -= a * H[k, j]
+                j = lam[j]
+            H[k, i] = a
+            i = lam[i]
+    return -1
+
+
+@njit(cache=True)
+def ltdl_solve(L, lam, b):
+    """Solve (L^T D L) x = b in place in b (Table 6.5: back-substitution with L^T, then D, then L)."""
+    n = b.shape[0]
+    for i in range(n - 1, -1, -1):
+        j = lam[i]
+        while j != -1:
+            b[j] -= L[i, j] * b[i]
+            j = lam[j]
+    for i in range(n):
+        b[i] /= L[i, i]
+    for i in range(n):
+        j = lam[i]
+        while j != -1:
+            b[i] -= L[i, j] * b[j]
+            j = lam[j]
+
+
+def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):
+    """qdd from H qdd = tau - C (Eq. 1.1): H by the CRBA, C by the RNEA, solved with L^T D L over the
+    expanded parent array. With mimic joints (explicit constraints q_t = G q + offset, §9.6 / Eq. 3.19)
+    the reduced system G^T H G qdd = G^T (tau_t - C) is dense and solved by Cholesky."""
+    from ..errors import SingularMassMatrixError
+    from ._common import A_QD, A_TAU, fast_vec, to_tree_q, to_tree_v
+    from .crba import mass_matrix_tree
+    from .rnea import inverse_dynamics
+
+    tau = fast_vec(tau, "tau")
+    if tau.shape[0] != model.nv:
+        from ..errors import InputError
+
+        raise InputError(f"tau has length {tau.shape[0]}, expected {model.nv} (joint order: {', '.join(model.joint_names)})")
+    if not np.all(np.isfinite(tau)):
+        from ..errors import InputError
+
+        k = int(np.nonzero(~np.isfinite(tau))[0][0])
+        raise InputError(f"tau[{k}] is not finite (NaN or inf)")
+    C = inverse_dynamics(model, q, qd, np.zeros(model.nv), f_ext=f_ext, data=data)
+    qt = to_tree_q(model, q) if model.has_mimic else fast_vec(q, "q")
+    H = mass_matrix_tree(model, qt, data)
+    if model.has_mimic:
+        Hy = model.G.T @ H @ model.G
+        try:
+            L = np.linalg.cholesky(Hy)
+        except np.linalg.LinAlgError:
+            k = _first_singular_body(model, H)
+            raise SingularMassMatrixError(
+                f"forward dynamics needs to invert the mass matrix, which is singular at {model.body_label[k]}: that body "
+                "and the links it carries have no inertia about its joint axis") from None
+        y = np.linalg.solve(L, tau - C)
+        return np.linalg.solve(L.T, y)
+    lam = dof_parents(model)
+    Hf = np.array(H)
+    k = ltdl_factor(Hf, lam, model.singular_tol)
+    if k >= 0:
+        b = int(np.searchsorted(model.mi[4 + 3::5], k, side="right") - 1)
+        raise SingularMassMatrixError(
+            f"forward dynamics needs to invert the mass matrix, which is singular at {model.body_label[b]}: that body "
+            "and the links it carries have no inertia about its joint axis")
+    x = np.array(tau - C, dtype=float)
+    ltdl_solve(Hf, lam, x)
+    return x
+
+
+def _first_singular_body(model, H):
+    vi = model.mi[4 + 3::5]
+    for i in range(model.nb):
+        if H[vi[i], vi[i]] <= model.singular_tol:
+            return i
+    return 0

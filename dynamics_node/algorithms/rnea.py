@@ -1,0 +1,259 @@
+"""Recursive Newton-Euler inverse dynamics (Featherstone Ch. 5, Table 5.1, body coordinates).
+
+    v_i = X_i v_λ(i) + S_i qd_i                                  (Eq. 5.14)
+    a_i = X_i a_λ(i) + S_i qdd_i + c_J + v_i x S_i qd_i           (Eq. 5.15; c_J = 0 here)
+    f_i = I_i a_i + v_i x* I_i v_i - f_i^x                        (Eq. 5.16)
+    tau_i = S_i^T f_i ;  f_λ(i) += X_i^T f_i                      (Eqs. 5.17-5.18)
+
+Gravity enters as the fictitious base acceleration a_0 = -a_g (§5.3). Options of the model add
+the rotor inertia term armature * qdd (Example 9.5) and friction damping * qd + coulomb * sign(qd).
+``gravity`` is the stripped version with qd = qdd = 0 (Eqs. 5.12-5.13) and no external force.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..joints import jcalc
+from ..spatial import cross_force_add, cross_motion_add, rbi_mul, x_mul_motion, xt_mul_force_add
+from ._common import (A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
+                      raise_status, to_tree_q, to_tree_v, unpack, work_views)
+
+
+@njit(cache=True)
+def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
+    nb, nvt, nqt, J, B, D = unpack(mi, mf)
+    st = check(q, nqt, A_Q)
+    if st == 0:
+        st = check(qd, nvt, A_QD)
+    if st == 0:
+        st = check(qdd, nvt, A_QDD)
+    if st != 0:
+        return st
+    if fx.shape[0] != 0 and fx.shape[0] != 6 * nb:
+        return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
+    E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
+    a0 = tmp[0:6]
+    a0[0] = 0.0
+    a0[1] = 0.0
+    a0[2] = 0.0
+    a0[3] = -mf[0]
+    a0[4] = -mf[1]
+    a0[5] = -mf[2]
+    vJ = tmp[6:12]
+    Iv = tmp[12:18]
+    for i in range(nb):
+        p = J[i, 0]
+        jt = J[i, 1]
+        vi = J[i, 3]
+        nv = J[i, 4]
+        Bi = B[i]
+        jcalc(jt, axis_of(jt, D[vi]), q, J[i, 2], Bi[0:9], Bi[9:12], E[i], r[i])
+        ci = c[i]
+        for k in range(6):
+            vJ[k] = 0.0
+            ci[k] = 0.0
+        for dof in range(vi, vi + nv):
+            s = D[dof]
+            qdk = qd[dof]
+            qddk = qdd[dof]
+            for k in range(6):
+                vJ[k] += s[k] * qdk
+                ci[k] += s[k] * qddk
+        ai = a[i]
+        vv = v[i]
+        if p >= 0:
+            x_mul_motion(E[i], r[i], v[p], vv)
+            x_mul_motion(E[i], r[i], a[p], ai)
+            for k in range(6):
+                vv[k] += vJ[k]
+                ai[k] += c[i, k]
+        else:
+            x_mul_motion(E[i], r[i], a0, ai)
+            for k in range(6):
+                vv[k] = vJ[k]
+                ai[k] += c[i, k]
+        cross_motion_add(vv, vJ, 1.0, ai)
+        m = Bi[12]
+        h = Bi[13:16]
+        Ib = Bi[16:25]
+        rbi_mul(m, h, Ib, ai, f[i])
+        rbi_mul(m, h, Ib, vv, Iv)
+        cross_force_add(vv, Iv, f[i])
+        if fx.shape[0] != 0:
+            for k in range(6):
+                f[i, k] -= fx[6 * i + k]
+    for i in range(nb - 1, -1, -1):
+        vi = J[i, 3]
+        fi = f[i]
+        for dof in range(vi, vi + J[i, 4]):
+            s = D[dof]
+            t = s[0] * fi[0] + s[1] * fi[1] + s[2] * fi[2] + s[3] * fi[3] + s[4] * fi[4] + s[5] * fi[5]
+            t += s[6] * qdd[dof] + s[7] * qd[dof]
+            if s[8] != 0.0:
+                if qd[dof] > 0.0:
+                    t += s[8]
+                elif qd[dof] < 0.0:
+                    t -= s[8]
+            tau[dof] = t
+        p = J[i, 0]
+        if p >= 0:
+            xt_mul_force_add(E[i], r[i], fi, f[p])
+    return 0
+
+
+@njit(cache=True)
+def gravity_kernel(mi, mf, q, tau, w):
+    """Table 5.1 with qd = qdd = 0: only a_i = X_i a_λ(i) and f_i = I_i a_i remain."""
+    nb, nvt, nqt, J, B, D = unpack(mi, mf)
+    st = check(q, nqt, A_Q)
+    if st != 0:
+        return st
+    E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
+    a0 = tmp[0:6]
+    a0[0] = 0.0
+    a0[1] = 0.0
+    a0[2] = 0.0
+    a0[3] = -mf[0]
+    a0[4] = -mf[1]
+    a0[5] = -mf[2]
+    for i in range(nb):
+        p = J[i, 0]
+        jt = J[i, 1]
+        Bi = B[i]
+        jcalc(jt, axis_of(jt, D[J[i, 3]]), q, J[i, 2], Bi[0:9], Bi[9:12], E[i], r[i])
+        x_mul_motion(E[i], r[i], a[p] if p >= 0 else a0, a[i])
+        rbi_mul(Bi[12], Bi[13:16], Bi[16:25], a[i], f[i])
+    for i in range(nb - 1, -1, -1):
+        vi = J[i, 3]
+        fi = f[i]
+        for dof in range(vi, vi + J[i, 4]):
+            s = D[dof]
+            tau[dof] = s[0] * fi[0] + s[1] * fi[1] + s[2] * fi[2] + s[3] * fi[3] + s[4] * fi[4] + s[5] * fi[5]
+        p = J[i, 0]
+        if p >= 0:
+            xt_mul_force_add(E[i], r[i], fi, f[p])
+    return 0
+
+
+@njit(cache=True)
+def rnea_batch_kernel(mi, mf, Q, QD, QDD, TAU, w):
+    n = Q.shape[0]
+    if QD.shape[0] != n or QDD.shape[0] != n:
+        return BAD_LENGTH * 100000000 + A_QD * 100000 + min(QD.shape[0], 99999)
+    for k in range(n):
+        st = rnea_kernel(mi, mf, Q[k], QD[k], QDD[k], EMPTY, TAU[k], w)
+        if st != 0:
+            return st
+    return 0
+
+
+@njit(cache=True)
+def gravity_batch_kernel(mi, mf, Q, TAU, w):
+    for k in range(Q.shape[0]):
+        st = gravity_kernel(mi, mf, Q[k], TAU[k], w)
+        if st != 0:
+            return st
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
+    """tau = ID(model, q, qd, qdd, f_ext) (Featherstone Eq. 3.4, Table 5.1).
+
+    f_ext: {link: (fx, fy, fz, tx, ty, tz)} acting on the link, link frame, about its origin.
+    Returns tau (nv,), in the order of model.joint_names (after the 6 root entries of a floating base).
+    """
+    w = data.work if data is not None else np.empty(model.work_size)
+    fx = fext_array(model, f_ext) if f_ext else EMPTY
+    if model.has_mimic:
+        qt, qdt, qddt = to_tree_q(model, q), to_tree_v(model, qd, "qd", A_QD), to_tree_v(model, qdd, "qdd", A_QDD)
+        tau = np.empty(model.nvt)
+        st = rnea_kernel(model.mi, model.mf, qt, qdt, qddt, fx, tau, w)
+        if st:
+            raise_status(model, st, tree=True)
+        return model.G.T @ tau
+    tau = np.empty(model.nvt)
+    try:
+        st = rnea_kernel(model.mi, model.mf, q, qd, qdd, fx, tau, w)
+    except TypeError:
+        st = rnea_kernel(model.mi, model.mf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(qdd, "qdd"), fx, tau, w)
+    if st:
+        raise_status(model, st)
+    return tau
+
+
+def gravity(model, q, data=None):
+    """Gravity compensation torques: ID(q, 0, 0) (Featherstone §5.3)."""
+    w = data.work if data is not None else np.empty(model.work_size)
+    tau = np.empty(model.nvt)
+    if model.has_mimic:
+        st = gravity_kernel(model.mi, model.mf, to_tree_q(model, q), tau, w)
+        if st:
+            raise_status(model, st, tree=True)
+        return model.G.T @ tau
+    try:
+        st = gravity_kernel(model.mi, model.mf, q, tau, w)
+    except TypeError:
+        st = gravity_kernel(model.mi, model.mf, fast_vec(q, "q"), tau, w)
+    if st:
+        raise_status(model, st)
+    return tau
+
+
+def bias_forces(model, q, qd, data=None):
+    """C(q, qd) = ID(q, qd, 0) (Featherstone Eq. 6.2): Coriolis, centrifugal, gravity (and friction
+    when the model has it)."""
+    return inverse_dynamics(model, q, qd, np.zeros(model.nv), data=data)
+
+
+def _as_batch(model, X, name, ncols):
+    A = np.ascontiguousarray(X, dtype=np.float64)
+    if A.ndim != 2 or A.shape[1] != ncols:
+        from ..errors import InputError
+
+        raise InputError(f"{name} must be an N x {ncols} array, got shape {A.shape}")
+    return A
+
+
+def inverse_dynamics_batch(model, Q, QD, QDD):
+    """Inverse dynamics of N states at once (rows of N x nq / N x nv arrays): one compiled loop."""
+    Q = _as_batch(model, Q, "Q", model.nq)
+    QD = _as_batch(model, QD, "QD", model.nv)
+    QDD = _as_batch(model, QDD, "QDD", model.nv)
+    if QD.shape[0] != Q.shape[0] or QDD.shape[0] != Q.shape[0]:
+        from ..errors import InputError
+
+        raise InputError(f"Q, QD and QDD must have the same number of rows, got {Q.shape[0]}, {QD.shape[0]}, {QDD.shape[0]}")
+    if model.has_mimic:
+        Q = Q[:, model.q_src] * model.q_mul + model.q_off
+        QD = np.ascontiguousarray(QD[:, model.v_src] * model.v_mul)
+        QDD = np.ascontiguousarray(QDD[:, model.v_src] * model.v_mul)
+    TAU = np.empty((Q.shape[0], model.nvt))
+    st = rnea_batch_kernel(model.mi, model.mf, Q, QD, QDD, TAU, np.empty(model.work_size))
+    if st:
+        _raise_batch(model, st, Q, QD, QDD)
+    return TAU @ model.G if model.has_mimic else TAU
+
+
+def gravity_batch(model, Q):
+    """Gravity torques of N configurations (rows of an N x nq array)."""
+    Q = _as_batch(model, Q, "Q", model.nq)
+    if model.has_mimic:
+        Q = Q[:, model.q_src] * model.q_mul + model.q_off
+    TAU = np.empty((Q.shape[0], model.nvt))
+    st = gravity_batch_kernel(model.mi, model.mf, Q, TAU, np.empty(model.work_size))
+    if st:
+        _raise_batch(model, st, Q)
+    return TAU @ model.G if model.has_mimic else TAU
+
+
+def _raise_batch(model, st, *arrays):
+    from ..errors import InputError
+
+    rows = [int(np.nonzero(~np.isfinite(A).all(axis=1))[0][0]) for A in arrays if not np.isfinite(A).all()]
+    try:
+        raise_status(model, st, tree=model.has_mimic)
+    except InputError as e:
+        where = f" (row {rows[0]})" if rows else ""
+        raise InputError(f"{e}{where}") from None
