@@ -35,7 +35,7 @@ import numpy as np
 
 from .errors import ModelError
 
-__all__ = ["LoopJoint", "LOOP_JOINT_TYPES", "parse_loop_joints", "parse_transmissions",
+__all__ = ["LoopJoint", "LOOP_JOINT_TYPES", "parse_loop_joints", "parse_transmissions", "validate_loop_bodies",
            "motion_subspace", "rpy_to_matrix"]
 
 #: joint type -> number of degrees of freedom it allows (its constraint count is 6 - dof)
@@ -296,3 +296,15 @@ def parse_transmissions(robot: ET.Element, joint_names: set[str], source: str) -
             if jn not in out:
                 out.append(jn)
     return tuple(out)
+
+
+def validate_loop_bodies(loops, body_of, source: str) -> None:
+    """Reject a loop joint whose two ends are on the same body: the same link, or two links welded by
+    fixed joints (``body_of(link)`` -> body index, as Model.body_of).  Such a joint constrains
+    nothing.  The model loader calls this once the bodies are known."""
+    for lj in loops:
+        bp, bs = body_of(lj.predecessor), body_of(lj.successor)
+        if bp == bs:
+            raise _err(source, f"<loop_joint name={lj.name!r}>",
+                       f"predecessor {lj.predecessor!r} and successor {lj.successor!r} are welded to the "
+                       "same body (fixed joints): both ends on the same body")

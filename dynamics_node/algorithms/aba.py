@@ -270,9 +270,9 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):
     fx = fext_array(model, f_ext) if f_ext else EMPTY
     qdd = np.empty(model.nvt)
     try:
-        st = aba_kernel(model.mi, model.mf, q, qd, tau, fx, qdd, w, EMPTY_I, EMPTY, EMPTY)
+        st = aba_kernel(model._kmi, model._kmf, q, qd, tau, fx, qdd, w, EMPTY_I, EMPTY, EMPTY)
     except TypeError:
-        st = aba_kernel(model.mi, model.mf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(tau, "tau"), fx, qdd, w,
+        st = aba_kernel(model._kmi, model._kmf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(tau, "tau"), fx, qdd, w,
                         EMPTY_I, EMPTY, EMPTY)
     if st:
         raise_status(model, st, what="forward dynamics")

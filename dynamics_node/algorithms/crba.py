@@ -73,7 +73,7 @@ def mass_matrix_tree(model, q_tree, data=None):
     """H over the tree coordinates (mimic followers included)."""
     w = data.work if data is not None else np.empty(model.work_size)
     H = np.empty(model.nvt * model.nvt)
-    st = crba_kernel(model.mi, model.mf, q_tree, H, w)
+    st = crba_kernel(model._kmi, model._kmf, q_tree, H, w)
     if st:
         raise_status(model, st, tree=True)
     return H.reshape(model.nvt, model.nvt)
@@ -88,9 +88,9 @@ def mass_matrix(model, q, data=None):
     w = data.work if data is not None else np.empty(model.work_size)
     H = np.empty(model.nvt * model.nvt)
     try:
-        st = crba_kernel(model.mi, model.mf, q, H, w)
+        st = crba_kernel(model._kmi, model._kmf, q, H, w)
     except TypeError:
-        st = crba_kernel(model.mi, model.mf, fast_vec(q, "q"), H, w)
+        st = crba_kernel(model._kmi, model._kmf, fast_vec(q, "q"), H, w)
     if st:
         raise_status(model, st)
     return H.reshape(model.nvt, model.nvt)

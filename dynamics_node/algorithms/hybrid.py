@@ -55,7 +55,7 @@ def hybrid_dynamics(model, q, qd, qdd, tau, forward_joints, f_ext=None, data=Non
     fx = fext_array(model, f_ext) if f_ext else EMPTY
     qdd_out = np.empty(model.nvt)
     tau_out = np.empty(model.nvt)
-    st = aba_kernel(model.mi, model.mf, fast_vec(q, "q"), fast_vec(qd, "qd"), tau_in, fx, qdd_out, w, mask, qdd_in,
+    st = aba_kernel(model._kmi, model._kmf, fast_vec(q, "q"), fast_vec(qd, "qd"), tau_in, fx, qdd_out, w, mask, qdd_in,
                     tau_out)
     if st:
         raise_status(model, st, what="hybrid dynamics")

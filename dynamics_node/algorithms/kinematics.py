@@ -181,7 +181,7 @@ def body_poses(model, q, data=None):
     w = data.work if data is not None else np.empty(model.work_size)
     R = np.empty(9 * model.nb)
     p = np.empty(3 * model.nb)
-    st = poses_kernel(model.mi, model.mf, _tree_q(model, q), w, R, p)
+    st = poses_kernel(model._kmi, model._kmf, _tree_q(model, q), w, R, p)
     if st:
         raise_status(model, st, tree=model.has_mimic)
     return R.reshape(model.nb, 3, 3), p.reshape(model.nb, 3)
@@ -238,7 +238,7 @@ def jacobian(model, q, link, data=None):
     b, Rl, pl = _link(model, link)
     w = data.work if data is not None else np.empty(model.work_size)
     Jt = np.empty(6 * model.nvt)
-    st = jacobian_kernel(model.mi, model.mf, _tree_q(model, q), b, model.link_R, np.ascontiguousarray(pl), Jt, w)
+    st = jacobian_kernel(model._kmi, model._kmf, _tree_q(model, q), b, model.link_R, np.ascontiguousarray(pl), Jt, w)
     if st:
         raise_status(model, st, tree=model.has_mimic)
     Jm = Jt.reshape(6, model.nvt)
@@ -253,7 +253,7 @@ def _motion(model, q, qd, qdd, link, data):
         qt, qdt, qddt = to_tree_q(model, q), to_tree_v(model, qd, "qd", A_QD), to_tree_v(model, qdd, "qdd", A_QDD)
     else:
         qt, qdt, qddt = fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(qdd, "qdd")
-    st = motion_kernel(model.mi, model.mf, qt, qdt, qddt, b, np.ascontiguousarray(pl), out, w)
+    st = motion_kernel(model._kmi, model._kmf, qt, qdt, qddt, b, np.ascontiguousarray(pl), out, w)
     if st:
         raise_status(model, st, tree=model.has_mimic)
     return out

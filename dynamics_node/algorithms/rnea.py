@@ -169,15 +169,15 @@ def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
     if model.has_mimic:
         qt, qdt, qddt = to_tree_q(model, q), to_tree_v(model, qd, "qd", A_QD), to_tree_v(model, qdd, "qdd", A_QDD)
         tau = np.empty(model.nvt)
-        st = rnea_kernel(model.mi, model.mf, qt, qdt, qddt, fx, tau, w)
+        st = rnea_kernel(model._kmi, model._kmf, qt, qdt, qddt, fx, tau, w)
         if st:
             raise_status(model, st, tree=True)
         return model.G.T @ tau
     tau = np.empty(model.nvt)
     try:
-        st = rnea_kernel(model.mi, model.mf, q, qd, qdd, fx, tau, w)
+        st = rnea_kernel(model._kmi, model._kmf, q, qd, qdd, fx, tau, w)
     except TypeError:
-        st = rnea_kernel(model.mi, model.mf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(qdd, "qdd"), fx, tau, w)
+        st = rnea_kernel(model._kmi, model._kmf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(qdd, "qdd"), fx, tau, w)
     if st:
         raise_status(model, st)
     return tau
@@ -188,14 +188,14 @@ def gravity(model, q, data=None):
     w = data.work if data is not None else np.empty(model.work_size)
     tau = np.empty(model.nvt)
     if model.has_mimic:
-        st = gravity_kernel(model.mi, model.mf, to_tree_q(model, q), tau, w)
+        st = gravity_kernel(model._kmi, model._kmf, to_tree_q(model, q), tau, w)
         if st:
             raise_status(model, st, tree=True)
         return model.G.T @ tau
     try:
-        st = gravity_kernel(model.mi, model.mf, q, tau, w)
+        st = gravity_kernel(model._kmi, model._kmf, q, tau, w)
     except TypeError:
-        st = gravity_kernel(model.mi, model.mf, fast_vec(q, "q"), tau, w)
+        st = gravity_kernel(model._kmi, model._kmf, fast_vec(q, "q"), tau, w)
     if st:
         raise_status(model, st)
     return tau
@@ -230,7 +230,7 @@ def inverse_dynamics_batch(model, Q, QD, QDD):
         QD = np.ascontiguousarray(QD[:, model.v_src] * model.v_mul)
         QDD = np.ascontiguousarray(QDD[:, model.v_src] * model.v_mul)
     TAU = np.empty((Q.shape[0], model.nvt))
-    st = rnea_batch_kernel(model.mi, model.mf, Q, QD, QDD, TAU, np.empty(model.work_size))
+    st = rnea_batch_kernel(model._kmi, model._kmf, Q, QD, QDD, TAU, np.empty(model.work_size))
     if st:
         _raise_batch(model, st, Q, QD, QDD)
     return TAU @ model.G if model.has_mimic else TAU
@@ -242,7 +242,7 @@ def gravity_batch(model, Q):
     if model.has_mimic:
         Q = Q[:, model.q_src] * model.q_mul + model.q_off
     TAU = np.empty((Q.shape[0], model.nvt))
-    st = gravity_batch_kernel(model.mi, model.mf, Q, TAU, np.empty(model.work_size))
+    st = gravity_batch_kernel(model._kmi, model._kmf, Q, TAU, np.empty(model.work_size))
     if st:
         _raise_batch(model, st, Q)
     return TAU @ model.G if model.has_mimic else TAU
