@@ -10,6 +10,11 @@ from conftest import assert_close
 G = 9.81
 
 
+def a(*x):
+    """1-D float array (lists are tested separately in test_core_pinocchio/test_core_errors)."""
+    return np.array(x, dtype=float)
+
+
 def _link(name, mass, com, ixx, iyy, izz):
     return (f'  <link name="{name}"><inertial><origin xyz="{ug._v(com)}" rpy="0 0 0"/><mass value="{mass!r}"/>'
             f'<inertia ixx="{ixx!r}" ixy="0" ixz="0" iyy="{iyy!r}" iyz="0" izz="{izz!r}"/></inertial></link>\n')
@@ -36,13 +41,13 @@ def test_point_mass_pendulum(dn):
     xml = _robot(_link("bob", m, (0, 0, -l), 0.0, 0.0, 0.0) + _joint("hinge", "revolute", "world_base", "bob", axis="0 1 0"))
     model = dn.load_model(xml)
     for (q, qd, qdd) in STATES:
-        assert_close(dn.mass_matrix(model, [q]), [[m * l * l]], what="H pendulum")
-        assert_close(dn.gravity(model, [q]), [m * G * l * math.sin(q)], what="gravity pendulum")
-        assert_close(dn.inverse_dynamics(model, [q], [qd], [qdd]), [m * l * l * qdd + m * G * l * math.sin(q)], what="ID")
-        assert_close(dn.bias_forces(model, [q], [qd]), [m * G * l * math.sin(q)], what="C pendulum")
+        assert_close(dn.mass_matrix(model, a(q)), [[m * l * l]], what="H pendulum")
+        assert_close(dn.gravity(model, a(q)), [m * G * l * math.sin(q)], what="gravity pendulum")
+        assert_close(dn.inverse_dynamics(model, a(q), a(qd), a(qdd)), [m * l * l * qdd + m * G * l * math.sin(q)], what="ID")
+        assert_close(dn.bias_forces(model, a(q), a(qd)), [m * G * l * math.sin(q)], what="C pendulum")
         tau = 0.37
-        assert_close(dn.forward_dynamics(model, [q], [qd], [tau]), [(tau - m * G * l * math.sin(q)) / (m * l * l)], what="FD")
-        assert_close(dn.center_of_mass(model, [q]), [-l * math.sin(q), 0.0, -l * math.cos(q)], what="CoM pendulum")
+        assert_close(dn.forward_dynamics(model, a(q), a(qd), a(tau)), [(tau - m * G * l * math.sin(q)) / (m * l * l)], what="FD")
+        assert_close(dn.center_of_mass(model, a(q)), [-l * math.sin(q), 0.0, -l * math.cos(q)], what="CoM pendulum")
 
 
 def test_rod_pendulum(dn):
@@ -52,9 +57,9 @@ def test_rod_pendulum(dn):
     model = dn.load_model(xml)
     for (q, qd, qdd) in STATES:
         expect = m * L * L / 3 * qdd + m * G * L / 2 * math.sin(q)
-        assert_close(dn.inverse_dynamics(model, [q], [qd], [qdd]), [expect], what="ID rod")
-        assert_close(dn.mass_matrix(model, [q]), [[m * L * L / 3]], what="H rod")
-        assert_close(dn.forward_dynamics(model, [q], [qd], [expect]), [qdd], what="FD rod")
+        assert_close(dn.inverse_dynamics(model, a(q), a(qd), a(qdd)), [expect], what="ID rod")
+        assert_close(dn.mass_matrix(model, a(q)), [[m * L * L / 3]], what="H rod")
+        assert_close(dn.forward_dynamics(model, a(q), a(qd), [expect]), a(qdd), what="FD rod")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -111,11 +116,11 @@ def test_prismatic_along_gravity(dn, axis, sign):
                  + _joint("lift", "prismatic", "world_base", "slider", xyz="0.2 0.1 0.5", axis=axis))
     model = dn.load_model(xml)
     for (q, qd, qdd) in STATES:
-        assert_close(dn.gravity(model, [q]), [sign * m * G], what="prismatic gravity = m g")
-        assert_close(dn.inverse_dynamics(model, [q], [qd], [qdd]), [m * qdd + sign * m * G], what="prismatic ID")
-        assert_close(dn.mass_matrix(model, [q]), [[m]], what="prismatic H")
-        assert_close(dn.forward_dynamics(model, [q], [qd], [0.0]), [-sign * G], what="prismatic free fall")
-        assert_close(dn.link_pose(model, [q], "slider")[:3, 3], [0.2, 0.1, 0.5 + sign * q], what="prismatic pose")
+        assert_close(dn.gravity(model, a(q)), [sign * m * G], what="prismatic gravity = m g")
+        assert_close(dn.inverse_dynamics(model, a(q), a(qd), a(qdd)), [m * qdd + sign * m * G], what="prismatic ID")
+        assert_close(dn.mass_matrix(model, a(q)), [[m]], what="prismatic H")
+        assert_close(dn.forward_dynamics(model, a(q), a(qd), a(0.0)), [-sign * G], what="prismatic free fall")
+        assert_close(dn.link_pose(model, a(q), "slider")[:3, 3], [0.2, 0.1, 0.5 + sign * q], what="prismatic pose")
 
 
 def _planar_block(dn, gravity):
@@ -137,21 +142,21 @@ def test_planar_block_horizontal(dn):
     no gravity load, rotation-only or translation-only motion has no bias force (CoM at origin)."""
     model, m, Izz = _planar_block(dn, (0, 0, -G))
     for th in (0.0, 0.7, -2.4):
-        q = [0.3, -0.2, th]
+        q = a(0.3, -0.2, th)
         assert_close(dn.mass_matrix(model, q), np.diag([m, m, Izz]), what="planar H")
         assert_close(dn.gravity(model, q), np.zeros(3), what="planar gravity (horizontal)")
-        assert_close(dn.bias_forces(model, q, [0, 0, 1.3]), np.zeros(3), what="planar C spinning")
-        assert_close(dn.bias_forces(model, q, [0.4, -0.9, 0.0]), np.zeros(3), what="planar C translating")
+        assert_close(dn.bias_forces(model, q, a(0, 0, 1.3)), np.zeros(3), what="planar C spinning")
+        assert_close(dn.bias_forces(model, q, a(0.4, -0.9, 0.0)), np.zeros(3), what="planar C translating")
         tau = np.array([1.0, -2.0, 0.3])
-        assert_close(dn.forward_dynamics(model, q, [0, 0, 0], tau), tau / [m, m, Izz], what="planar FD at rest")
+        assert_close(dn.forward_dynamics(model, q, np.zeros(3), tau), tau / [m, m, Izz], what="planar FD at rest")
 
 
 def test_planar_block_in_plane_gravity(dn):
     """Plane xy with gravity along -y, at angle 0: holding force m g along y; free slide falls at g."""
     model, m, Izz = _planar_block(dn, (0, -G, 0))
-    q = [0.5, 0.25, 0.0]
+    q = a(0.5, 0.25, 0.0)
     assert_close(dn.gravity(model, q), [0.0, m * G, 0.0], what="planar in-plane gravity")
-    assert_close(dn.forward_dynamics(model, q, [0, 0, 0], [0, 0, 0]), [0.0, -G, 0.0], what="planar free fall")
+    assert_close(dn.forward_dynamics(model, q, np.zeros(3), np.zeros(3)), [0.0, -G, 0.0], what="planar free fall")
     assert_close(dn.link_pose(model, q, "block")[:3, 3], [0.5, 0.25, 0.0], what="planar pose")
 
 

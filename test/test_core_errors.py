@@ -7,6 +7,13 @@ import pytest
 
 import urdfgen as ug
 
+
+def A(*x):
+    return np.array(x, dtype=float)
+
+
+Z2 = np.zeros(2)
+
 INERTIAL = ('<inertial><origin xyz="0 0 0.1" rpy="0 0 0"/><mass value="1.0"/>'
             '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>')
 
@@ -211,20 +218,20 @@ def test_massless_leaf_id_and_gravity_work(massless_model, dn):
 
 def test_massless_leaf_forward_dynamics_refused(massless_model, dn):
     with pytest.raises(dn.SingularMassMatrixError) as ei:
-        dn.forward_dynamics(massless_model, [0.4, -0.3], [0.5, 1.0], [1.0, 0.0])
+        dn.forward_dynamics(massless_model, A(0.4, -0.3), A(0.5, 1.0), A(1.0, 0.0))
     assert "ghost_tip" in str(ei.value)
     assert isinstance(ei.value, dn.InputError)
 
 
 def test_massless_leaf_hybrid_refused(massless_model, dn):
     with pytest.raises(dn.SingularMassMatrixError) as ei:
-        dn.hybrid_dynamics(massless_model, [0.4, -0.3], [0.5, 1.0], [0.3, 0.0], [0.0, 0.0], ["tip_joint"])
+        dn.hybrid_dynamics(massless_model, A(0.4, -0.3), A(0.5, 1.0), A(0.3, 0.0), A(0.0, 0.0), ["tip_joint"])
     assert "ghost_tip" in str(ei.value)
 
 
 def test_massless_leaf_hybrid_inverse_at_massless_joint_ok(massless_model, dn):
     """If the massless joint's acceleration is given (inverse joint), nothing singular is inverted."""
-    qdd, tau = dn.hybrid_dynamics(massless_model, [0.4, -0.3], [0.5, 1.0], [0.0, 0.3], [1.0, 0.0], ["j1"])
+    qdd, tau = dn.hybrid_dynamics(massless_model, A(0.4, -0.3), A(0.5, 1.0), A(0.0, 0.3), A(1.0, 0.0), ["j1"])
     assert np.all(np.isfinite(qdd)) and np.all(np.isfinite(tau))
 
 
@@ -232,7 +239,7 @@ def test_massless_fixed_leaf_is_fine(dn):
     src = robot(link("base"), link("l1"), '<link name="tool_frame"/>\n', joint("j1", "base", "l1"),
                 joint("tool_fixed", "l1", "tool_frame", jt="fixed"))
     m = dn.load_model(src)
-    qdd = dn.forward_dynamics(m, [0.1], [0.0], [1.0])
+    qdd = dn.forward_dynamics(m, A(0.1), A(0.0), A(1.0))
     assert np.all(np.isfinite(qdd))
     assert "tool_frame" in m.link_names
 
@@ -251,8 +258,8 @@ def good():
                                 "jacobian", "link_pose", "link_velocity", "bias_acceleration", "center_of_mass"])
 @pytest.mark.parametrize("bad", ["short", "long", "nan", "inf"])
 def test_bad_q(dn, good, fn, bad):
-    q = {"short": [0.1], "long": [0.1, 0.2, 0.3], "nan": [0.1, float("nan")], "inf": [float("inf"), 0.1]}[bad]
-    z = [0.0, 0.0]
+    q = A(*{"short": [0.1], "long": [0.1, 0.2, 0.3], "nan": [0.1, float("nan")], "inf": [float("inf"), 0.1]}[bad])
+    z = A(0.0, 0.0)
     calls = {
         "inverse_dynamics": lambda: dn.inverse_dynamics(good, q, z, z),
         "forward_dynamics": lambda: dn.forward_dynamics(good, q, z, z),
@@ -272,9 +279,9 @@ def test_bad_q(dn, good, fn, bad):
 @pytest.mark.parametrize("which", ["qd", "qdd", "tau"])
 @pytest.mark.parametrize("bad", ["short", "nan", "inf"])
 def test_bad_other_vectors(dn, good, which, bad):
-    v = {"short": [0.1], "nan": [0.1, float("nan")], "inf": [float("-inf"), 0.1]}[bad]
-    q = [0.1, 0.2]
-    z = [0.0, 0.0]
+    v = A(*{"short": [0.1], "nan": [0.1, float("nan")], "inf": [float("-inf"), 0.1]}[bad])
+    q = A(0.1, 0.2)
+    z = A(0.0, 0.0)
     with pytest.raises(dn.InputError):
         if which == "qd":
             dn.inverse_dynamics(good, q, v, z)
@@ -286,10 +293,10 @@ def test_bad_other_vectors(dn, good, which, bad):
 
 @pytest.mark.parametrize("fn", ["jacobian", "link_pose", "link_velocity", "bias_acceleration"])
 def test_unknown_link(dn, good, fn):
-    q = [0.1, 0.2]
+    q = A(0.1, 0.2)
     with pytest.raises(dn.InputError) as ei:
         if fn in ("link_velocity", "bias_acceleration"):
-            getattr(dn, fn)(good, q, [0, 0], "no_such_link")
+            getattr(dn, fn)(good, q, A(0, 0), "no_such_link")
         else:
             getattr(dn, fn)(good, q, "no_such_link")
     assert "no_such_link" in str(ei.value)
@@ -297,17 +304,17 @@ def test_unknown_link(dn, good, fn):
 
 def test_f_ext_unknown_link_and_bad_wrench(dn, good):
     with pytest.raises(dn.InputError) as ei:
-        dn.inverse_dynamics(good, [0, 0], [0, 0], [0, 0], f_ext={"no_such_link": [0, 0, 1, 0, 0, 0]})
+        dn.inverse_dynamics(good, Z2, Z2, Z2, f_ext={"no_such_link": A(0, 0, 1, 0, 0, 0)})
     assert "no_such_link" in str(ei.value)
     with pytest.raises(dn.InputError):
-        dn.inverse_dynamics(good, [0, 0], [0, 0], [0, 0], f_ext={"l2": [0, 0, 1]})
+        dn.inverse_dynamics(good, Z2, Z2, Z2, f_ext={"l2": A(0, 0, 1)})
     with pytest.raises(dn.InputError):
-        dn.forward_dynamics(good, [0, 0], [0, 0], [0, 0], f_ext={"l2": [0, 0, float("nan"), 0, 0, 0]})
+        dn.forward_dynamics(good, Z2, Z2, Z2, f_ext={"l2": A(0, 0, float("nan"), 0, 0, 0)})
 
 
 def test_hybrid_unknown_joint(dn, good):
     with pytest.raises(dn.InputError) as ei:
-        dn.hybrid_dynamics(good, [0, 0], [0, 0], [0, 0], [0, 0], ["no_such_joint"])
+        dn.hybrid_dynamics(good, Z2, Z2, Z2, Z2, ["no_such_joint"])
     assert "no_such_joint" in str(ei.value)
 
 
@@ -320,3 +327,55 @@ def test_batch_bad_shapes(dn, good):
     Q[2, 1] = np.nan
     with pytest.raises(dn.InputError):
         dn.gravity_batch(good, Q)
+
+
+@pytest.mark.parametrize("bad", ["short", "nan"])
+def test_bad_q_as_list(dn, good, bad):
+    q = {"short": [0.1], "nan": [0.1, float("nan")]}[bad]
+    with pytest.raises(dn.InputError):
+        dn.inverse_dynamics(good, q, [0.0, 0.0], [0.0, 0.0])
+
+
+def test_lists_accepted_everywhere(dn, good):
+    """API.md: arrays are 1-D numpy float64; lists are accepted."""
+    q, z, l = [0.1, 0.2], [0.0, 0.0], "l2"
+    qa, za = np.array(q), np.zeros(2)
+    pairs = [
+        (lambda: dn.inverse_dynamics(good, q, z, [1, 2]), lambda: dn.inverse_dynamics(good, qa, za, np.array([1.0, 2.0]))),
+        (lambda: dn.gravity(good, q), lambda: dn.gravity(good, qa)),
+        (lambda: dn.bias_forces(good, q, [1, -1]), lambda: dn.bias_forces(good, qa, np.array([1.0, -1.0]))),
+        (lambda: dn.mass_matrix(good, q), lambda: dn.mass_matrix(good, qa)),
+        (lambda: dn.forward_dynamics(good, q, z, [1, 0]), lambda: dn.forward_dynamics(good, qa, za, np.array([1.0, 0.0]))),
+        (lambda: dn.link_pose(good, q, l), lambda: dn.link_pose(good, qa, l)),
+        (lambda: dn.jacobian(good, q, l), lambda: dn.jacobian(good, qa, l)),
+        (lambda: dn.link_velocity(good, q, [1, 0], l), lambda: dn.link_velocity(good, qa, np.array([1.0, 0.0]), l)),
+        (lambda: dn.bias_acceleration(good, q, [1, 0], l), lambda: dn.bias_acceleration(good, qa, np.array([1.0, 0.0]), l)),
+        (lambda: dn.center_of_mass(good, q), lambda: dn.center_of_mass(good, qa)),
+        (lambda: dn.inverse_dynamics(good, q, z, z, f_ext={l: [0, 0, 1, 0, 0, 0]}),
+         lambda: dn.inverse_dynamics(good, qa, za, za, f_ext={l: np.array([0, 0, 1.0, 0, 0, 0])})),
+        (lambda: dn.inverse_dynamics_batch(good, [q, q], [z, z], [z, z]),
+         lambda: dn.inverse_dynamics_batch(good, np.array([qa, qa]), np.zeros((2, 2)), np.zeros((2, 2)))),
+        (lambda: dn.gravity_batch(good, [q, q]), lambda: dn.gravity_batch(good, np.array([qa, qa]))),
+    ]
+    for k, (fl, fa) in enumerate(pairs):
+        np.testing.assert_array_equal(np.asarray(fl(), dtype=float), np.asarray(fa(), dtype=float), err_msg=f"call {k}")
+
+
+def test_real_urdf_with_invalid_inertia_rejected(dn):
+    """example-robot-data's allegro hand: four finger-tip links whose principal moments violate the
+    triangle inequality (checked here with numpy): a ModelError naming one of them."""
+    import xml.etree.ElementTree as ET
+
+    path = ug.erd("allegro_hand_description/urdf/allegro_left_hand.urdf")
+    bad = []
+    for ln in ET.parse(path).getroot().findall("link"):
+        i = ln.find("inertial/inertia")
+        if i is None:
+            continue
+        g = {k: float(i.get(k)) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+        I = np.array([[g["ixx"], g["ixy"], g["ixz"]], [g["ixy"], g["iyy"], g["iyz"]], [g["ixz"], g["iyz"], g["izz"]]])
+        e = np.linalg.eigvalsh(I)
+        if e[2] > e[0] + e[1]:
+            bad.append(ln.get("name"))
+    assert bad, "expected invalid inertias in the allegro URDF"
+    _model_error(dn, path, *bad)

@@ -8,7 +8,7 @@ import urdfgen as ug
 from conftest import assert_close, get_case
 
 IDENT_CASES = ["random_0", "random_1", "random_mimic_20", "random_floating_10", "random_floating_mimic_22",
-               "panda_mimic", "kinova_continuous", "allegro_hand", "solo12_floating"]
+               "panda_mimic", "kinova_continuous", "baxter_branched", "solo12_floating"]
 
 
 @pytest.fixture(scope="module", params=IDENT_CASES)

@@ -1,7 +1,7 @@
 """Every function of docs/API.md against Pinocchio (test-only oracle), relative error <= 1e-9.
 
 Cases (conftest.ALL_CASES): the project's arm7, panda (mimic finger), ur5, kinova (continuous
-joints), baxter (branched), allegro hand (branched), talos full v2 with a floating base (mimic
+joints), baxter (branched), z1, romeo (floating, branched, mimic fingers), talos full v2 floating (mimic
 grippers), solo12 floating base, and seeded random trees (mixed arbitrary axes, revolute,
 continuous, prismatic, fixed joints, branches, random rpy origins and inertias; some floating, some
 with mimic joints, one with unnormalised axes). Joints are matched by NAME.
