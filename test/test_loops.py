@@ -1,0 +1,448 @@
+"""Closed loops (Featherstone Ch. 8): parser errors, Fig. 8.3 closed forms (G, g, Example 8.2), the
+four-bar against Pinocchio's constrained dynamics, identities (K G = 0, K g = k, d(delta)/dt = K qd,
+Baumgarte decay), actuation cases, loop closure.  Expected values never come from the code under
+test: closed forms from the book (INVENTORY §6 item 5), Pinocchio (test-only), finite differences."""
+from __future__ import annotations
+
+import math
+import pathlib
+import sys
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+import dynamics_node as dn
+from dynamics_node.algorithms import loops as L
+from dynamics_node.loop_joints import parse_loop_joints, parse_transmissions
+
+HERE = pathlib.Path(__file__).resolve().parent
+DATA = HERE / "data" / "loops"
+REPO = HERE.parent
+sys.path.insert(0, str(DATA))
+from pin_oracle import PinLoop  # noqa: E402
+
+FIG83 = DATA / "fig8_3.urdf"
+FOURBAR = REPO / "urdf" / "fourbar.urdf"
+L1, L2 = 0.5, 0.4  # Fig. 8.3 triangle (see the URDF)
+
+
+# ------------------------------------------------------------------------------------------------
+# parser
+# ------------------------------------------------------------------------------------------------
+BASE = """<robot name="r">
+  <link name="a"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+  <link name="b"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+  <link name="c"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+  <link name="w"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+  <joint name="ja" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <joint name="jb" type="revolute"><parent link="a"/><child link="c"/><origin xyz="1 0 0"/><axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <joint name="weld" type="fixed"><parent link="c"/><child link="w"/><origin xyz="0.2 0 0"/></joint>
+  {loop}
+</robot>"""
+
+GOOD = ('<loop_joint name="lj" type="revolute"><predecessor link="b"><origin xyz="1 0 0"/></predecessor>'
+        '<successor link="c"/><axis xyz="0 0 1"/></loop_joint>')
+
+BAD = {
+    "unknown_link": ('<loop_joint name="lj" type="revolute"><predecessor link="nope"/><successor link="c"/>'
+                     '<axis xyz="0 0 1"/></loop_joint>', ["lj", "nope", "unknown link"]),
+    "same_link": ('<loop_joint name="lj" type="spherical"><predecessor link="c"/><successor link="c"/></loop_joint>',
+                  ["lj", "same"]),
+    "missing_axis": ('<loop_joint name="lj" type="prismatic"><predecessor link="b"/><successor link="c"/></loop_joint>',
+                     ["lj", "axis"]),
+    "zero_axis": ('<loop_joint name="lj" type="revolute"><predecessor link="b"/><successor link="c"/>'
+                  '<axis xyz="0 0 0"/></loop_joint>', ["lj", "zero"]),
+    "nan_axis": ('<loop_joint name="lj" type="cylindrical"><predecessor link="b"/><successor link="c"/>'
+                 '<axis xyz="0 nan 1"/></loop_joint>', ["lj", "NaN"]),
+    "nan_origin": ('<loop_joint name="lj" type="spherical"><predecessor link="b"><origin xyz="0 0 nan"/>'
+                   '</predecessor><successor link="c"/></loop_joint>', ["lj", "NaN", "predecessor"]),
+    "unknown_type": ('<loop_joint name="lj" type="helical"><predecessor link="b"/><successor link="c"/>'
+                     '<axis xyz="0 0 1"/></loop_joint>', ["lj", "helical"]),
+    "missing_type": ('<loop_joint name="lj"><predecessor link="b"/><successor link="c"/></loop_joint>',
+                     ["lj", "type"]),
+    "missing_successor": ('<loop_joint name="lj" type="spherical"><predecessor link="b"/></loop_joint>',
+                          ["lj", "successor"]),
+    "no_name": ('<loop_joint type="spherical"><predecessor link="b"/><successor link="c"/></loop_joint>',
+                ["loop_joint", "name"]),
+    "name_of_tree_joint": ('<loop_joint name="ja" type="spherical"><predecessor link="b"/><successor link="c"/>'
+                           '</loop_joint>', ["ja", "tree"]),
+    "bad_rpy": ('<loop_joint name="lj" type="spherical"><predecessor link="b"><origin rpy="0 1"/></predecessor>'
+                '<successor link="c"/></loop_joint>', ["lj", "rpy"]),
+}
+
+
+def _parse(xml):
+    root = ET.fromstring(xml)
+    links = {e.get("name") for e in root.findall("link")}
+    joints = {e.get("name") for e in root.findall("joint")}
+    return parse_loop_joints(root, links, joints, "test.urdf")
+
+
+def test_parse_good_loop_joint():
+    (lj,) = _parse(BASE.format(loop=GOOD))
+    assert (lj.name, lj.type, lj.predecessor, lj.successor) == ("lj", "revolute", "b", "c")
+    np.testing.assert_allclose(lj.X_P[:3, 3], [1, 0, 0])
+    # Table 4.1 revolute about z, linear first: S = rotation about z; T spans the other five
+    np.testing.assert_allclose(lj.S[:, 0], [0, 0, 0, 0, 0, 1])
+    assert lj.T.shape == (6, 5)
+    np.testing.assert_allclose(lj.T.T @ lj.S, 0, atol=1e-15)
+    np.testing.assert_allclose(lj.T.T @ lj.T, np.eye(5), atol=1e-15)
+
+
+@pytest.mark.parametrize("jtype,dof", [("fixed", 0), ("revolute", 1), ("continuous", 1), ("prismatic", 1),
+                                       ("cylindrical", 2), ("spherical", 3), ("planar", 3)])
+def test_parse_every_type_subspaces(jtype, dof):
+    xml = BASE.format(loop=f'<loop_joint name="lj" type="{jtype}"><predecessor link="b"/><successor link="c"/>'
+                      '<axis xyz="0.3 -0.5 0.8"/></loop_joint>')
+    (lj,) = _parse(xml)
+    assert lj.S.shape == (6, dof) and lj.T.shape == (6, 6 - dof)
+    M = np.hstack([lj.S, lj.T])
+    np.testing.assert_allclose(M.T @ M, np.eye(6), atol=1e-14)
+    a = np.array([0.3, -0.5, 0.8]) / np.linalg.norm([0.3, -0.5, 0.8])
+    if jtype in ("revolute", "continuous"):
+        np.testing.assert_allclose(lj.S[:, 0], np.r_[0, 0, 0, a], atol=1e-14)
+    if jtype == "prismatic":
+        np.testing.assert_allclose(lj.S[:, 0], np.r_[a, 0, 0, 0], atol=1e-14)
+    if jtype == "planar":  # rotation about the normal, translation in the plane: T = tilt + normal force
+        np.testing.assert_allclose(np.abs(lj.T[:3].T @ a).max(), 1.0, atol=1e-14)
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_malformed_loop_joint_names_it(case):
+    frag, words = BAD[case]
+    xml = BASE.format(loop=frag)
+    with pytest.raises(dn.ModelError) as ei:
+        _parse(xml)
+    msg = str(ei.value)
+    assert "test.urdf" in msg
+    for w in words:
+        assert w.lower() in msg.lower(), (case, msg)
+    # the loader reports it too (as a ModelError naming the element)
+    with pytest.raises(dn.ModelError) as ei2:
+        dn.load_model(xml)
+    assert words[0].lower() in str(ei2.value).lower()
+
+
+def test_loop_joint_on_one_body_validator():
+    from dynamics_node.loop_joints import validate_loop_bodies
+
+    frag = '<loop_joint name="lj" type="spherical"><predecessor link="c"/><successor link="w"/></loop_joint>'
+    loops = _parse(BASE.format(loop=frag))
+    with pytest.raises(dn.ModelError, match="lj"):
+        validate_loop_bodies(loops, {"a": -1, "b": 0, "c": 1, "w": 1}.__getitem__, "test.urdf")
+
+
+@pytest.mark.xfail(strict=False, reason="the loader must call loop_joints.validate_loop_bodies(loops, model.body_of, source)")
+def test_loader_rejects_loop_joint_on_one_body():
+    """Both ends on links welded together by a fixed joint: the same body (model.body_of)."""
+    frag = '<loop_joint name="lj" type="spherical"><predecessor link="c"/><successor link="w"/></loop_joint>'
+    with pytest.raises(dn.ModelError) as ei:
+        dn.load_model(BASE.format(loop=frag))
+    assert "lj" in str(ei.value)
+
+
+def test_transmissions():
+    root = ET.parse(FIG83).getroot()
+    assert parse_transmissions(root, {"j1", "j2", "j3", "j4"}, "f") == ("j3", "j4")
+    assert parse_transmissions(ET.fromstring(BASE.format(loop="")), {"ja", "jb"}, "f") is None
+    bad = BASE.format(loop='<transmission name="t"><joint name="weld"/></transmission>')
+    with pytest.raises(dn.ModelError, match="weld"):
+        parse_transmissions(ET.fromstring(bad), {"ja", "jb"}, "f")
+    m = dn.load_model(FIG83)
+    assert set(m.actuated_joints) == {"j3", "j4"}
+    assert m.loop_joints == ("j5",)
+
+
+# ------------------------------------------------------------------------------------------------
+# Fig. 8.3 (Featherstone §8.11) and Example 8.2
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fig():
+    return dn.load_model(FIG83)
+
+
+def _fig_state(m, y1, y2, yd1, yd2):
+    """q, qd and the closed forms G, g of Fig. 8.3 in the model's joint order."""
+    d = math.sqrt(L1 ** 2 + L2 ** 2 - 2 * L1 * L2 * math.cos(y1))
+    th2 = math.atan2(L2 * math.sin(y1), L2 * math.cos(y1) - L1)
+    u1 = (L2 ** 2 - L1 * L2 * math.cos(y1)) / d ** 2
+    u2 = L1 * L2 * math.sin(y1) / d
+    u3 = (L1 ** 2 - L2 ** 2) * L1 * L2 * math.sin(y1) / d ** 4 * yd1 ** 2
+    u4 = (L1 * L2 * math.cos(y1) - u2 ** 2) / d * yd1 ** 2
+    ix = {n: m.v_slice(n).start for n in ("j1", "j2", "j3", "j4")}
+    q = np.zeros(4)
+    q[ix["j1"]], q[ix["j2"]], q[ix["j3"]], q[ix["j4"]] = y1, th2, d, y2
+    G = np.zeros((4, 2))
+    G[ix["j1"], 0], G[ix["j2"], 0], G[ix["j3"], 0], G[ix["j4"], 1] = 1, u1, u2, 1
+    g = np.zeros(4)
+    g[ix["j2"]], g[ix["j3"]] = u3, u4
+    return q, G @ [yd1, yd2], G, g, ix, (u1, u2)
+
+
+@pytest.mark.parametrize("y", [(1.1, 0.4, 0.7, -0.3), (2.3, -1.0, -1.5, 2.0), (0.5, 2.0, 3.0, 0.1)])
+def test_fig83_G_g_closed_form(fig, y):
+    q, qd, Gc, gc, ix, _ = _fig_state(fig, *y)
+    st = L.loop_state(fig, q, qd)
+    assert st.max_error < 1e-12 and st.max_velocity_error < 1e-12
+    G, g, names = L.constraint_basis(fig, q, qd, independent=["j1", "j4"])
+    assert names == sorted(names, key=lambda n: fig.v_slice(n).start) and set(names) == {"j1", "j4"}
+    np.testing.assert_allclose(G, Gc, atol=1e-12)
+    np.testing.assert_allclose(g, gc, atol=1e-12)
+    # any pivoting: K G = 0, K g = k, full column rank (Eqs. 8.43-8.44)
+    K, k = L.loop_constraints(fig, q, qd)
+    G2, g2, _ = L.constraint_basis(fig, q, qd)
+    assert G2.shape == (4, 2) and np.linalg.matrix_rank(G2) == 2
+    np.testing.assert_allclose(K @ G2, 0, atol=1e-12)
+    np.testing.assert_allclose(K @ g2, k, atol=1e-12)
+    assert L.mobility(fig, q) == (2, 2, 5)  # planar loop, spatial revolute loop joint: over-constrained
+
+
+def test_fig83_example_8_2_actuator_forces(fig):
+    q, qd, Gc, gc, ix, (u1, u2) = _fig_state(fig, 1.1, 0.4, 0.7, -0.3)
+    qdd = Gc @ [0.3, -1.2] + gc
+    tau_id = dn.inverse_dynamics(fig, q, qd, qdd)
+    t = [tau_id[ix[j]] for j in ("j1", "j2", "j3", "j4")]
+    u = np.array([[1 / u2, u1 / u2, 1, 0], [0, 0, 0, 1]]) @ t  # Example 8.2
+    tau = L.closed_loop_inverse_dynamics(fig, q, qd, qdd)  # actuated from <transmission>: j3, j4
+    np.testing.assert_allclose([tau[ix["j3"]], tau[ix["j4"]]], u, rtol=1e-10, atol=1e-12)
+    assert tau[ix["j1"]] == 0 and tau[ix["j2"]] == 0
+    # those efforts reproduce qdd in closed-loop forward dynamics (at a closed state k_stab = 0)
+    a, w = dn.closed_loop_forward_dynamics(fig, q, qd, tau)
+    np.testing.assert_allclose(a, qdd, atol=1e-9)
+    # any one other joint with j4 works (the book: "row 4 and any one of the other three rows")
+    for other in ("j1", "j2"):
+        tau2 = dn.closed_loop_inverse_dynamics(fig, q, qd, qdd, actuated=[other, "j4"])
+        a2, _ = dn.closed_loop_forward_dynamics(fig, q, qd, tau2)
+        np.testing.assert_allclose(a2, qdd, atol=1e-9)
+
+
+def test_fig83_underactuated_names_freedom(fig):
+    q, qd, Gc, gc, ix, _ = _fig_state(fig, 1.1, 0.4, 0.7, -0.3)
+    with pytest.raises(dn.InputError) as ei:
+        dn.closed_loop_inverse_dynamics(fig, q, qd, gc, actuated=["j3"])
+    msg = str(ei.value)
+    assert "under-actuated" in msg and "j4" in msg
+    with pytest.raises(dn.InputError) as ei:
+        dn.closed_loop_inverse_dynamics(fig, q, qd, gc, actuated=["j1", "j3"])  # both move y1 only
+    assert "j4" in str(ei.value)
+
+
+def test_fig83_redundant_minimum_norm(fig):
+    q, qd, Gc, gc, ix, _ = _fig_state(fig, 1.1, 0.4, 0.7, -0.3)
+    qdd = Gc @ [0.3, -1.2] + gc
+    tau = dn.closed_loop_inverse_dynamics(fig, q, qd, qdd, actuated=["j1", "j2", "j3", "j4"])
+    a, _ = dn.closed_loop_forward_dynamics(fig, q, qd, tau)
+    np.testing.assert_allclose(a, qdd, atol=1e-9)
+    # minimum norm among G^T tau = G^T tau_ID: tau lies in range(G) (orthogonal to null(G^T))
+    tau_id = dn.inverse_dynamics(fig, q, qd, qdd)
+    np.testing.assert_allclose(Gc.T @ tau, Gc.T @ tau_id, atol=1e-10)
+    P = Gc @ np.linalg.pinv(Gc)
+    np.testing.assert_allclose(P @ tau, tau, atol=1e-10)
+
+
+def test_fig83_close_loops(fig):
+    q, qd, *_ = _fig_state(fig, 1.1, 0.4, 0.7, -0.3)
+    qp = q.copy()
+    qp[fig.v_slice("j2")] += 0.15
+    qp[fig.v_slice("j3")] -= 0.1
+    qc = dn.close_loops(fig, qp, ["j1", "j4"])
+    np.testing.assert_allclose(qc, q, atol=1e-10)
+
+
+def test_close_loops_reports_loop_that_cannot_close():
+    src = FIG83.read_text().replace('<origin xyz="0.4 0 0" rpy="0 0 0"/></successor>',
+                                    '<origin xyz="0.4 0 3" rpy="0 0 0"/></successor>')
+    m = dn.load_model(src)
+    q = np.array([1.0, 0.0, 0.5, 0.0])
+    with pytest.raises(dn.InputError) as ei:
+        dn.close_loops(m, q, ["j1", "j4"])
+    assert "j5" in str(ei.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# every loop-joint type: delta (Table 8.1) is consistent with K (d delta/dt = K qd at closure),
+# K qdd = k along the motion (second difference), and a fixed loop joint matches Pinocchio's 6D weld.
+# ------------------------------------------------------------------------------------------------
+def _rpy(R):
+    """URDF rpy of R = Rz(y) Ry(p) Rx(r)."""
+    p = math.asin(-R[2, 0])
+    r = math.atan2(R[2, 1], R[2, 2])
+    y = math.atan2(R[1, 0], R[0, 0])
+    return r, p, y
+
+
+@pytest.fixture(scope="module")
+def dual_q0():
+    import json
+
+    return json.loads((DATA / "dual_arm_q0.json").read_text())["q0"]
+
+
+def _dual_variant(jtype, q0, axis="0.3 -0.5 0.8", rotate=True):
+    """The dual-arm model with its loop joint replaced by ``jtype`` whose joint frames coincide
+    (position and orientation) at q0, so the loop is closed for every type."""
+    src = (REPO / "urdf" / "dual_arm_object.urdf").read_text()
+    m0 = dn.load_model(src)
+    q = np.array([q0[n] for n in m0.joint_names])
+    lj = m0.loops[0]
+    Rp = dn.link_pose(m0, q, lj.predecessor)[:3, :3] @ (_rotx(0.4) if rotate else np.eye(3))
+    Rs = dn.link_pose(m0, q, lj.successor)[:3, :3]
+    RS = Rs.T @ Rp  # successor joint-frame orientation in the successor link so both frames agree
+    xp = " ".join(repr(float(v)) for v in lj.X_P[:3, 3])
+    xs = " ".join(repr(float(v)) for v in lj.X_S[:3, 3])
+    rp = " ".join(repr(v) for v in _rpy(_rotx(0.4) if rotate else np.eye(3)))
+    rs = " ".join(repr(v) for v in _rpy(RS))
+    new = (f'<loop_joint name="closure" type="{jtype}"><predecessor link="{lj.predecessor}"><origin xyz="{xp}" '
+           f'rpy="{rp}"/></predecessor><successor link="{lj.successor}"><origin xyz="{xs}" rpy="{rs}"/>'
+           f'</successor><axis xyz="{axis}"/></loop_joint>')
+    start = src.index('<loop_joint name=')
+    end = src.index("</loop_joint>") + len("</loop_joint>")
+    return dn.load_model(src[:start] + new + src[end:]), q
+
+
+def _rotx(a):
+    c, s = math.cos(a), math.sin(a)
+    return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
+
+
+@pytest.mark.parametrize("jtype", ["fixed", "revolute", "continuous", "prismatic", "cylindrical", "spherical", "planar"])
+def test_delta_consistent_with_K(jtype, dual_q0):
+    m, q = _dual_variant(jtype, dual_q0)
+    assert L.loop_state(m, q).max_error < 1e-9
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        qd = rng.normal(size=m.nv)
+        h = 1e-6
+        num = (L.loop_position_errors(m, q + h * qd) - L.loop_position_errors(m, q - h * qd)) / (2 * h)
+        K, k = L.loop_constraints(m, q, qd)
+        np.testing.assert_allclose(K @ qd, num, atol=2e-7)
+        # k (Eqs. 8.15, 8.47): along any path with K qd = 0 the constraint velocity stays zero, so
+        # d/dt (K qd) = K qdd + (dK/dt) qd = 0, i.e. (dK/dt) qd = -k.  Check by finite differences.
+        G, _, _ = L.constraint_basis(m, q)
+        qd_c = G @ rng.normal(size=G.shape[1])
+        K1, _ = L.loop_constraints(m, q + h * qd_c, qd_c)
+        K0, _ = L.loop_constraints(m, q - h * qd_c, qd_c)
+        _, kc = L.loop_constraints(m, q, qd_c)
+        np.testing.assert_allclose((K1 - K0) @ qd_c / (2 * h), -kc, atol=2e-6)
+
+
+def test_fixed_loop_joint_matches_pinocchio_6d(dual_q0, tmp_path):
+    m, q = _dual_variant("fixed", dual_q0)
+    path = tmp_path / "welded.urdf"
+    path.write_text(ET.tostring(m.xml_root, encoding="unicode"))
+    pl = PinLoop(path, m, "closure", contact="6D")
+    assert L.mobility(m, q) == (6, 6, 6)
+    rng = np.random.default_rng(5)
+    G, _, _ = L.constraint_basis(m, q)
+    qd = G @ rng.normal(size=G.shape[1])
+    tau = rng.normal(size=m.nv) * 10
+    a, w = dn.closed_loop_forward_dynamics(m, q, qd, tau)
+    ap, wp = pl.forward(q, qd, tau)
+    np.testing.assert_allclose(a, ap, rtol=1e-7, atol=1e-7 * max(1, np.abs(ap).max()))
+    np.testing.assert_allclose(w["closure"], wp, rtol=1e-6, atol=1e-6 * max(1, np.abs(wp).max()))
+
+
+# ------------------------------------------------------------------------------------------------
+# four-bar: rank-deficient K, against Pinocchio's CONTACT_3D at the pin
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def fourbar():
+    m = dn.load_model(FOURBAR)
+    q = np.zeros(m.nv)
+    q[m.v_slice("crank_joint")] = 0.9
+    q[m.v_slice("coupler_joint")] = -0.5
+    q[m.v_slice("rocker_joint")] = -1.2
+    q = dn.close_loops(m, q, ["crank_joint"])
+    return m, q
+
+
+def _fourbar_closed_form(q, m):
+    """Pin positions from plain trigonometry (joints about +y map x to -z)."""
+    def pt(a, l):
+        return np.array([l * math.cos(a), -l * math.sin(a)])
+    t1 = q[m.v_slice("crank_joint")][0]
+    t2 = q[m.v_slice("coupler_joint")][0]
+    t3 = q[m.v_slice("rocker_joint")][0]
+    return pt(t1, 0.2) + pt(t1 + t2, 0.6), np.array([0.5, 0.0]) + pt(t3, 0.45)
+
+
+def test_fourbar_closure_and_mobility(fourbar):
+    m, q = fourbar
+    p1, p2 = _fourbar_closed_form(q, m)
+    np.testing.assert_allclose(p1, p2, atol=1e-10)
+    assert q[m.v_slice("crank_joint")][0] == 0.9
+    assert L.mobility(m, q) == (1, 2, 5)
+
+
+def test_fourbar_forward_dynamics_vs_pinocchio(fourbar):
+    m, q = fourbar
+    pl = PinLoop(FOURBAR, m, "pin", contact="3D")
+    rng = np.random.default_rng(7)
+    for _ in range(4):
+        G, _, _ = L.constraint_basis(m, q)
+        qd = G @ rng.normal(size=1) * 2
+        tau = rng.normal(size=m.nv) * 3
+        a, w = dn.closed_loop_forward_dynamics(m, q, qd, tau)
+        ap, wp = pl.forward(q, qd, tau)
+        np.testing.assert_allclose(a, ap, rtol=1e-7, atol=1e-8)
+        # in-plane pin force is determinate; the out-of-plane force and the moments are not (the
+        # minimum-norm choice makes them 0 in both)
+        np.testing.assert_allclose(w["pin"][[0, 2]], wp[[0, 2]], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(w["pin"][[1, 3, 4, 5]], 0, atol=1e-7)
+        K, k = L.loop_constraints(m, q, qd)
+        np.testing.assert_allclose(K @ a, k, atol=1e-9)
+
+
+def test_fourbar_gravity_compensation_only_crank(fourbar):
+    m, q = fourbar
+    tau = L.closed_loop_gravity(m, q)  # <transmission>: only the crank is actuated
+    assert tau[m.v_slice("coupler_joint")][0] == 0 and tau[m.v_slice("rocker_joint")][0] == 0
+    a, _ = dn.closed_loop_forward_dynamics(m, q, np.zeros(m.nv), tau)
+    np.testing.assert_allclose(a, 0, atol=1e-9)
+    # virtual work: u = dV/dtheta_crank along the closed mechanism (finite difference of potential)
+    masses = {"crank": 0.8, "coupler": 1.2, "rocker": 1.0}
+    coms = {"crank": (0.1, 0, 0), "coupler": (0.3, 0, 0.02), "rocker": (0.225, 0, 0)}
+
+    def V(qq):
+        return sum(mm * 9.81 * (dn.link_pose(m, qq, ln) @ np.r_[coms[ln], 1])[2] for ln, mm in masses.items())
+
+    h = 1e-5
+    qp = q.copy(); qp[m.v_slice("crank_joint")] += h
+    qm = q.copy(); qm[m.v_slice("crank_joint")] -= h
+    dV = (V(dn.close_loops(m, qp, ["crank_joint"])) - V(dn.close_loops(m, qm, ["crank_joint"]))) / (2 * h)
+    np.testing.assert_allclose(tau[m.v_slice("crank_joint")][0], dV, rtol=1e-6)
+
+
+def test_baumgarte_pulls_an_open_loop_closed(fourbar):
+    m, q = fourbar
+    qo = q.copy()
+    qo[m.v_slice("rocker_joint")] += 0.02  # open the loop a little
+    x = np.r_[qo, np.zeros(m.nv)]
+    e0 = L.loop_state(m, qo).max_error
+    dt = 1e-3
+
+    def f(x):
+        a, _ = dn.closed_loop_forward_dynamics(m, x[:m.nq], x[m.nq:], np.zeros(m.nv), stabilization_time=0.05)
+        return np.r_[x[m.nq:], a]
+
+    for _ in range(400):  # 0.4 s = 8 time constants
+        k1 = f(x); k2 = f(x + dt / 2 * k1); k3 = f(x + dt / 2 * k2); k4 = f(x + dt * k3)
+        x = x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    e1 = L.loop_state(m, x[:m.nq]).max_error
+    assert e0 > 1e-3 and e1 < 1e-2 * e0  # critically damped: (1 + t/T) exp(-t/T) = 3e-3 at t = 8T
+    # without stabilisation the error does not decay
+    a, _ = dn.closed_loop_forward_dynamics(m, qo, np.zeros(m.nv), np.zeros(m.nv), stabilization_time=None)
+    assert np.all(np.isfinite(a))
+
+
+def test_inputs_are_checked(fourbar):
+    m, q = fourbar
+    with pytest.raises(dn.InputError):
+        dn.closed_loop_forward_dynamics(m, q[:-1], np.zeros(m.nv), np.zeros(m.nv))
+    with pytest.raises(dn.InputError):
+        dn.closed_loop_forward_dynamics(m, q, np.full(m.nv, np.nan), np.zeros(m.nv))
+    with pytest.raises(dn.InputError):
+        dn.closed_loop_forward_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv), stabilization_time=0)
+    with pytest.raises(dn.InputError):
+        dn.closed_loop_inverse_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv), actuated=["nope"])
