@@ -246,14 +246,25 @@ def _spin_until(node, future, timeout):
 
 
 def call_service(node, path, srv_type, req, timeout):
+    """Call a service and return the response; TimeoutError when there is none within timeout.
+
+    Right after discovery, Fast DDS may drop the first response ("failed to send response
+    (timeout)": the server has not matched the client's reply reader yet), so an unanswered
+    request is sent again every second; every request this CLI sends is idempotent.
+    """
+    deadline = time.monotonic() + timeout
     client = node.create_client(srv_type, path)
     if not client.wait_for_service(timeout_sec=timeout):
         raise TimeoutError(f"service {path} not available within {timeout:g} s "
                            f"(is the node running with ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}?)")
-    fut = client.call_async(req)
-    if not _spin_until(node, fut, timeout):
-        raise TimeoutError(f"no answer from {path} within {timeout:g} s")
-    return fut.result()
+    while True:
+        fut = client.call_async(req)
+        remaining = deadline - time.monotonic()
+        if _spin_until(node, fut, max(0.05, min(1.0, remaining))):
+            return fut.result()
+        client.remove_pending_request(fut)
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"no answer from {path} within {timeout:g} s")
 
 
 def _param_value_to_python(pv):

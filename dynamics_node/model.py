@@ -252,7 +252,11 @@ class Model:
         return q
 
     def total_mass(self) -> float:
-        return float(np.sum(self.mf[HEADER_F + 12:HEADER_F + BODY_STRIDE * self.nb:BODY_STRIDE]))
+        """Mass of every link (those welded to the fixed base included) plus payloads."""
+        moving = float(np.sum(self.mf[HEADER_F + 12:HEADER_F + BODY_STRIDE * self.nb:BODY_STRIDE]))
+        fixed = sum(self._spec.link_inertia[n][0] for n, f in self.link_frames.items() if f.body < 0)
+        fixed += sum(p.mass for p in self.payloads.values() if self.link_frames[p.link].body < 0)
+        return moving + fixed
 
     def body_inertia(self, i: int):
         """rbi(m, h, Ibar) of body i in its own frame (payloads included)."""

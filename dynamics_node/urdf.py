@@ -170,9 +170,10 @@ def _unit_axis(j, src):
 
 
 def _plane_basis(a):
-    """Right-handed (u, w, a) with a the plane normal."""
+    """Right-handed (u, w, a) with a the plane normal: u is the joint frame's x axis projected into the
+    plane (its y axis if a is along x), w = a x u. For the usual axis z, (u, w) = (x, y)."""
     t = np.array([1.0, 0.0, 0.0]) if abs(a[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-    u = np.cross(t, a)
+    u = t - np.dot(t, a) * a
     u /= np.linalg.norm(u)
     return u, np.cross(a, u)
 
@@ -444,8 +445,13 @@ def _loops_and_transmissions(xml_root, link_names, tree_joint_names, joint_names
             raise ModelError(f"{src}: <loop_joint> elements found but closed loops are not available in this build")
         return (), tuple(joint_names)
     loops = tuple(parse_loop_joints(xml_root, link_names, tree_joint_names, src)) if has_loops else ()
-    actuated = parse_transmissions(xml_root, set(joint_names), src)
-    return loops, tuple(actuated) if actuated is not None else tuple(joint_names)
+    # transmissions may drive mimic followers or fixed joints (grippers): accept every URDF joint name,
+    # keep the independent ones as the actuated set
+    all_joints = {el.get("name") for el in xml_root.findall("joint")}
+    actuated = parse_transmissions(xml_root, all_joints, src)
+    if actuated is None:
+        return loops, tuple(joint_names)
+    return loops, tuple(j for j in joint_names if j in set(actuated))
 
 
 def _warn_singular(model: Model):

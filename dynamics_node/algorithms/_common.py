@@ -5,10 +5,16 @@ next to nothing), and the Python side of arguments (coercion, mimic mapping, err
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from ..errors import InputError, SingularMassMatrixError
 from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, Model
+
+# explicit kernel signatures: compiled once (and cached), and anything else (a list, float32, a
+# strided view) is refused with TypeError, upon which the wrapper converts it (the slow path)
+I1 = types.int64[::1]
+F1 = types.float64[::1]
+F2 = types.float64[:, ::1]
 
 # status codes returned by kernels: KIND * 10**8 + ARG * 10**5 + INDEX
 BAD_LENGTH = 1

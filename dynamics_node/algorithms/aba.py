@@ -21,12 +21,12 @@ body instead of producing inf or NaN.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from ..joints import jcalc
 from ..spatial import (cross_force_add, cross_motion_add, dense_to_parent_add, rbi_mul, rbi_to_dense,
                        x_mul_motion, xt_mul_force_add)
-from ._common import (A_FEXT, A_Q, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, axis_of, check,
+from ._common import (F1, F2, I1, A_FEXT, A_Q, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, axis_of, check,
                       fast_vec, fext_array, raise_status, to_tree_q, to_tree_v, unpack, work_views)
 
 
@@ -62,7 +62,7 @@ def _invert_spd(A, n, out, tol):
     return True
 
 
-@njit(cache=True)
+@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1, I1, F1, F1), cache=True)
 def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
     hybrid = fdmask.shape[0] != 0

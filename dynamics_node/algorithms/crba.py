@@ -11,14 +11,14 @@ H of the independent coordinates is G^T H G (Eq. 3.19, §9.6).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from ..joints import jcalc
 from ..spatial import rbi_mul, rbi_to_parent_add, xt_mul_force_add
-from ._common import A_Q, axis_of, check, fast_vec, raise_status, to_tree_q, unpack, work_views
+from ._common import F1, F2, I1, A_Q, axis_of, check, fast_vec, raise_status, to_tree_q, unpack, work_views
 
 
-@njit(cache=True)
+@njit(types.int64(I1, F1, F1, F1, F1), cache=True)
 def crba_kernel(mi, mf, q, H, w):
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
     st = check(q, nqt, A_Q)

@@ -28,6 +28,8 @@ def _mask(model, forward_joints):
         sl = model.v_slice(name)
         vmask[sl] = True
     # a body is forward-dynamics when its dofs are (tree dofs == user dofs without mimic)
+    if model.has_mimic:
+        return mask, vmask  # the dense route of _hybrid_dense works on vmask alone
     vi = model.mi[4 + 3::5]
     for i in range(model.nb):
         mask[i] = 1 if vmask[vi[i]] else 0
@@ -41,8 +43,6 @@ def hybrid_dynamics(model, q, qd, qdd, tau, forward_joints, f_ext=None, data=Non
     are not read may hold anything, NaN included). With a floating base, name ``dn.ROOT_JOINT``
     ("root_joint") to make the base a forward-dynamics joint (then tau[:6] is the wrench applied to it).
     """
-    if model.has_mimic:
-        raise InputError("hybrid_dynamics does not support models with mimic joints yet")
     mask, vmask = _mask(model, forward_joints)
     qdd_in = np.array(fast_vec(qdd, "qdd"), dtype=float)
     tau_in = np.array(fast_vec(tau, "tau"), dtype=float)
@@ -51,6 +51,8 @@ def hybrid_dynamics(model, q, qd, qdd, tau, forward_joints, f_ext=None, data=Non
             raise InputError(f"{name} has length {arr.shape[0]}, expected {want} (joint order: {', '.join(model.joint_names)})")
     qdd_in[vmask] = 0.0  # not read
     tau_in[~vmask] = 0.0  # not read
+    if model.has_mimic:
+        return _hybrid_dense(model, q, qd, qdd_in, tau_in, vmask, f_ext, data)
     w = data.work if data is not None else np.empty(model.work_size)
     fx = fext_array(model, f_ext) if f_ext else EMPTY
     qdd_out = np.empty(model.nvt)
@@ -74,3 +76,32 @@ def floating_base_inverse_dynamics(model, q, qd, qdd_joints, f_ext=None, data=No
     qdd = np.concatenate([np.zeros(6), qdd_j])
     qdd_out, tau_out = hybrid_dynamics(model, q, qd, qdd, np.zeros(model.nv), [ROOT_JOINT], f_ext, data)
     return qdd_out[:6], tau_out[6:]
+
+
+def _hybrid_dense(model, q, qd, qdd_in, tau_in, fd, f_ext, data):
+    """§9.1 (Eqs. 9.1-9.4) on the independent coordinates, for models with mimic joints (whose H is
+    G^T H G, §9.6): H_11 qdd_1 = tau_1 - C'_1 with C' = ID(q, qd, [0; qdd_2]), then
+    tau_2 = H_21 qdd_1 + C'_2."""
+    from .crba import mass_matrix
+    from .rnea import inverse_dynamics
+
+    if not np.all(np.isfinite(qdd_in)) or not np.all(np.isfinite(tau_in)):
+        raise InputError("qdd and tau must be finite on the joints where they are read")
+    Cp = inverse_dynamics(model, q, qd, qdd_in, f_ext=f_ext, data=data)
+    H = mass_matrix(model, q, data)
+    qdd = qdd_in.copy()
+    tau = Cp.copy()
+    if fd.any():
+        H11 = H[np.ix_(fd, fd)]
+        try:
+            L = np.linalg.cholesky(H11)
+        except np.linalg.LinAlgError:
+            from ..errors import SingularMassMatrixError
+
+            raise SingularMassMatrixError("hybrid dynamics needs to invert the mass matrix of the forward-dynamics "
+                                          "joints, which is singular (a massless subtree)") from None
+        x = np.linalg.solve(L.T, np.linalg.solve(L, tau_in[fd] - Cp[fd]))
+        qdd[fd] = x
+        tau = Cp + H[:, fd] @ x
+        tau[fd] = tau_in[fd]
+    return qdd, tau

@@ -13,12 +13,12 @@ omega x v (Featherstone Eq. 2.48).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from ..errors import InputError
 from ..joints import jcalc
 from ..spatial import cross_motion_add, x_mul_motion
-from ._common import A_Q, A_QD, A_QDD, axis_of, check, fast_vec, raise_status, to_tree_q, to_tree_v, unpack, work_views
+from ._common import F1, F2, I1, A_Q, A_QD, A_QDD, axis_of, check, fast_vec, raise_status, to_tree_q, to_tree_v, unpack, work_views
 
 
 @njit(cache=True, inline="always")
@@ -45,7 +45,7 @@ def _poses(nb, J, B, D, q, E, r, Rw, pw):
                 pw[i, a] = ri[a]
 
 
-@njit(cache=True)
+@njit(types.int64(I1, F1, F1, F1, F1, F1), cache=True)
 def poses_kernel(mi, mf, q, w, Rout, pout):
     """World rotation (flat 3x3 per body) and origin of every body."""
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
@@ -62,8 +62,8 @@ def poses_kernel(mi, mf, q, w, Rout, pout):
     return 0
 
 
-@njit(cache=True)
-def jacobian_kernel(mi, mf, q, body, Rl, pl, Jout, w):
+@njit(types.int64(I1, F1, F1, types.int64, F1, F1, F1), cache=True)
+def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
     """6 x nvt (flat) Jacobian of the point pl (in body coordinates) of ``body``: rows [v; omega]."""
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
     st = check(q, nqt, A_Q)
@@ -104,7 +104,7 @@ def jacobian_kernel(mi, mf, q, body, Rl, pl, Jout, w):
     return 0
 
 
-@njit(cache=True)
+@njit(types.int64(I1, F1, F1, F1, F1, types.int64, F1, F1, F1), cache=True)
 def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
     """out[0:6] = [v_P; omega], out[6:12] = [classical accel of P; omega_dot], world axes, for the
     point pl (body coordinates) of ``body``, from the outward RNEA pass without gravity."""
@@ -173,7 +173,7 @@ def _tree_q(model, q):
 
 def _link(model, link):
     k = model.link_index(link)
-    return int(model.link_body[k]), model.link_R[9 * k:9 * k + 9].reshape(3, 3), model.link_p[3 * k:3 * k + 3]
+    return int(model.link_body[k]), model.link_R[9 * k:9 * k + 9].reshape(3, 3), np.array(model.link_p[3 * k:3 * k + 3])
 
 
 def body_poses(model, q, data=None):
@@ -238,7 +238,7 @@ def jacobian(model, q, link, data=None):
     b, Rl, pl = _link(model, link)
     w = data.work if data is not None else np.empty(model.work_size)
     Jt = np.empty(6 * model.nvt)
-    st = jacobian_kernel(model._kmi, model._kmf, _tree_q(model, q), b, model.link_R, np.ascontiguousarray(pl), Jt, w)
+    st = jacobian_kernel(model._kmi, model._kmf, _tree_q(model, q), b, np.ascontiguousarray(pl), Jt, w)
     if st:
         raise_status(model, st, tree=model.has_mimic)
     Jm = Jt.reshape(6, model.nvt)

@@ -8,7 +8,9 @@ the previous degree of freedom of the same joint, or the last degree of freedom 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+
+from ._common import F1, F2, I1
 
 
 def expanded_parent_array(parents, dofs):
@@ -35,7 +37,7 @@ def dof_parents(model) -> np.ndarray:
     return np.array(lam, dtype=np.int64) - 1
 
 
-@njit(cache=True)
+@njit(types.int64(F2, I1, types.float64), cache=True)
 def ltdl_factor(H, lam, tol):
     """In-place L^T D L of H (Table 6.3, LTDL). On return the strict lower triangle holds L and the
     diagonal holds D. Returns -1, or the first index k whose pivot D_kk <= tol (H singular)."""
@@ -55,7 +57,7 @@ def ltdl_factor(H, lam, tol):
     return -1
 
 
-@njit(cache=True)
+@njit(types.void(F2, I1, F1), cache=True)
 def ltdl_solve(L, lam, b):
     """Solve (L^T D L) x = b in place in b (Table 6.5: back-substitution with L^T, then D, then L)."""
     n = b.shape[0]

@@ -12,15 +12,15 @@ the rotor inertia term armature * qdd (Example 9.5) and friction damping * qd + 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from ..joints import jcalc
 from ..spatial import cross_force_add, cross_motion_add, rbi_mul, x_mul_motion, xt_mul_force_add
-from ._common import (A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
+from ._common import (F1, F2, I1, A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
                       raise_status, to_tree_q, to_tree_v, unpack, work_views)
 
 
-@njit(cache=True)
+@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True)
 def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
     st = check(q, nqt, A_Q)
@@ -102,7 +102,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     return 0
 
 
-@njit(cache=True)
+@njit(types.int64(I1, F1, F1, F1, F1), cache=True)
 def gravity_kernel(mi, mf, q, tau, w):
     """Table 5.1 with qd = qdd = 0: only a_i = X_i a_λ(i) and f_i = I_i a_i remain."""
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
@@ -136,19 +136,20 @@ def gravity_kernel(mi, mf, q, tau, w):
     return 0
 
 
-@njit(cache=True)
+@njit(types.int64(I1, F1, F2, F2, F2, F2, F1), cache=True)
 def rnea_batch_kernel(mi, mf, Q, QD, QDD, TAU, w):
     n = Q.shape[0]
     if QD.shape[0] != n or QDD.shape[0] != n:
         return BAD_LENGTH * 100000000 + A_QD * 100000 + min(QD.shape[0], 99999)
+    nofx = np.zeros(0)
     for k in range(n):
-        st = rnea_kernel(mi, mf, Q[k], QD[k], QDD[k], EMPTY, TAU[k], w)
+        st = rnea_kernel(mi, mf, Q[k], QD[k], QDD[k], nofx, TAU[k], w)
         if st != 0:
             return st
     return 0
 
 
-@njit(cache=True)
+@njit(types.int64(I1, F1, F2, F2, F1), cache=True)
 def gravity_batch_kernel(mi, mf, Q, TAU, w):
     for k in range(Q.shape[0]):
         st = gravity_kernel(mi, mf, Q[k], TAU[k], w)
@@ -226,7 +227,7 @@ def inverse_dynamics_batch(model, Q, QD, QDD):
 
         raise InputError(f"Q, QD and QDD must have the same number of rows, got {Q.shape[0]}, {QD.shape[0]}, {QDD.shape[0]}")
     if model.has_mimic:
-        Q = Q[:, model.q_src] * model.q_mul + model.q_off
+        Q = np.ascontiguousarray(Q[:, model.q_src] * model.q_mul + model.q_off)
         QD = np.ascontiguousarray(QD[:, model.v_src] * model.v_mul)
         QDD = np.ascontiguousarray(QDD[:, model.v_src] * model.v_mul)
     TAU = np.empty((Q.shape[0], model.nvt))
@@ -240,7 +241,7 @@ def gravity_batch(model, Q):
     """Gravity torques of N configurations (rows of an N x nq array)."""
     Q = _as_batch(model, Q, "Q", model.nq)
     if model.has_mimic:
-        Q = Q[:, model.q_src] * model.q_mul + model.q_off
+        Q = np.ascontiguousarray(Q[:, model.q_src] * model.q_mul + model.q_off)
     TAU = np.empty((Q.shape[0], model.nvt))
     st = gravity_batch_kernel(model._kmi, model._kmf, Q, TAU, np.empty(model.work_size))
     if st:
