@@ -306,9 +306,20 @@ class DynamicsNode(Node):
             if name == "joint_state_timeout":
                 d.floating_point_range = [FloatingPointRange(from_value=1e-3, to_value=3600.0)]
             if isinstance(default, list) and not default:
+                # An empty list has no type for rclpy: declare the type, then give it the empty
+                # value (an uninitialised parameter would make get_parameters answer nothing).
                 self.declare_parameter(name, Parameter.Type(ptype), d)
+                if not self._initialised(name):
+                    self.set_parameters([Parameter(name, Parameter.Type(ptype), [])])
             else:
                 self.declare_parameter(name, default, d)
+
+    def _initialised(self, name):
+        try:
+            self.get_parameter(name)
+            return True
+        except ParameterUninitializedException:
+            return False
 
     def _param_value(self, name):
         try:

@@ -1,0 +1,313 @@
+"""Helpers of the node tests (test_node_*.py): start dynamics_node subprocesses, talk to them.
+
+Isolation: every test process uses its own ROS_DOMAIN_ID (101..200, from its pid), passed to the
+node subprocesses, and ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, so no DDS traffic leaves the host
+and parallel runs do not see each other. Every wait is bounded; node processes are killed in
+fixture teardown (and at exit, should a teardown not run).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pathlib
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+ARM7 = REPO / "urdf" / "arm7.urdf"
+ERD = (pathlib.Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+       / "site-packages" / "cmeel.prefix" / "share" / "example-robot-data" / "robots")
+
+DOMAIN_ID = 101 + os.getpid() % 100
+os.environ["ROS_DOMAIN_ID"] = str(DOMAIN_ID)
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+
+START_TIMEOUT = 60.0     # first start may compile numba kernels into the cache
+CALL_TIMEOUT = 10.0
+
+
+def erd(rel: str) -> pathlib.Path:
+    """A URDF of example-robot-data (test-only)."""
+    return ERD / rel
+
+
+def node_env() -> dict:
+    env = dict(os.environ)
+    env["ROS_DOMAIN_ID"] = str(DOMAIN_ID)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    return env
+
+
+def _param_arg(name, value) -> str:
+    if isinstance(value, bool):
+        v = "true" if value else "false"
+    elif isinstance(value, (list, tuple)):
+        v = "[" + ",".join(repr(float(x)) if not isinstance(x, str) else x for x in value) + "]"
+    else:
+        v = str(value)
+    return f"{name}:={v}"
+
+
+_ALL_PROCS: list = []
+
+
+class NodeProcess:
+    """A dynamics_node subprocess with its own node name (services under /<name>/...)."""
+
+    def __init__(self, name: str, params: dict, extra_args=()):
+        self.name = name
+        self.params = dict(params)
+        self.log = tempfile.NamedTemporaryFile("w+", prefix=f"{name}-", suffix=".log", delete=False)
+        cmd = [sys.executable, "-m", "dynamics_node.node", *extra_args, "--ros-args",
+               "-r", f"__node:={name}", "--log-level", "info"]
+        for k, v in self.params.items():
+            cmd += ["-p", _param_arg(k, v)]
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, cwd=str(REPO), env=node_env(), stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        _ALL_PROCS.append(self)
+
+    def path(self, leaf: str) -> str:
+        return f"/{self.name}/{leaf}"
+
+    def output(self) -> str:
+        try:
+            with open(self.log.name) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGINT, timeout=5.0):
+        """Send sig, wait up to timeout; returns (returncode, seconds to exit). Kills on timeout."""
+        if self.proc.poll() is not None:
+            return self.proc.returncode, 0.0
+        t0 = time.monotonic()
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None, time.monotonic() - t0
+        return rc, time.monotonic() - t0
+
+    def kill(self):
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+@atexit.register
+def _kill_leftovers():
+    for p in _ALL_PROCS:
+        p.kill()
+
+
+def run_node_once(params: dict, timeout=60.0, extra_args=()):
+    """Run the node expecting it to exit by itself (bad start): returns (returncode, output)."""
+    cmd = [sys.executable, "-m", "dynamics_node.node", *extra_args, "--ros-args"]
+    for k, v in params.items():
+        cmd += ["-p", _param_arg(k, v)]
+    p = subprocess.run(cmd, cwd=str(REPO), env=node_env(), capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+
+# ----------------------------------------------------------------------------------- client side
+class RosClient:
+    """One rclpy context + node for the whole test process, spun by a background thread."""
+
+    def __init__(self):
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+        self.rclpy = rclpy
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=DOMAIN_ID,
+                   signal_handler_options=SignalHandlerOptions.NO)
+        self.node = rclpy.create_node(f"node_tests_{os.getpid()}", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._clients = {}
+        self._lock = threading.Lock()
+        self._stop = False
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self):
+        while not self._stop and self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.05)
+            except Exception:  # noqa: BLE001 - shutdown races
+                if self._stop:
+                    return
+
+    def client(self, srv_type, path):
+        key = (srv_type, path)
+        with self._lock:
+            c = self._clients.get(key)
+            if c is None:
+                c = self.node.create_client(srv_type, path)
+                self._clients[key] = c
+        return c
+
+    def wait_for_service(self, srv_type, path, timeout=START_TIMEOUT, proc: NodeProcess = None):
+        c = self.client(srv_type, path)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if c.service_is_ready():
+                return c
+            if proc is not None and not proc.alive():
+                raise RuntimeError(f"node {proc.name} exited ({proc.proc.returncode}):\n{proc.output()}")
+            time.sleep(0.02)
+        raise TimeoutError(f"service {path} not ready within {timeout} s"
+                           + (f"; node output:\n{proc.output()}" if proc else ""))
+
+    def call(self, srv_type, path, request, timeout=CALL_TIMEOUT, retry=2.0):
+        c = self.client(srv_type, path)
+        if not c.service_is_ready():
+            self.wait_for_service(srv_type, path, timeout)
+        # Fast DDS may drop the first response after discovery ("failed to send response
+        # (timeout)"): an unanswered request is sent again after `retry` s (all test requests
+        # are idempotent).
+        deadline = time.monotonic() + timeout
+        while True:
+            done = threading.Event()
+            fut = c.call_async(request)
+            fut.add_done_callback(lambda _f: done.set())
+            if done.wait(max(0.05, min(retry, deadline - time.monotonic()))):
+                return fut.result()
+            c.remove_pending_request(fut)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no answer from {path} within {timeout} s")
+
+    def set_parameters(self, node_name, **values):
+        """Set parameters one by one on /node_name; returns [(successful, reason)]."""
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.parameter import Parameter
+        req = SetParameters.Request()
+        req.parameters = [Parameter(k, value=v).to_parameter_msg() for k, v in values.items()]
+        res = self.call(SetParameters, f"/{node_name}/set_parameters", req)
+        return [(r.successful, r.reason) for r in res.results]
+
+    def get_parameter(self, node_name, name):
+        from rcl_interfaces.srv import GetParameters
+        from rclpy.parameter import parameter_value_to_python
+        res = self.call(GetParameters, f"/{node_name}/get_parameters",
+                        GetParameters.Request(names=[name]))
+        return parameter_value_to_python(res.values[0])
+
+    def subscribe(self, msg_type, topic, depth=1000, qos=None):
+        """A queue.Queue that receives every message of topic."""
+        q = queue.Queue()
+        sub = self.node.create_subscription(msg_type, topic, q.put, qos or depth)
+        return q, sub
+
+    def publisher(self, msg_type, topic, depth=1000):
+        return self.node.create_publisher(msg_type, topic, depth)
+
+    def wait_for_subscriber(self, pub, timeout=20.0, count=1):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pub.get_subscription_count() >= count:
+                return
+            time.sleep(0.02)
+        raise TimeoutError(f"no subscriber on {pub.topic_name} within {timeout} s")
+
+    def close(self):
+        self._stop = True
+        self.thread.join(timeout=2)
+        try:
+            self.node.destroy_node()
+        finally:
+            self.rclpy.try_shutdown(context=self.context)
+
+
+_CLIENT = None
+
+
+def ros() -> RosClient:
+    global _CLIENT
+    if _CLIENT is None:
+        _CLIENT = RosClient()
+        atexit.register(_CLIENT.close)
+    return _CLIENT
+
+
+def start_nodes(specs: dict, service="inverse_dynamics"):
+    """Start several nodes in parallel ({name: params}) and wait until each serves."""
+    from dynamics_interfaces.srv import InverseDynamics
+    procs = {name: NodeProcess(name, params) for name, params in specs.items()}
+    client = ros()
+    try:
+        for name, p in procs.items():
+            client.wait_for_service(InverseDynamics, p.path(service), proc=p)
+    except Exception:
+        for p in procs.values():
+            p.kill()
+        raise
+    return procs
+
+
+def joint_state(names, positions, velocities=None, stamp_ns=0, efforts=None):
+    from sensor_msgs.msg import JointState
+    m = JointState()
+    m.header.stamp.sec = int(stamp_ns // 1_000_000_000)
+    m.header.stamp.nanosec = int(stamp_ns % 1_000_000_000)
+    m.name = list(names)
+    m.position = [float(x) for x in positions]
+    if velocities is not None:
+        m.velocity = [float(x) for x in velocities]
+    if efforts is not None:
+        m.effort = [float(x) for x in efforts]
+    return m
+
+
+def stamp_ns(msg) -> int:
+    return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+
+
+def drain(q: "queue.Queue", timeout=0.0) -> list:
+    """Everything in q now (waiting up to timeout for the first item)."""
+    out = []
+    try:
+        out.append(q.get(timeout=timeout) if timeout > 0 else q.get_nowait())
+        while True:
+            out.append(q.get_nowait())
+    except queue.Empty:
+        pass
+    return out
+
+
+def core_available() -> bool:
+    try:
+        import dynamics_node as dn
+        return hasattr(dn, "load_model") and hasattr(dn, "inverse_dynamics")
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def ros_available() -> bool:
+    try:
+        import rclpy  # noqa: F401
+        import dynamics_interfaces.srv  # noqa: F401
+        return True
+    except Exception:  # noqa: BLE001
+        return False

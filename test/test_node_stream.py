@@ -1,0 +1,245 @@
+"""Joint states in, gravity torques out: one for one, edge cases, effort command, payload,
+diagnostics and markers of a running dynamics_node."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import node_support as ns
+
+pytestmark = [
+    pytest.mark.skipif(not ns.ros_available(), reason="rclpy or dynamics_interfaces not installed"),
+    pytest.mark.skipif(not ns.core_available(), reason="the dynamics core is not importable"),
+]
+
+NAME = "stream_arm7"
+JS_TOPIC = "/stream_test/joint_states"
+CMD_TOPIC = "/stream_test/effort_commands"
+J = [f"joint{i}" for i in range(1, 8)]
+CMD_JOINTS = ["joint7", "joint6", "joint5", "joint4", "joint3", "joint2", "joint1"]
+TOL = dict(rtol=1e-12, atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def node():
+    procs = ns.start_nodes({NAME: {"urdf_path": str(ns.ARM7), "joint_states_topic": JS_TOPIC,
+                                   "effort_command_topic": CMD_TOPIC, "command_joints": CMD_JOINTS,
+                                   "joint_state_timeout": 0.3, "markers_rate": 10.0}})
+    yield procs[NAME]
+    for p in procs.values():
+        p.stop()
+        p.kill()
+
+
+@pytest.fixture(scope="module")
+def io(node):
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    c = ns.ros()
+    pub = c.publisher(JointState, JS_TOPIC)
+    torques, _ = c.subscribe(JointState, node.path("gravity_torques"))
+    commands, _ = c.subscribe(Float64MultiArray, CMD_TOPIC)
+    c.wait_for_subscriber(pub)
+    # wait until the node's publishers are matched with our subscriptions, then flush
+    deadline = time.monotonic() + 20
+    k = 0
+    while time.monotonic() < deadline:
+        k += 1
+        pub.publish(ns.joint_state(J, np.zeros(7), stamp_ns=k))
+        if not torques.empty():
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    ns.drain(torques), ns.drain(commands)
+    return pub, torques, commands
+
+
+@pytest.fixture(scope="module")
+def model():
+    import dynamics_node as dn
+    return dn.load_model(str(ns.ARM7))
+
+
+def _collect(q, n, timeout):
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out += ns.drain(q, timeout=0.05)
+    return out
+
+
+def test_one_torque_message_per_joint_state(node, io, model):
+    import dynamics_node as dn
+    pub, torques, commands = io
+    rng = np.random.default_rng(11)
+    N = 300
+    sent = {}
+    t0 = time.perf_counter()
+    for k in range(N):
+        q = rng.uniform(-1.5, 1.5, 7)
+        stamp = 1_000_000_000 + k * 1_000_000
+        sent[stamp] = q
+        pub.publish(ns.joint_state(J, q, velocities=rng.uniform(-1, 1, 7), stamp_ns=stamp))
+        # pace at about 1 kHz
+        while time.perf_counter() < t0 + (k + 1) * 1e-3:
+            pass
+    got = _collect(torques, N, timeout=10.0)
+    cmds = _collect(commands, N, timeout=5.0)
+    time.sleep(0.2)
+    got += ns.drain(torques)
+    stamps = [ns.stamp_ns(m) for m in got]
+    assert stamps == sorted(sent), f"{len(stamps)} torque messages for {N} joint states"
+    for m in got:
+        q = sent[ns.stamp_ns(m)]
+        assert list(m.name) == J
+        np.testing.assert_array_equal(np.asarray(m.position), q)
+        np.testing.assert_allclose(m.effort, dn.gravity(model, q), **TOL)
+    assert len(cmds) == N
+    for m, c in zip(got, cmds):
+        np.testing.assert_array_equal(np.asarray(c.data), np.asarray(m.effort)[[J.index(j) for j in CMD_JOINTS]])
+
+
+def test_joint_state_edge_cases(node, io, model):
+    """Extra unknown joints are ignored, any order works, velocity may be missing; NaN/inf, missing
+    joints and inconsistent arrays are dropped (nothing published for them)."""
+    import dynamics_node as dn
+    pub, torques, _ = io
+    ns.drain(torques)
+    q = np.array([0.2, -0.5, 0.3, -1.4, 0.1, 0.6, 0.0])
+    perm = [3, 0, 6, 2, 5, 1, 4]
+    names = [J[i] for i in perm]
+    cases = [  # (stamp, msg, expect_published)
+        (1, ns.joint_state(names, q[perm]), True),                                   # reordered, no velocity
+        (2, ns.joint_state(["gripper"] + names + ["wheel"], [9.0, *q[perm], -9.0],
+                           velocities=[0.0] * 9), True),                             # extra joints
+        (3, ns.joint_state(J, [*q[:3], float("nan"), *q[4:]]), False),               # NaN position
+        (4, ns.joint_state(J[:6], q[:6]), False),                                    # missing joint7
+        (5, ns.joint_state(J, q, velocities=[0, 0, float("inf"), 0, 0, 0, 0]), False),  # inf velocity
+        (6, ns.joint_state(J, q[:6]), False),                                        # 7 names, 6 positions
+        (7, ns.joint_state(["gripper"] + J, [float("nan"), *q]), True),             # NaN on an unknown joint
+        (8, ns.joint_state(J, q, velocities=q), True),
+    ]
+    for stamp, msg, _ in cases:
+        msg.header.stamp.sec, msg.header.stamp.nanosec = 7, stamp
+        pub.publish(msg)
+        time.sleep(0.003)
+    expected = [s for s, _, ok in cases if ok]
+    got = _collect(torques, len(expected), timeout=5.0)
+    time.sleep(0.3)
+    got += ns.drain(torques)
+    assert [m.header.stamp.nanosec for m in got] == expected
+    for m in got:
+        assert list(m.name) == J
+        np.testing.assert_allclose(m.effort, dn.gravity(model, q), **TOL)
+    assert node.alive()
+
+
+def test_gravity_compensation_uses_latest_joint_state(node, io, model):
+    import dynamics_node as dn
+    from dynamics_interfaces.srv import GravityCompensation
+    pub, torques, _ = io
+    q = np.array([0.4, 0.3, -0.2, -0.9, 0.5, 0.2, 0.1])
+    pub.publish(ns.joint_state(J[::-1], q[::-1], stamp_ns=42))
+    assert _collect(torques, 1, 5.0)
+    r = ns.ros().call(GravityCompensation, node.path("gravity_compensation"),
+                      GravityCompensation.Request(name=J[::-1]))
+    assert r.success, r.message
+    np.testing.assert_array_equal(np.asarray(r.position), q[::-1])
+    np.testing.assert_allclose(r.effort, dn.gravity(model, q)[::-1], **TOL)
+    time.sleep(0.45)  # older than joint_state_timeout (0.3 s): refused
+    r = ns.ros().call(GravityCompensation, node.path("gravity_compensation"), GravityCompensation.Request())
+    assert not r.success and "old" in r.message and "position" in r.message
+
+
+def test_diagnostics_report_model_rate_requests_and_staleness(node, io):
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+    pub, torques, _ = io
+    diag, sub = ns.ros().subscribe(DiagnosticArray, "/diagnostics")
+
+    def next_status(timeout=4.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for arr in ns.drain(diag, timeout=0.1):
+                st = {s.name: s for s in arr.status if s.name.startswith(NAME + ":")}
+                if st:
+                    return st
+        raise TimeoutError("no /diagnostics from the node")
+
+    # fresh joint states (keep publishing for > 1 s): OK with a rate
+    t_end = time.monotonic() + 1.6
+    k = 0
+    st = None
+    while time.monotonic() < t_end:
+        k += 1
+        pub.publish(ns.joint_state(J, np.zeros(7), stamp_ns=5_000_000_000 + k))
+        time.sleep(0.01)
+        for arr in ns.drain(diag):
+            s = {x.name: x for x in arr.status if x.name.startswith(NAME + ":")}
+            st = s or st
+    st = st or next_status()
+    js = st[f"{NAME}: joint states"]
+    kv = {x.key: x.value for x in js.values}
+    assert js.level == DiagnosticStatus.OK, js.message
+    assert float(kv["rate_hz"]) > 10
+    model_kv = {x.key: x.value for x in st[f"{NAME}: model"].values}
+    assert model_kv["robot"] == "arm7" and model_kv["joints"] == "7"
+    comp = {x.key for x in st[f"{NAME}: computation"].values}
+    assert {"requests_served", "joint_state_time_us.p50", "joint_state_time_us.p99"} <= comp
+    ns.drain(torques)
+    # stale after joint_state_timeout (0.3 s) without joint states
+    time.sleep(0.5)
+    ns.drain(diag)
+    js = next_status(3.0)[f"{NAME}: joint states"]
+    assert js.level == DiagnosticStatus.WARN and "stale" in js.message
+    ns.ros().node.destroy_subscription(sub)
+
+
+def test_set_payload_changes_every_later_result_and_markers(node, io, model):
+    import dynamics_node as dn
+    from dynamics_interfaces.srv import InverseDynamics, SetPayload
+    from geometry_msgs.msg import Point
+    from visualization_msgs.msg import MarkerArray
+    pub, torques, _ = io
+    c = ns.ros()
+    q = np.array([0.1, 0.9, 0.0, -1.0, 0.0, 0.7, 0.0])
+    qd = np.linspace(-0.3, 0.3, 7)
+    qdd = np.linspace(0.5, -0.5, 7)
+    inertia = [0.003, 0.0001, 0.0, 0.004, 0.0, 0.002]
+    r = c.call(SetPayload, node.path("set_payload"),
+               SetPayload.Request(link="tool0", mass=3.0, center_of_mass=Point(x=0.01, y=0.0, z=0.08),
+                                  inertia=inertia))
+    assert r.success, r.message
+    loaded = model.with_payload("tool0", 3.0, (0.01, 0.0, 0.08), tuple(inertia))
+    markers, msub = c.subscribe(MarkerArray, node.path("markers"))
+    try:
+        res = c.call(InverseDynamics, node.path("inverse_dynamics"),
+                     InverseDynamics.Request(position=list(q), velocity=list(qd), acceleration=list(qdd)))
+        np.testing.assert_allclose(res.effort, dn.inverse_dynamics(loaded, q, qd, qdd), **TOL)
+        ns.drain(torques)
+        pub.publish(ns.joint_state(J, q, stamp_ns=77))
+        got = _collect(torques, 1, 5.0)
+        np.testing.assert_allclose(got[0].effort, dn.gravity(loaded, q), **TOL)
+        # markers: the robot's centre of mass at the latest joint state, and the payload
+        deadline = time.monotonic() + 5.0
+        found = None
+        while time.monotonic() < deadline and found is None:
+            for arr in ns.drain(markers, timeout=0.1):
+                byns = {(m.ns, m.id): m for m in arr.markers}
+                if ("payload", 0) in byns and ("center_of_mass", 0) in byns:
+                    found = byns
+        assert found is not None, "no MarkerArray with the centre of mass and the payload"
+        com = found[("center_of_mass", 0)].pose.position
+        np.testing.assert_allclose([com.x, com.y, com.z], dn.center_of_mass(loaded, q), **TOL)
+        pl = found[("payload", 0)]
+        assert pl.header.frame_id == "tool0"
+        np.testing.assert_allclose([pl.pose.position.x, pl.pose.position.y, pl.pose.position.z],
+                                   [0.01, 0.0, 0.08])
+    finally:
+        r = c.call(SetPayload, node.path("set_payload"), SetPayload.Request(link="tool0", mass=0.0))
+        c.node.destroy_subscription(msub)
+    assert r.success, r.message
+    res = c.call(InverseDynamics, node.path("inverse_dynamics"),
+                 InverseDynamics.Request(position=list(q), velocity=list(qd), acceleration=list(qdd)))
+    np.testing.assert_allclose(res.effort, dn.inverse_dynamics(model, q, qd, qdd), **TOL)
