@@ -392,6 +392,10 @@ def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> 
         v_slices=v_slices, joint_limits=limits, loops=loops, actuated_joints=actuated, xml_root=xml_root,
     )
     model = Model(ts)
+    if loops:
+        from .loop_joints import validate_loop_bodies
+
+        validate_loop_bodies(loops, model.body_of, src)
     _warn_singular(model)
     return model
 
