@@ -20,6 +20,7 @@ F2 = types.float64[:, ::1]
 BAD_LENGTH = 1
 NOT_FINITE = 2
 SINGULAR = 3
+BAD_QUAT = 4
 ARG_NAMES = ("q", "qd", "qdd", "tau", "f_ext")
 A_Q, A_QD, A_QDD, A_TAU, A_FEXT = 0, 1, 2, 3, 4
 
@@ -43,6 +44,20 @@ def check(x, n, arg):
     for k in range(n):
         if not (x[k] - x[k] == 0.0):
             return NOT_FINITE * 100000000 + arg * 100000 + k
+    return 0
+
+
+@njit(cache=True, inline="always")
+def check_q(q, nqt, J, nb):
+    """check(q) plus: every free joint's quaternion must be non-zero (it is normalised on use)."""
+    st = check(q, nqt, A_Q)
+    if st != 0:
+        return st
+    for i in range(nb):
+        if J[i, 1] == 2:
+            k = J[i, 2] + 3
+            if q[k] * q[k] + q[k + 1] * q[k + 1] + q[k + 2] * q[k + 2] + q[k + 3] * q[k + 3] < 1e-20:
+                return BAD_QUAT * 100000000 + A_Q * 100000 + k
     return 0
 
 
@@ -136,6 +151,9 @@ def raise_status(model: Model, st: int, tree: bool = False, what: str = "") -> N
     if kind == NOT_FINITE:
         owner = coordinate_owner(model, arg, index, tree)
         raise InputError(f"{name}[{index}] (joint '{owner}') is not finite (NaN or inf)")
+    if kind == BAD_QUAT:
+        owner = coordinate_owner(model, arg, index, tree)
+        raise InputError(f"q[{index}:{index + 4}] (joint '{owner}') is a zero quaternion: a rotation needs a unit quaternion")
     if kind == SINGULAR:
         raise SingularMassMatrixError(
             f"{what or 'this computation'} needs to invert the mass matrix, which is singular at "

@@ -26,7 +26,7 @@ from numba import njit, types
 from ..joints import jcalc
 from ..spatial import (cross_force_add, cross_motion_add, dense_to_parent_add, rbi_mul, rbi_to_dense,
                        x_mul_motion, xt_mul_force_add)
-from ._common import (F1, F2, I1, A_FEXT, A_Q, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, axis_of, check,
+from ._common import (F1, F2, I1, check_q, A_FEXT, A_Q, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, axis_of, check,
                       fast_vec, fext_array, raise_status, to_tree_q, to_tree_v, unpack, work_views)
 
 
@@ -66,7 +66,7 @@ def _invert_spd(A, n, out, tol):
 def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
     hybrid = fdmask.shape[0] != 0
-    st = check(q, nqt, A_Q)
+    st = check_q(q, nqt, J, nb)
     if st == 0:
         st = check(qd, nvt, A_QD)
     if st == 0:

@@ -15,13 +15,13 @@ from numba import njit, types
 
 from ..joints import jcalc
 from ..spatial import rbi_mul, rbi_to_parent_add, xt_mul_force_add
-from ._common import F1, F2, I1, A_Q, axis_of, check, fast_vec, raise_status, to_tree_q, unpack, work_views
+from ._common import F1, F2, I1, check_q, A_Q, axis_of, check, fast_vec, raise_status, to_tree_q, unpack, work_views
 
 
 @njit(types.int64(I1, F1, F1, F1, F1), cache=True)
 def crba_kernel(mi, mf, q, H, w):
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check(q, nqt, A_Q)
+    st = check_q(q, nqt, J, nb)
     if st != 0:
         return st
     E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)

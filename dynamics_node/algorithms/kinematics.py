@@ -18,7 +18,7 @@ from numba import njit, types
 from ..errors import InputError
 from ..joints import jcalc
 from ..spatial import cross_motion_add, x_mul_motion
-from ._common import F1, F2, I1, A_Q, A_QD, A_QDD, axis_of, check, fast_vec, raise_status, to_tree_q, to_tree_v, unpack, work_views
+from ._common import F1, F2, I1, check_q, A_Q, A_QD, A_QDD, axis_of, check, fast_vec, raise_status, to_tree_q, to_tree_v, unpack, work_views
 
 
 @njit(cache=True, inline="always")
@@ -49,7 +49,7 @@ def _poses(nb, J, B, D, q, E, r, Rw, pw):
 def poses_kernel(mi, mf, q, w, Rout, pout):
     """World rotation (flat 3x3 per body) and origin of every body."""
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check(q, nqt, A_Q)
+    st = check_q(q, nqt, J, nb)
     if st != 0:
         return st
     E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
@@ -66,7 +66,7 @@ def poses_kernel(mi, mf, q, w, Rout, pout):
 def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
     """6 x nvt (flat) Jacobian of the point pl (in body coordinates) of ``body``: rows [v; omega]."""
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check(q, nqt, A_Q)
+    st = check_q(q, nqt, J, nb)
     if st != 0:
         return st
     E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
@@ -109,7 +109,7 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
     """out[0:6] = [v_P; omega], out[6:12] = [classical accel of P; omega_dot], world axes, for the
     point pl (body coordinates) of ``body``, from the outward RNEA pass without gravity."""
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check(q, nqt, A_Q)
+    st = check_q(q, nqt, J, nb)
     if st == 0:
         st = check(qd, nvt, A_QD)
     if st == 0:

@@ -16,14 +16,14 @@ from numba import njit, types
 
 from ..joints import jcalc
 from ..spatial import cross_force_add, cross_motion_add, rbi_mul, x_mul_motion, xt_mul_force_add
-from ._common import (F1, F2, I1, A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
+from ._common import (F1, F2, I1, check_q, A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
                       raise_status, to_tree_q, to_tree_v, unpack, work_views)
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True)
 def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check(q, nqt, A_Q)
+    st = check_q(q, nqt, J, nb)
     if st == 0:
         st = check(qd, nvt, A_QD)
     if st == 0:
@@ -106,7 +106,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
 def gravity_kernel(mi, mf, q, tau, w):
     """Table 5.1 with qd = qdd = 0: only a_i = X_i a_λ(i) and f_i = I_i a_i remain."""
     nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check(q, nqt, A_Q)
+    st = check_q(q, nqt, J, nb)
     if st != 0:
         return st
     E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
