@@ -221,3 +221,54 @@ def test_book_expanded_parent_array():
     assert [int(x) for x in expanded_parent_array((0, 1, 1, 2, 2, 3), (1, 1, 1, 1, 1, 1))] == [0, 1, 1, 2, 2, 3]
     # a 6-DoF floating base at the root of a chain of two: 0,1,2,3,4,5 then 6,7
     assert [int(x) for x in expanded_parent_array((0, 1, 2), (6, 1, 1))] == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+PLANAR_ARM = '''<?xml version="1.0"?>
+<robot name="planar_arm"><link name="base"/>
+  <link name="block"><inertial><origin xyz="0.1 0.2 0.05" rpy="0.1 0.2 0.3"/><mass value="2.5"/>
+    <inertia ixx="0.05" ixy="0.001" ixz="0" iyy="0.07" iyz="0" izz="0.1"/></inertial></link>
+  <link name="arm"><inertial><origin xyz="0.3 0 0" rpy="0 0 0"/><mass value="1.0"/>
+    <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.02" iyz="0" izz="0.02"/></inertial></link>
+  <joint name="slide" type="planar"><parent link="base"/><child link="block"/>
+    <origin xyz="0.3 -0.2 0.1" rpy="0.2 0.1 0.4"/><axis xyz="0 0 1"/></joint>
+  <joint name="hinge" type="revolute"><parent link="block"/><child link="arm"/><origin xyz="0.2 0 0" rpy="0 0 0"/>
+    <axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="1" velocity="1"/></joint>
+</robot>
+'''
+
+
+def test_planar_joint_against_pinocchio(dn):
+    """Planar joint (axis z) under a tilted origin, carrying an arm, against Pinocchio's
+    JointModelPlanar. Ours: q = (x, y, theta), qd = dq/dt. Pinocchio: q = (x, y, cos, sin),
+    v = (R(theta)^T (xd, yd), thetad) in the moving frame. So v_pin = G qd, a_pin = G qdd + Gdot qd,
+    tau_ours = G^T tau_pin, H_ours = G^T H_pin G."""
+    import pinocchio as pin
+
+    m = dn.load_model(PLANAR_ARM)
+    assert m.joint_names == ("slide", "hinge") and m.nq == 4 and m.nv == 4
+    pm = pin.buildModelFromXML(PLANAR_ARM)
+    pd = pm.createData()
+    rng = np.random.default_rng(8)
+    for _ in range(3):
+        q, qd, qdd, tau = rng.uniform(-1.5, 1.5, (4, 4))
+        c, s = math.cos(q[2]), math.sin(q[2])
+        Gm = np.eye(4)
+        Gm[:2, :2] = [[c, s], [-s, c]]
+        Gd = np.zeros((4, 4))
+        Gd[:2, :2] = np.array([[-s, c], [-c, -s]]) * qd[2]
+        pq = np.r_[q[0], q[1], c, s, q[3]]
+        H = pin.crba(pm, pd, pq)
+        H = np.triu(H) + np.triu(H, 1).T
+        Ho = Gm.T @ H @ Gm
+        tau_id = Gm.T @ pin.rnea(pm, pd, pq, Gm @ qd, Gm @ qdd + Gd @ qd)
+        C = Gm.T @ pin.rnea(pm, pd, pq, Gm @ qd, Gd @ qd)
+        assert_close(dn.inverse_dynamics(m, q, qd, qdd), tau_id, what="planar ID")
+        assert_close(dn.mass_matrix(m, q), Ho, what="planar H")
+        assert_close(dn.bias_forces(m, q, qd), C, what="planar C")
+        assert_close(dn.gravity(m, q), Gm.T @ pin.computeGeneralizedGravity(pm, pd, pq), what="planar gravity")
+        assert_close(dn.forward_dynamics(m, q, qd, tau), np.linalg.solve(Ho, tau - C), what="planar FD")
+        pin.framesForwardKinematics(pm, pd, pq)
+        for link in ("block", "arm"):
+            assert_close(dn.link_pose(m, q, link), pd.oMf[pm.getFrameId(link, pin.BODY)].homogeneous, what=f"planar pose {link}")
+            J = pin.computeFrameJacobian(pm, pd, pq, pm.getFrameId(link, pin.BODY), pin.LOCAL_WORLD_ALIGNED)
+            assert_close(dn.jacobian(m, q, link), J @ Gm, what=f"planar jacobian {link}")

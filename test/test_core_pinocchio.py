@@ -13,6 +13,11 @@ import urdfgen as ug
 from conftest import ALL_CASES, assert_close, get_case
 
 
+@pytest.fixture
+def case_by_name():
+    return get_case
+
+
 # ------------------------------------------------------------------------------------------------
 # structure
 # ------------------------------------------------------------------------------------------------
@@ -62,10 +67,16 @@ def test_inverse_dynamics_lists_accepted(case, dn):
 
 
 def _random_fext(case, k=3):
+    """Wrenches on k random links, plus the root link and one link attached by a fixed joint."""
     rng = np.random.default_rng(7)
     links = list(case.model.link_names)
     pick = [links[i] for i in rng.choice(len(links), min(k, len(links)), replace=False)]
-    return {l: rng.uniform(-5, 5, 6) for l in pick}
+    _, joints, _, _ = ug.urdf_structure(case.pin_xml)
+    fixed_children = [c for (_, jt, _, c) in joints if jt == "fixed"]
+    if fixed_children:
+        pick.append(fixed_children[int(rng.integers(0, len(fixed_children)))])
+    pick.append(case.model.root_link)
+    return {l: rng.uniform(-5, 5, 6) for l in dict.fromkeys(pick)}
 
 
 def test_inverse_dynamics_f_ext(case, dn):
@@ -291,12 +302,19 @@ def test_friction_damping(dn):
         assert_close(dn.forward_dynamics(m, q, qd, tau), o.aba(q, qd, tau - extra), what="FD with friction")
 
 
-@pytest.mark.parametrize("name", ["random_0", "random_floating_10"])
-def test_with_payload(dn, name):
+def _fixed_child(c):
+    _, joints, _, _ = ug.urdf_structure(c.pin_xml)
+    return [ch for (_, jt, _, ch) in joints if jt == "fixed"][0]
+
+
+@pytest.mark.parametrize("name,which", [("random_0", "last"), ("random_floating_10", "last"),
+                                        ("random_0", "fixed"), ("random_floating_10", "root")])
+def test_with_payload(dn, name, which):
     import pinocchio as pin
 
     c = get_case(name)
-    link = c.model.link_names[-1]
+    link = {"last": lambda: c.model.link_names[-1], "fixed": lambda: _fixed_child(c),
+            "root": lambda: c.model.root_link}[which]()
     mass, com = 1.7, np.array([0.05, -0.02, 0.1])
     i6 = (0.02, 0.001, -0.002, 0.03, 0.0015, 0.025)
     Ic = np.array([[i6[0], i6[1], i6[2]], [i6[1], i6[3], i6[4]], [i6[2], i6[4], i6[5]]])
@@ -361,3 +379,53 @@ def test_oracle_mimic_projection_matches_pinocchio_mimic():
 
 def test_all_cases_listed():
     assert len(ALL_CASES) == len(set(ALL_CASES))
+
+
+@pytest.mark.parametrize("seed", range(100, 124))
+def test_many_random_trees(dn, seed):
+    """Property sweep: 24 more seeded trees, floating every 3rd, mimic every 4th, 3..14 links."""
+    rng = np.random.default_rng(seed)
+    floating = seed % 3 == 0
+    txt, _ = ug.random_urdf(seed, int(rng.integers(3, 15)), n_mimic=1 if seed % 4 == 0 else 0,
+                            p_fixed=0.25, branching=0.5)
+    m = dn.load_model(txt, floating_base=floating)
+    o = ug.PinOracle(txt, m, floating=floating)
+    q, qd, qdd, tau = ug.random_state(m, rng, scale=3.0)  # angles up to +-3 rad (continuous: beyond)
+    if floating:
+        q[3:7] = rng.normal(size=4)
+        q[3:7] /= np.linalg.norm(q[3:7])
+    assert_close(dn.inverse_dynamics(m, q, qd, qdd), o.rnea(q, qd, qdd), what="ID")
+    assert_close(dn.mass_matrix(m, q), o.crba(q), what="H")
+    assert_close(dn.forward_dynamics(m, q, qd, tau), o.aba(q, qd, tau), what="FD")
+    assert_close(dn.center_of_mass(m, q), o.com(q), what="CoM")
+    for l in m.link_names:
+        assert_close(dn.jacobian(m, q, l), o.jacobian(q, l), what=f"J {l}")
+        assert_close(dn.link_pose(m, q, l), o.pose(q, l), what=f"pose {l}")
+        assert_close(dn.bias_acceleration(m, q, qd, l), o.bias_acc(q, qd, l), what=f"bias acc {l}")
+
+
+@pytest.mark.parametrize("name", ["kinova_continuous", "random_0"])
+def test_large_angles(case_by_name, dn, name):
+    """Angles far outside [-pi, pi] (continuous joints wrap; Pinocchio stores cos/sin)."""
+    c = case_by_name(name)
+    rng = np.random.default_rng(12)
+    q = rng.uniform(-12, 12, c.model.nq)
+    qd, qdd, tau = rng.uniform(-1, 1, (3, c.model.nv))
+    assert_close(dn.inverse_dynamics(c.model, q, qd, qdd), c.oracle.rnea(q, qd, qdd), what="ID large angles")
+    assert_close(dn.forward_dynamics(c.model, q, qd, tau), c.oracle.aba(q, qd, tau), what="FD large angles")
+
+
+def test_model_is_immutable(dn):
+    m = get_case("random_0").model
+    with pytest.raises((AttributeError, TypeError)):
+        m.nv = 3
+    with pytest.raises((AttributeError, TypeError)):
+        m.joint_names = ("a",)
+    g = m.gravity
+    try:
+        g[2] = 0.0
+    except (ValueError, TypeError):
+        pass
+    assert_close(m.gravity, (0.0, 0.0, -9.81), what="gravity cannot be changed in place")
+    q, qd, qdd, _ = get_case("random_0").states[0]
+    assert_close(dn.gravity(m, q), get_case("random_0").oracle.gravity(q), what="gravity unchanged")

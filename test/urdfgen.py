@@ -422,7 +422,9 @@ class PinOracle:
 
     def jacobian(self, q, link):
         pin = self.pin
-        J = pin.computeFrameJacobian(self.m, self.d, self.q(q), self.frame(link), pin.LOCAL_WORLD_ALIGNED)
+        fid = self.frame(link)
+        J = pin.computeFrameJacobian(self.m, self.d, self.q(q), fid, pin.LOCAL_WORLD_ALIGNED)
+        J = np.asarray(J).reshape(6, self.m.nv)  # the binding squeezes a 6x1 Jacobian to shape (6,)
         return J @ self.G
 
     def velocity(self, q, v, link):
