@@ -429,3 +429,38 @@ def test_model_is_immutable(dn):
     assert_close(m.gravity, (0.0, 0.0, -9.81), what="gravity cannot be changed in place")
     q, qd, qdd, _ = get_case("random_0").states[0]
     assert_close(dn.gravity(m, q), get_case("random_0").oracle.gravity(q), what="gravity unchanged")
+
+
+FLOATING_CASES = [c for c in ALL_CASES if "floating" in c]
+
+
+@pytest.mark.parametrize("name", FLOATING_CASES)
+@pytest.mark.parametrize("split", ["base_only", "base_and_half"])
+def test_hybrid_dynamics_floating(dn, name, split):
+    """Floating base in the forward set under its joint name dn.ROOT_JOINT (the core's name, not yet
+    in API.md). base_only with zero base wrench is floating-base inverse dynamics (Featherstone
+    Table 9.6)."""
+    c = get_case(name)
+    m = c.model
+    root = getattr(dn, "ROOT_JOINT", "root_joint")
+    fwd = [root] + (list(m.joint_names)[::2] if split == "base_and_half" else [])
+    fidx = np.r_[np.arange(6), [i for j in fwd[1:] for i in np.arange(m.nv)[m.v_slice(j)]]].astype(int)
+    iidx = np.setdiff1d(np.arange(m.nv), fidx)
+    for (q, qd, qdd, tau) in c.states:
+        qdd_in = qdd.copy()
+        qdd_in[fidx] = 0.0
+        tau_in = tau.copy()
+        tau_in[iidx] = 0.0
+        if split == "base_only":
+            tau_in[:6] = 0.0
+        H = c.oracle.crba(q)
+        HF = H[np.ix_(fidx, fidx)]
+        ev = np.linalg.eigvalsh(HF)
+        if ev.min() <= 1e-12 * ev.max():
+            with pytest.raises(dn.SingularMassMatrixError):
+                dn.hybrid_dynamics(m, q, qd, qdd_in, tau_in, fwd)
+            continue
+        eq, et = _hybrid_expected(c, q, qd, qdd_in, tau_in, fidx, iidx)
+        got_qdd, got_tau = dn.hybrid_dynamics(m, q, qd, qdd_in, tau_in, fwd)
+        assert_close(got_qdd, eq, what=f"floating hybrid qdd ({split})")
+        assert_close(got_tau, et, what=f"floating hybrid tau ({split})")
