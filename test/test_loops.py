@@ -133,7 +133,6 @@ def test_loop_joint_on_one_body_validator():
         validate_loop_bodies(loops, {"a": -1, "b": 0, "c": 1, "w": 1}.__getitem__, "test.urdf")
 
 
-@pytest.mark.xfail(strict=False, reason="the loader must call loop_joints.validate_loop_bodies(loops, model.body_of, source)")
 def test_loader_rejects_loop_joint_on_one_body():
     """Both ends on links welded together by a fixed joint: the same body (model.body_of)."""
     frag = '<loop_joint name="lj" type="spherical"><predecessor link="c"/><successor link="w"/></loop_joint>'
@@ -446,3 +445,23 @@ def test_inputs_are_checked(fourbar):
         dn.closed_loop_forward_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv), stabilization_time=0)
     with pytest.raises(dn.InputError):
         dn.closed_loop_inverse_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv), actuated=["nope"])
+
+
+@pytest.mark.parametrize("path", [FIG83, FOURBAR, REPO / "urdf" / "dual_arm_object.urdf"])
+def test_compiled_path_equals_public_api_path(path):
+    """The compiled kernel (core kernels + Table 8.4 in one pass) against the same equations built
+    from the core's public API (link_pose, jacobian, link_velocity, bias_acceleration, ...)."""
+    m = dn.load_model(path)
+    rng = np.random.default_rng(9)
+    for st in (0.1, 0.03, None):
+        q = rng.normal(scale=0.5, size=m.nq)  # not closed: delta and K qd matter
+        qd = rng.normal(size=m.nv)
+        tau = rng.normal(size=m.nv)
+        a1, w1 = dn.closed_loop_forward_dynamics(m, q, qd, tau, stabilization_time=st)
+        a2, w2 = L._closed_loop_fd_generic(m, q, qd, tau, st)
+        np.testing.assert_allclose(a1, a2, rtol=1e-9, atol=1e-9 * max(1, np.abs(a2).max()))
+        for name in m.loop_joints:
+            np.testing.assert_allclose(w1[name], w2[name], rtol=1e-8, atol=1e-8 * max(1, np.abs(w2[name]).max()))
+    # lists are accepted
+    a3, _ = dn.closed_loop_forward_dynamics(m, list(q), list(qd), list(tau), stabilization_time=None)
+    np.testing.assert_allclose(a3, a1)

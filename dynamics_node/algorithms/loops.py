@@ -430,6 +430,13 @@ def _names(x):
 
 @njit(cache=True)
 def _method2(H, rhs, K, kk, qdd, lam):
+    n = H.shape[0]
+    m = K.shape[0]
+    return _method2s(H, rhs, K, kk, qdd, lam, np.empty(n * n + n * m + n + 2 * m * m + 3 * m))
+
+
+@njit(cache=True)
+def _method2s(H, rhs, K, kk, qdd, lam, sc):
     """Featherstone §8.5 Method 2 (its six steps): H = L L^T (step 1); Y = L^-1 K^T, z = L^-1 tau'
     (step 3); A = Y^T Y (Eq. 8.38), b = k + k_stab - Y^T z (Eq. 8.39, step 4); A lambda = b (step 5:
     Cholesky when A is positive definite, Eq. 8.40; otherwise lambda = A^+ b, the minimum-norm
@@ -437,7 +444,20 @@ def _method2(H, rhs, K, kk, qdd, lam):
     Returns 0, or 1 if H is not positive definite."""
     n = H.shape[0]
     m = K.shape[0]
-    L = np.zeros((n, n))
+    o = 0
+    L = sc[o:o + n * n].reshape((n, n))
+    o += n * n
+    Y = sc[o:o + n * m].reshape((n, m))
+    o += n * m
+    z = sc[o:o + n]
+    o += n
+    A = sc[o:o + m * m].reshape((m, m))
+    o += m * m
+    LA = sc[o:o + m * m].reshape((m, m))
+    o += m * m
+    b = sc[o:o + m]
+    o += m
+    y = sc[o:o + m]
     for j in range(n):
         s = H[j, j]
         for p in range(j):
@@ -452,8 +472,6 @@ def _method2(H, rhs, K, kk, qdd, lam):
                 t -= L[i, p] * L[j, p]
             L[i, j] = t / d
     # Y = L^-1 K^T (n x m), z = L^-1 rhs
-    Y = np.empty((n, m))
-    z = np.empty(n)
     for i in range(n):
         t = rhs[i]
         for p in range(i):
@@ -464,8 +482,6 @@ def _method2(H, rhs, K, kk, qdd, lam):
             for p in range(i):
                 t -= L[i, p] * Y[p, c]
             Y[i, c] = t / L[i, i]
-    A = np.empty((m, m))
-    b = np.empty(m)
     amax = 0.0
     for r in range(m):
         t = kk[r]
@@ -481,7 +497,6 @@ def _method2(H, rhs, K, kk, qdd, lam):
         if A[r, r] > amax:
             amax = A[r, r]
     # Cholesky of A; a pivot below 1e-10 of the largest diagonal means rank(K) < n^c
-    LA = np.zeros((m, m))
     full = True
     for j in range(m):
         s = A[j, j]
@@ -498,7 +513,6 @@ def _method2(H, rhs, K, kk, qdd, lam):
                 t -= LA[i, p] * LA[j, p]
             LA[i, j] = t / d
     if full:
-        y = np.empty(m)
         for i in range(m):
             t = b[i]
             for p in range(i):
@@ -570,6 +584,7 @@ _LF = 24  # per loop floats: p_p (3), R_p (9), p_s (3), R_s (9): joint frame in 
 try:  # the core's compiled kernels (tree coordinates, packed model)
     from ._common import check as _check, A_TAU as _A_TAU, raise_status as _raise_status
     from ._common import unpack, work_views as _work_views
+    from .ltdl import dof_parents as _dof_parents, ltdl_factor as _ltdl_factor, ltdl_solve as _ltdl_solve
     from .crba import crba_kernel as _crba_kernel
     from .kinematics import (jacobian_kernel as _jacobian_kernel, motion_kernel as _motion_kernel,
                              poses_kernel as _poses_kernel)
@@ -639,6 +654,105 @@ def _delta_code(code, Rp, op, Rs, os, out, idx, nc):
 
 
 @njit(cache=True)
+def _lambda_solve(A, b, lam, LA, y):
+    """A lambda = b for the small symmetric positive semi-definite A of Eq. 8.37: Cholesky when A is
+    positive definite (Eq. 8.40), else the pseudo-inverse (minimum-norm lambda, Eq. 8.41, z = 0)."""
+    m = A.shape[0]
+    amax = 0.0
+    for i in range(m):
+        if A[i, i] > amax:
+            amax = A[i, i]
+    full = True
+    for j in range(m):
+        s = A[j, j]
+        for p in range(j):
+            s -= LA[j, p] * LA[j, p]
+        if not (s > 1e-10 * amax):
+            full = False
+            break
+        d = math.sqrt(s)
+        LA[j, j] = d
+        for i in range(j + 1, m):
+            t = A[i, j]
+            for p in range(j):
+                t -= LA[i, p] * LA[j, p]
+            LA[i, j] = t / d
+    if full:
+        for i in range(m):
+            t = b[i]
+            for p in range(i):
+                t -= LA[i, p] * y[p]
+            y[i] = t / LA[i, i]
+        for i in range(m - 1, -1, -1):
+            t = y[i]
+            for p in range(i + 1, m):
+                t -= LA[p, i] * lam[p]
+            lam[i] = t / LA[i, i]
+        return
+    w, V = np.linalg.eigh(A)
+    wmax = max(w[m - 1], 0.0)
+    for i in range(m):
+        lam[i] = 0.0
+    for e in range(m):
+        if w[e] > wmax * 1e-10 and w[e] > 1e-300:
+            t = 0.0
+            for i in range(m):
+                t += V[i, e] * b[i]
+            t /= w[e]
+            for i in range(m):
+                lam[i] += V[i, e] * t
+
+
+@njit(cache=True)
+def _method2_sparse(H, lamp, tol, rhs, K, kk, qdd, lam, sc):
+    """Method 2 (§8.5) with H = L^T D L over the expanded parent array (Featherstone §6.5, Tables
+    6.3 and 6.5, no fill-in): X = H^-1 K^T and x0 = H^-1 (tau - C) by sparse back-substitution,
+    A = K X (Eq. 8.38), b = k + k_stab - K x0 (Eq. 8.39), lambda from A lambda = b, and
+    qdd = x0 + X lambda (Eq. 8.34 solved for qdd).  H is factorised in place.  Returns -1, or the
+    first dof whose pivot is <= tol (H singular)."""
+    n = H.shape[0]
+    m = K.shape[0]
+    k = _ltdl_factor(H, lamp, tol)
+    if k >= 0:
+        return k
+    X = sc[0:n * m].reshape((m, n))
+    o = n * m
+    A = sc[o:o + m * m].reshape((m, m))
+    o += m * m
+    LA = sc[o:o + m * m].reshape((m, m))
+    o += m * m
+    b = sc[o:o + m]
+    o += m
+    y = sc[o:o + m]
+    for c in range(m):
+        xc = X[c]
+        for i in range(n):
+            xc[i] = K[c, i]
+        _ltdl_solve(H, lamp, xc)
+    for i in range(n):
+        qdd[i] = rhs[i]
+    _ltdl_solve(H, lamp, qdd)
+    for r in range(m):
+        t = kk[r]
+        for i in range(n):
+            t -= K[r, i] * qdd[i]
+        b[r] = t
+        for c in range(r, m):
+            t1 = 0.0
+            t2 = 0.0
+            for i in range(n):
+                t1 += K[r, i] * X[c, i]
+                t2 += K[c, i] * X[r, i]
+            A[r, c] = 0.5 * (t1 + t2)
+            A[c, r] = A[r, c]
+    _lambda_solve(A, b, lam, LA, y)
+    for c in range(m):
+        lc = lam[c]
+        for i in range(n):
+            qdd[i] += X[c, i] * lc
+    return -1
+
+
 def _fd_kernel(mi, mf, q, qd, tau, LI, LF, alpha, buf):
     """Closed-loop forward dynamics on the packed tree (Featherstone §8.5-8.7).
 
@@ -802,11 +916,18 @@ def _fd_kernel(mi, mf, q, qd, tau, LI, LF, alpha, buf):
             kk[rr] = kl
             # constraint force basis for the wrench output (Eq. 8.30), kept in the wrench slots later
         row += nc
-    rhs = np.empty(nv)
+    sc = np.empty(nv + nv * m + 2 * m * m + 2 * m)
+    rhs = sc[0:nv]
     for i in range(nv):
         rhs[i] = tau[i] - C[i]
-    if _method2(H, rhs, K, kk, qdd, lam) != 0:
-        return 1
+    lamp = LI[3 + 10 * nl:3 + 10 * nl + nv]
+    ks = _method2_sparse(H, lamp, LF[24 * nl], rhs, K, kk, qdd, lam, sc[nv:])
+    if ks >= 0:
+        bsing = 0
+        for i in range(nb):
+            if J[i, 3] <= ks:
+                bsing = i
+        return 300000000 + bsing
     # loop wrenches f_k = T_w lambda_k (Eq. 8.30); T_w's columns are the successor frame's axes
     row = 0
     for l in range(nl):
@@ -831,6 +952,13 @@ def _fd_kernel(mi, mf, q, qd, tau, LI, LF, alpha, buf):
     return 0
 
 
+if _HAVE_KERNELS:  # explicit signature: other argument types raise TypeError (then converted)
+    from numba import types as _nbt
+
+    from ._common import F1 as _F1, I1 as _I1
+
+    _fd_kernel = njit(_nbt.int64(_I1, _F1, _F1, _F1, _F1, _I1, _F1, _nbt.float64, _F1), cache=True)(_fd_kernel)
+
 _PACK_CACHE: dict = {}
 
 
@@ -844,8 +972,10 @@ def _pack_loops(model):
         return hit[1]
     loops = _require_loops(model)
     n = len(loops)
-    LI = np.zeros(3 + _LI * n, dtype=np.int64)
-    LF = np.zeros(max(_LF * n, 1))
+    LI = np.zeros(3 + _LI * n + model.nv, dtype=np.int64)
+    LF = np.zeros(_LF * n + 1)
+    LI[3 + _LI * n:] = _dof_parents(model)          # expanded parent array (Featherstone §6.5)
+    LF[_LF * n] = model.singular_tol
     m = 0
     for l, lj in enumerate(loops):
         base = 3 + _LI * l
@@ -891,12 +1021,7 @@ def _fd_fast(model, q, qd, tau, alpha):
         tau = _vec(model, tau, model.nv, "tau")
         status = _fd_kernel(model._kmi, model._kmf, q, qd, tau, LI, LF, alpha, buf)
     if status:
-        if status == 1:
-            from ..errors import SingularMassMatrixError
-
-            raise SingularMassMatrixError("the joint-space inertia H of the spanning tree is singular "
-                                          "(closed-loop forward dynamics needs H^-1, Featherstone §8.5)")
-        _raise_status(model, status)
+        _raise_status(model, status, what="closed-loop forward dynamics")
     W = buf[nv:nv + 6 * n]
     return buf[:nv], {name: W[6 * i:6 * i + 6] for i, name in enumerate(names)}
 

@@ -8,7 +8,7 @@ import pinocchio as pin
 
 
 class PinLoop:
-    def __init__(self, urdf_path, our_model, loop_name, contact="3D"):
+    def __init__(self, urdf_path, our_model, loop_name, contact="3D", max_iter=20):
         self.pm = pin.buildModelFromUrdf(str(urdf_path))
         self.pd = self.pm.createData()
         names = list(self.pm.names)[1:]
@@ -30,7 +30,7 @@ class PinLoop:
         self.cds = pin.StdVec_RigidConstraintData()
         self.cds.append(self.cm.createData())
         pin.initConstraintDynamics(self.pm, self.pd, self.cms, self.cds)
-        self.prox = pin.ProximalSettings(1e-14, 1e-12, 20)
+        self.prox = pin.ProximalSettings(1e-14, 1e-12, max_iter)
         self.contact = contact
 
     def _to_pin(self, x):
