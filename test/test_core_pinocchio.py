@@ -464,3 +464,32 @@ def test_hybrid_dynamics_floating(dn, name, split):
         got_qdd, got_tau = dn.hybrid_dynamics(m, q, qd, qdd_in, tau_in, fwd)
         assert_close(got_qdd, eq, what=f"floating hybrid qdd ({split})")
         assert_close(got_tau, et, what=f"floating hybrid tau ({split})")
+
+
+def test_panda_mimic_direct_vs_pinocchio_mimic(dn):
+    """Ours vs Pinocchio's own mimic support (buildModelFromXML(..., mimic=True)): rnea, gravity,
+    crba, Jacobian of the mimicking finger. Pinocchio's mimic model has one coordinate per
+    independent joint, matched here by name."""
+    import pinocchio as pin
+
+    c = get_case("panda_mimic")
+    m = c.model
+    pm = pin.buildModelFromXML(c.pin_xml, mimic=True)
+    pd = pm.createData()
+    perm = np.zeros((pm.nv, m.nv))
+    for jid in range(1, pm.njoints):
+        jm = pm.joints[jid]
+        if jm.nv == 0 or pm.names[jid] not in m.joint_names:
+            continue  # mimic follower: no own coordinate
+        perm[jm.idx_v, m.v_slice(pm.names[jid]).start] = 1.0
+    assert pm.nv == m.nv and np.allclose(perm.sum(axis=1), 1.0)
+    for (q, qd, qdd, _) in c.states:
+        pq, pv, pa = perm @ q, perm @ qd, perm @ qdd
+        assert_close(dn.inverse_dynamics(m, q, qd, qdd), perm.T @ pin.rnea(pm, pd, pq, pv, pa), what="ID vs pin mimic")
+        assert_close(dn.gravity(m, q), perm.T @ pin.computeGeneralizedGravity(pm, pd, pq), what="g vs pin mimic")
+        H = pin.crba(pm, pd, pq)
+        H = np.triu(H) + np.triu(H, 1).T
+        assert_close(dn.mass_matrix(m, q), perm.T @ H @ perm, what="H vs pin mimic")
+        fid = pm.getFrameId("panda_rightfinger", pin.BODY)
+        J = np.asarray(pin.computeFrameJacobian(pm, pd, pq, fid, pin.LOCAL_WORLD_ALIGNED)).reshape(6, pm.nv)
+        assert_close(dn.jacobian(m, q, "panda_rightfinger"), J @ perm, what="J of the mimicking finger vs pin mimic")
