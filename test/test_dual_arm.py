@@ -183,7 +183,7 @@ def test_simulation_energy_and_closure(model, q0, oracle):
     x = np.concatenate([q0, zero])
     E0 = energy(q0, zero)
     dt = 5e-4
-    worst_e, worst_d, vmax = 0.0, 0.0, 0.0
+    worst_e, worst_d, vmax, ke_max = 0.0, 0.0, 0.0, 0.0
     for i in range(int(round(2.0 / dt))):
         k1 = f(x)
         k2 = f(x + 0.5 * dt * k1)
@@ -194,6 +194,8 @@ def test_simulation_energy_and_closure(model, q0, oracle):
             worst_d = max(worst_d, L.loop_state(model, x[:n]).max_error)
             worst_e = max(worst_e, abs(energy(x[:n], x[n:]) - E0))
             vmax = max(vmax, np.abs(x[n:]).max())
+            ke_max = max(ke_max, pin.computeKineticEnergy(pm, pd, oracle.q_to_pin(x[:n]), oracle._to_pin(x[n:])))
     assert vmax > 1.0  # it really moved
     assert worst_d < 1e-6, worst_d
     assert worst_e < 1e-4 * abs(E0), (worst_e, E0)
+    assert worst_e < 1e-4 * ke_max, (worst_e, ke_max)  # also against the energy that moved

@@ -465,3 +465,28 @@ def test_compiled_path_equals_public_api_path(path):
     # lists are accepted
     a3, _ = dn.closed_loop_forward_dynamics(m, list(q), list(qd), list(tau), stabilization_time=None)
     np.testing.assert_allclose(a3, a1)
+
+
+def test_floating_base_loop():
+    """A four-bar on a floating base: the compiled and public-API paths agree, closure keeps the
+    base, and inverse dynamics reports the unactuated base freedoms."""
+    m = dn.load_model(FOURBAR, floating_base=True)
+    q = m.neutral()
+    q[m.q_slice("crank_joint")] = 0.9
+    q[m.q_slice("coupler_joint")] = -0.5
+    q[m.q_slice("rocker_joint")] = -1.2
+    q[:3] = [0.1, -0.2, 0.3]
+    qc = dn.close_loops(m, q, ["crank_joint"])
+    np.testing.assert_array_equal(qc[:7], q[:7])
+    assert L.loop_state(m, qc).max_error < 1e-12
+    assert L.mobility(m, qc) == (7, 2, 5)
+    rng = np.random.default_rng(2)
+    qd = L.close_loop_velocities(m, qc, rng.normal(size=m.nv), ["crank_joint"])
+    tau = rng.normal(size=m.nv)
+    a1, w1 = dn.closed_loop_forward_dynamics(m, qc, qd, tau)
+    a2, w2 = L._closed_loop_fd_generic(m, qc, qd, tau, 0.1)
+    np.testing.assert_allclose(a1, a2, atol=1e-10 * max(1, np.abs(a2).max()))
+    K, k = L.loop_constraints(m, qc, qd)
+    np.testing.assert_allclose(K @ a1, k, atol=1e-9)
+    with pytest.raises(dn.InputError, match="base"):
+        dn.closed_loop_inverse_dynamics(m, qc, qd, a1)
