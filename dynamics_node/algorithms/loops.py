@@ -23,9 +23,24 @@ Conventions (the rest of dynamics_node and ROS order 6-vectors linear first):
   columns; it is measured in successor-frame axes, as K's rows are (T_w^T v = T_k^T (v in s axes)),
   so that d(delta)/dt = K qd to first order (checked by the tests).
 
-Tree quantities come from the core's public API (link_pose, jacobian, link_velocity,
-bias_acceleration, mass_matrix, bias_forces, inverse_dynamics), whose 6-vectors are linear first,
-world axes, about the link origin.
+Two implementations of the same equations: closed_loop_forward_dynamics runs one compiled kernel
+(the core's CRBA and RNEA kernels, then Table 8.4's loop terms from the RNEA's body velocities and
+accelerations, Method 2 on the sparse L^T D L of §6.5); everything else (and the forward dynamics of
+models with mimic joints or external forces) builds the loop terms from the core's public API
+(link_pose, jacobian, link_velocity, bias_acceleration, mass_matrix, bias_forces,
+inverse_dynamics), whose 6-vectors are linear first, world axes, about the link origin.  The tests
+check that both agree.
+
+Public functions
+    closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=0.1) -> (qdd, loop_wrenches)
+    closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches=None) -> tau
+    closed_loop_gravity(model, q, actuated=None) -> tau          gravity compensation
+    close_loops(model, q, independent) -> q                      Newton on delta
+    close_loop_velocities(model, q, qd, independent) -> qd       K qd = 0
+    loop_state(model, q, qd=None) -> {loop joint: delta, K_l qd, norms}
+    loop_constraints(model, q, qd, stabilization_time=None) -> (K, k)
+    constraint_basis(model, q, qd=None, independent=None) -> (G, g, y_names)     §8.8
+    mobility(model, q) -> (n - rank K, rank K, n^c)                               §8.10
 """
 from __future__ import annotations
 
@@ -429,74 +444,14 @@ def _names(x):
 
 
 @njit(cache=True)
-def _method2(H, rhs, K, kk, qdd, lam):
-    n = H.shape[0]
-    m = K.shape[0]
-    return _method2s(H, rhs, K, kk, qdd, lam, np.empty(n * n + n * m + n + 2 * m * m + 3 * m))
-
-
-@njit(cache=True)
-def _method2s(H, rhs, K, kk, qdd, lam, sc):
-    """Featherstone §8.5 Method 2 (its six steps): H = L L^T (step 1); Y = L^-1 K^T, z = L^-1 tau'
-    (step 3); A = Y^T Y (Eq. 8.38), b = k + k_stab - Y^T z (Eq. 8.39, step 4); A lambda = b (step 5:
-    Cholesky when A is positive definite, Eq. 8.40; otherwise lambda = A^+ b, the minimum-norm
-    solution of Eq. 8.41 with z = 0, via an eigen-decomposition); H qdd = tau' + K^T lambda (step 6).
-    Returns 0, or 1 if H is not positive definite."""
-    n = H.shape[0]
-    m = K.shape[0]
-    o = 0
-    L = sc[o:o + n * n].reshape((n, n))
-    o += n * n
-    Y = sc[o:o + n * m].reshape((n, m))
-    o += n * m
-    z = sc[o:o + n]
-    o += n
-    A = sc[o:o + m * m].reshape((m, m))
-    o += m * m
-    LA = sc[o:o + m * m].reshape((m, m))
-    o += m * m
-    b = sc[o:o + m]
-    o += m
-    y = sc[o:o + m]
-    for j in range(n):
-        s = H[j, j]
-        for p in range(j):
-            s -= L[j, p] * L[j, p]
-        if not (s > 1e-300):
-            return 1
-        d = math.sqrt(s)
-        L[j, j] = d
-        for i in range(j + 1, n):
-            t = H[i, j]
-            for p in range(j):
-                t -= L[i, p] * L[j, p]
-            L[i, j] = t / d
-    # Y = L^-1 K^T (n x m), z = L^-1 rhs
-    for i in range(n):
-        t = rhs[i]
-        for p in range(i):
-            t -= L[i, p] * z[p]
-        z[i] = t / L[i, i]
-        for c in range(m):
-            t = K[c, i]
-            for p in range(i):
-                t -= L[i, p] * Y[p, c]
-            Y[i, c] = t / L[i, i]
+def _lambda_solve(A, b, lam, LA, y):
+    """A lambda = b for the small symmetric positive semi-definite A of Eq. 8.37: Cholesky when A is
+    positive definite (Eq. 8.40), else the pseudo-inverse (minimum-norm lambda, Eq. 8.41, z = 0)."""
+    m = A.shape[0]
     amax = 0.0
-    for r in range(m):
-        t = kk[r]
-        for i in range(n):
-            t -= Y[i, r] * z[i]
-        b[r] = t
-        for c in range(r, m):
-            t = 0.0
-            for i in range(n):
-                t += Y[i, r] * Y[i, c]
-            A[r, c] = t
-            A[c, r] = t
-        if A[r, r] > amax:
-            amax = A[r, r]
-    # Cholesky of A; a pivot below 1e-10 of the largest diagonal means rank(K) < n^c
+    for i in range(m):
+        if A[i, i] > amax:
+            amax = A[i, i]
     full = True
     for j in range(m):
         s = A[j, j]
@@ -523,20 +478,69 @@ def _method2s(H, rhs, K, kk, qdd, lam, sc):
             for p in range(i + 1, m):
                 t -= LA[p, i] * lam[p]
             lam[i] = t / LA[i, i]
-    else:
-        w, V = np.linalg.eigh(A)
-        wmax = max(w[m - 1], 0.0)
-        for i in range(m):
-            lam[i] = 0.0
-        for e in range(m):
-            if w[e] > wmax * 1e-10 and w[e] > 1e-300:
-                t = 0.0
-                for i in range(m):
-                    t += V[i, e] * b[i]
-                t /= w[e]
-                for i in range(m):
-                    lam[i] += V[i, e] * t
-    # step 6: H qdd = rhs + K^T lambda
+        return
+    w, V = np.linalg.eigh(A)
+    wmax = max(w[m - 1], 0.0)
+    for i in range(m):
+        lam[i] = 0.0
+    for e in range(m):
+        if w[e] > wmax * 1e-10 and w[e] > 1e-300:
+            t = 0.0
+            for i in range(m):
+                t += V[i, e] * b[i]
+            t /= w[e]
+            for i in range(m):
+                lam[i] += V[i, e] * t
+
+
+@njit(cache=True)
+def _method2(H, rhs, K, kk, qdd, lam):
+    """Featherstone §8.5 Method 2 (its six steps) with a dense H: H = L L^T (step 1); Y = L^-1 K^T,
+    z = L^-1 tau' (step 3); A = Y^T Y (Eq. 8.38), b = k + k_stab - Y^T z (Eq. 8.39, step 4);
+    A lambda = b (step 5, :func:`_lambda_solve`); H qdd = tau' + K^T lambda (step 6).
+    Returns 0, or 1 if H is not positive definite.  (The compiled FD uses the sparse variant.)"""
+    n = H.shape[0]
+    m = K.shape[0]
+    L = np.zeros((n, n))
+    for j in range(n):
+        s = H[j, j]
+        for p in range(j):
+            s -= L[j, p] * L[j, p]
+        if not (s > 1e-300):
+            return 1
+        d = math.sqrt(s)
+        L[j, j] = d
+        for i in range(j + 1, n):
+            t = H[i, j]
+            for p in range(j):
+                t -= L[i, p] * L[j, p]
+            L[i, j] = t / d
+    Y = np.empty((n, m))
+    z = np.empty(n)
+    for i in range(n):
+        t = rhs[i]
+        for p in range(i):
+            t -= L[i, p] * z[p]
+        z[i] = t / L[i, i]
+        for c in range(m):
+            t = K[c, i]
+            for p in range(i):
+                t -= L[i, p] * Y[p, c]
+            Y[i, c] = t / L[i, i]
+    A = np.empty((m, m))
+    b = np.empty(m)
+    for r in range(m):
+        t = kk[r]
+        for i in range(n):
+            t -= Y[i, r] * z[i]
+        b[r] = t
+        for c in range(r, m):
+            t = 0.0
+            for i in range(n):
+                t += Y[i, r] * Y[i, c]
+            A[r, c] = t
+            A[c, r] = t
+    _lambda_solve(A, b, lam, np.zeros((m, m)), np.empty(m))
     for i in range(n):
         t = rhs[i]
         for c in range(m):
@@ -586,8 +590,6 @@ try:  # the core's compiled kernels (tree coordinates, packed model)
     from ._common import unpack, work_views as _work_views
     from .ltdl import dof_parents as _dof_parents, ltdl_factor as _ltdl_factor, ltdl_solve as _ltdl_solve
     from .crba import crba_kernel as _crba_kernel
-    from .kinematics import (jacobian_kernel as _jacobian_kernel, motion_kernel as _motion_kernel,
-                             poses_kernel as _poses_kernel)
     from .rnea import rnea_kernel as _rnea_kernel
 
     _HAVE_KERNELS = True
@@ -651,56 +653,6 @@ def _delta_code(code, Rp, op, Rs, os, out, idx, nc):
     for c in range(nc):
         i = idx[c]
         out[c] = d[3 + i] if i < 3 else d[i - 3]
-
-
-@njit(cache=True)
-def _lambda_solve(A, b, lam, LA, y):
-    """A lambda = b for the small symmetric positive semi-definite A of Eq. 8.37: Cholesky when A is
-    positive definite (Eq. 8.40), else the pseudo-inverse (minimum-norm lambda, Eq. 8.41, z = 0)."""
-    m = A.shape[0]
-    amax = 0.0
-    for i in range(m):
-        if A[i, i] > amax:
-            amax = A[i, i]
-    full = True
-    for j in range(m):
-        s = A[j, j]
-        for p in range(j):
-            s -= LA[j, p] * LA[j, p]
-        if not (s > 1e-10 * amax):
-            full = False
-            break
-        d = math.sqrt(s)
-        LA[j, j] = d
-        for i in range(j + 1, m):
-            t = A[i, j]
-            for p in range(j):
-                t -= LA[i, p] * LA[j, p]
-            LA[i, j] = t / d
-    if full:
-        for i in range(m):
-            t = b[i]
-            for p in range(i):
-                t -= LA[i, p] * y[p]
-            y[i] = t / LA[i, i]
-        for i in range(m - 1, -1, -1):
-            t = y[i]
-            for p in range(i + 1, m):
-                t -= LA[p, i] * lam[p]
-            lam[i] = t / LA[i, i]
-        return
-    w, V = np.linalg.eigh(A)
-    wmax = max(w[m - 1], 0.0)
-    for i in range(m):
-        lam[i] = 0.0
-    for e in range(m):
-        if w[e] > wmax * 1e-10 and w[e] > 1e-300:
-            t = 0.0
-            for i in range(m):
-                t += V[i, e] * b[i]
-            t /= w[e]
-            for i in range(m):
-                lam[i] += V[i, e] * t
 
 
 @njit(cache=True)
