@@ -490,3 +490,41 @@ def test_floating_base_loop():
     np.testing.assert_allclose(K @ a1, k, atol=1e-9)
     with pytest.raises(dn.InputError, match="base"):
         dn.closed_loop_inverse_dynamics(m, qc, qd, a1)
+
+
+def test_fourbar_G_g_closed_form(fourbar):
+    """G and g of the four-bar with the crank angle as y, by Cramer's rule on the planar loop
+    equation a e(t1) + b e(phi) - c e(psi) = (0.5, 0) (x-z plane, joints about +y so that
+    e(t) = (cos t, -sin t)) and its first and second time derivatives."""
+    m, q = fourbar
+    a, b, c = 0.2, 0.6, 0.45
+    t1 = q[m.v_slice("crank_joint")][0]
+    phi = t1 + q[m.v_slice("coupler_joint")][0]
+    psi = q[m.v_slice("rocker_joint")][0]
+
+    def e(t):
+        return np.array([math.cos(t), -math.sin(t)])
+
+    def ep(t):  # de/dt
+        return np.array([-math.sin(t), -math.cos(t)])
+
+    def solve2(c1, c2, rhs):  # Cramer: x1 c1 + x2 c2 = rhs
+        det = c1[0] * c2[1] - c1[1] * c2[0]
+        return ((rhs[0] * c2[1] - rhs[1] * c2[0]) / det, (c1[0] * rhs[1] - c1[1] * rhs[0]) / det)
+
+    y_dot = 1.7
+    # velocity: a y e'(t1) + b phid e'(phi) - c psid e'(psi) = 0
+    phid, psid = solve2(b * ep(phi), -c * ep(psi), -a * y_dot * ep(t1))
+    # acceleration with ydd = 0: b phidd e'(phi) - c psidd e'(psi) = a yd^2 e(t1) + b phid^2 e(phi) - c psid^2 e(psi)
+    rhs = a * y_dot ** 2 * e(t1) + b * phid ** 2 * e(phi) - c * psid ** 2 * e(psi)
+    phidd, psidd = solve2(b * ep(phi), -c * ep(psi), rhs)
+    ix = {n: m.v_slice(n).start for n in ("crank_joint", "coupler_joint", "rocker_joint")}
+    Gc = np.zeros((3, 1))
+    Gc[ix["crank_joint"]], Gc[ix["coupler_joint"]], Gc[ix["rocker_joint"]] = 1.0, phid / y_dot - 1.0, psid / y_dot
+    gc = np.zeros(3)
+    gc[ix["coupler_joint"]], gc[ix["rocker_joint"]] = phidd, psidd
+    qd = Gc[:, 0] * y_dot
+    G, g, names = L.constraint_basis(m, q, qd, independent=["crank_joint"])
+    assert names == ["crank_joint"]
+    np.testing.assert_allclose(G, Gc, atol=1e-12)
+    np.testing.assert_allclose(g, gc, atol=1e-10)
