@@ -113,3 +113,67 @@ def jcalc(jtype, axis, q, qi, ET, rT, E, r):
         r[0] = rT[0] + ET[0] * px + ET[3] * py + ET[6] * pz
         r[1] = rT[1] + ET[1] * px + ET[4] * py + ET[7] * pz
         r[2] = rT[2] + ET[2] * px + ET[5] * py + ET[8] * pz
+
+
+@njit(cache=True, inline="always")
+def jcalc_flat(jt, mf, ax, bo, q, qi, w, eo, ro):
+    """jcalc on flat arrays: the axis at mf[ax:ax+3], X_T at mf[bo:bo+12] (E_T then r_T), result into
+    w[eo:eo+9] (E) and w[ro:ro+3] (r). Same formulas as jcalc; offsets instead of array views, which
+    numba would reference-count one by one (the hot paths use this form)."""
+    e0, e1, e2, e3, e4, e5, e6, e7, e8 = (mf[bo], mf[bo + 1], mf[bo + 2], mf[bo + 3], mf[bo + 4], mf[bo + 5],
+                                          mf[bo + 6], mf[bo + 7], mf[bo + 8])
+    t0, t1, t2 = mf[bo + 9], mf[bo + 10], mf[bo + 11]
+    if jt == REVOLUTE:
+        c = math.cos(q[qi])
+        s = math.sin(q[qi])
+        t = 1.0 - c
+        x, y, z = mf[ax], mf[ax + 1], mf[ax + 2]
+        j00 = c + t * x * x
+        j01 = t * x * y + s * z
+        j02 = t * x * z - s * y
+        j10 = t * x * y - s * z
+        j11 = c + t * y * y
+        j12 = t * y * z + s * x
+        j20 = t * x * z + s * y
+        j21 = t * y * z - s * x
+        j22 = c + t * z * z
+    elif jt == PRISMATIC:
+        d = q[qi]
+        j00, j01, j02, j10, j11, j12, j20, j21, j22 = 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0
+        p0, p1, p2 = mf[ax] * d, mf[ax + 1] * d, mf[ax + 2] * d
+        t0 += e0 * p0 + e3 * p1 + e6 * p2
+        t1 += e1 * p0 + e4 * p1 + e7 * p2
+        t2 += e2 * p0 + e5 * p1 + e8 * p2
+    else:
+        px, py, pz = q[qi], q[qi + 1], q[qi + 2]
+        qx, qy, qz, qw = q[qi + 3], q[qi + 4], q[qi + 5], q[qi + 6]
+        n = math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw)
+        qx /= n
+        qy /= n
+        qz /= n
+        qw /= n
+        # E_J = R(quat)^T
+        j00 = 1.0 - 2.0 * (qy * qy + qz * qz)
+        j10 = 2.0 * (qx * qy - qz * qw)
+        j20 = 2.0 * (qx * qz + qy * qw)
+        j01 = 2.0 * (qx * qy + qz * qw)
+        j11 = 1.0 - 2.0 * (qx * qx + qz * qz)
+        j21 = 2.0 * (qy * qz - qx * qw)
+        j02 = 2.0 * (qx * qz - qy * qw)
+        j12 = 2.0 * (qy * qz + qx * qw)
+        j22 = 1.0 - 2.0 * (qx * qx + qy * qy)
+        t0 += e0 * px + e3 * py + e6 * pz
+        t1 += e1 * px + e4 * py + e7 * pz
+        t2 += e2 * px + e5 * py + e8 * pz
+    w[eo] = j00 * e0 + j01 * e3 + j02 * e6
+    w[eo + 1] = j00 * e1 + j01 * e4 + j02 * e7
+    w[eo + 2] = j00 * e2 + j01 * e5 + j02 * e8
+    w[eo + 3] = j10 * e0 + j11 * e3 + j12 * e6
+    w[eo + 4] = j10 * e1 + j11 * e4 + j12 * e7
+    w[eo + 5] = j10 * e2 + j11 * e5 + j12 * e8
+    w[eo + 6] = j20 * e0 + j21 * e3 + j22 * e6
+    w[eo + 7] = j20 * e1 + j21 * e4 + j22 * e7
+    w[eo + 8] = j20 * e2 + j21 * e5 + j22 * e8
+    w[ro] = t0
+    w[ro + 1] = t1
+    w[ro + 2] = t2

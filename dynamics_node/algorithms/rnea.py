@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
-from ..joints import jcalc
+from ..joints import jcalc, jcalc_flat
+from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import cross_force_add, cross_motion_add, rbi_mul, x_mul_motion, xt_mul_force_add
 from ._common import (F1, F2, I1, check_q, A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
                       raise_status, to_tree_q, to_tree_v, unpack, work_views)
@@ -104,35 +105,76 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
 
 @njit(types.int64(I1, F1, F1, F1, F1), cache=True)
 def gravity_kernel(mi, mf, q, tau, w):
-    """Table 5.1 with qd = qdd = 0: only a_i = X_i a_λ(i) and f_i = I_i a_i remain."""
-    nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check_q(q, nqt, J, nb)
+    """Table 5.1 with qd = qdd = 0: only a_i = X_i a_λ(i) and f_i = I_i a_i remain (Eqs. 5.12-5.13).
+    Written on flat offsets (the controllers' hot path): same arithmetic as x_mul_motion, rbi_mul
+    and xt_mul_force_add in spatial.py, without an array view per body."""
+    nb = mi[0]
+    nvt = mi[1]
+    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
+    st = check_q(q, mi[2], J, nb)
     if st != 0:
         return st
-    E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
-    a0 = tmp[0:6]
-    a0[0] = 0.0
-    a0[1] = 0.0
-    a0[2] = 0.0
-    a0[3] = -mf[0]
-    a0[4] = -mf[1]
-    a0[5] = -mf[2]
+    do0 = HEADER_F + BODY_STRIDE * nb
+    r0 = 9 * nb
+    a0 = 12 * nb
+    f0 = 18 * nb
     for i in range(nb):
-        p = J[i, 0]
-        jt = J[i, 1]
-        Bi = B[i]
-        jcalc(jt, axis_of(jt, D[J[i, 3]]), q, J[i, 2], Bi[0:9], Bi[9:12], E[i], r[i])
-        x_mul_motion(E[i], r[i], a[p] if p >= 0 else a0, a[i])
-        rbi_mul(Bi[12], Bi[13:16], Bi[16:25], a[i], f[i])
-    for i in range(nb - 1, -1, -1):
-        vi = J[i, 3]
-        fi = f[i]
-        for dof in range(vi, vi + J[i, 4]):
-            s = D[dof]
-            tau[dof] = s[0] * fi[0] + s[1] * fi[1] + s[2] * fi[2] + s[3] * fi[3] + s[4] * fi[4] + s[5] * fi[5]
-        p = J[i, 0]
+        ii = HEADER_I + 5 * i
+        p = mi[ii]
+        jt = mi[ii + 1]
+        bo = HEADER_F + BODY_STRIDE * i
+        eo = 9 * i
+        ro = r0 + 3 * i
+        ao = a0 + 6 * i
+        jcalc_flat(jt, mf, do0 + DOF_STRIDE * mi[ii + 3] + (3 if jt == 1 else 0), bo, q, mi[ii + 2], w, eo, ro)
         if p >= 0:
-            xt_mul_force_add(E[i], r[i], fi, f[p])
+            po = a0 + 6 * p
+            w0, w1, w2, v0, v1, v2 = w[po], w[po + 1], w[po + 2], w[po + 3], w[po + 4], w[po + 5]
+        else:
+            w0, w1, w2, v0, v1, v2 = 0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2]
+        rx, ry, rz = w[ro], w[ro + 1], w[ro + 2]
+        l0 = v0 - (ry * w2 - rz * w1)
+        l1 = v1 - (rz * w0 - rx * w2)
+        l2 = v2 - (rx * w1 - ry * w0)
+        aw0 = w[eo] * w0 + w[eo + 1] * w1 + w[eo + 2] * w2
+        aw1 = w[eo + 3] * w0 + w[eo + 4] * w1 + w[eo + 5] * w2
+        aw2 = w[eo + 6] * w0 + w[eo + 7] * w1 + w[eo + 8] * w2
+        al0 = w[eo] * l0 + w[eo + 1] * l1 + w[eo + 2] * l2
+        al1 = w[eo + 3] * l0 + w[eo + 4] * l1 + w[eo + 5] * l2
+        al2 = w[eo + 6] * l0 + w[eo + 7] * l1 + w[eo + 8] * l2
+        w[ao], w[ao + 1], w[ao + 2], w[ao + 3], w[ao + 4], w[ao + 5] = aw0, aw1, aw2, al0, al1, al2
+        m, h0, h1, h2 = mf[bo + 12], mf[bo + 13], mf[bo + 14], mf[bo + 15]
+        I = bo + 16
+        fo = f0 + 6 * i
+        w[fo] = mf[I] * aw0 + mf[I + 1] * aw1 + mf[I + 2] * aw2 + h1 * al2 - h2 * al1
+        w[fo + 1] = mf[I + 3] * aw0 + mf[I + 4] * aw1 + mf[I + 5] * aw2 + h2 * al0 - h0 * al2
+        w[fo + 2] = mf[I + 6] * aw0 + mf[I + 7] * aw1 + mf[I + 8] * aw2 + h0 * al1 - h1 * al0
+        w[fo + 3] = m * al0 - (h1 * aw2 - h2 * aw1)
+        w[fo + 4] = m * al1 - (h2 * aw0 - h0 * aw2)
+        w[fo + 5] = m * al2 - (h0 * aw1 - h1 * aw0)
+    for i in range(nb - 1, -1, -1):
+        ii = HEADER_I + 5 * i
+        p = mi[ii]
+        vi = mi[ii + 3]
+        fo = f0 + 6 * i
+        for dof in range(vi, vi + mi[ii + 4]):
+            s = do0 + DOF_STRIDE * dof
+            tau[dof] = (mf[s] * w[fo] + mf[s + 1] * w[fo + 1] + mf[s + 2] * w[fo + 2] + mf[s + 3] * w[fo + 3]
+                        + mf[s + 4] * w[fo + 4] + mf[s + 5] * w[fo + 5])
+        if p >= 0:
+            eo = 9 * i
+            ro = r0 + 3 * i
+            po = f0 + 6 * p
+            F0 = w[eo] * w[fo + 3] + w[eo + 3] * w[fo + 4] + w[eo + 6] * w[fo + 5]
+            F1 = w[eo + 1] * w[fo + 3] + w[eo + 4] * w[fo + 4] + w[eo + 7] * w[fo + 5]
+            F2 = w[eo + 2] * w[fo + 3] + w[eo + 5] * w[fo + 4] + w[eo + 8] * w[fo + 5]
+            rx, ry, rz = w[ro], w[ro + 1], w[ro + 2]
+            w[po] += w[eo] * w[fo] + w[eo + 3] * w[fo + 1] + w[eo + 6] * w[fo + 2] + ry * F2 - rz * F1
+            w[po + 1] += w[eo + 1] * w[fo] + w[eo + 4] * w[fo + 1] + w[eo + 7] * w[fo + 2] + rz * F0 - rx * F2
+            w[po + 2] += w[eo + 2] * w[fo] + w[eo + 5] * w[fo + 1] + w[eo + 8] * w[fo + 2] + rx * F1 - ry * F0
+            w[po + 3] += F0
+            w[po + 4] += F1
+            w[po + 5] += F2
     return 0
 
 
