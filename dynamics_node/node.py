@@ -422,6 +422,9 @@ class DynamicsNode(Node):
             loaded = self._loaded
         if plink and plink not in loaded.link_names:
             raise ConfigError(f"payload.link: unknown link '{plink}'")
+        if pmass > 0 and not plink:
+            raise ConfigError("payload.mass: no payload.link is set (set the link that carries the "
+                              "payload first, or both atomically)")
         # Payloads: the parameter payload first, then those of set_payload (which override it on
         # the same link; a set_payload of mass 0 removes it). Changing a payload.* parameter
         # makes the parameter payload apply again on its link.

@@ -181,9 +181,12 @@ def test_parameter_changes_apply_without_restart(node):
         assert c.set_parameters(NAME, gravity=[0.0, 0.0, -1.62]) == [(True, "")]
         np.testing.assert_allclose(gravity(), dn.gravity(model.with_gravity((0.0, 0.0, -1.62)), q),
                                    rtol=1e-12, atol=1e-12)
-        assert c.set_parameters(NAME, **{"payload.mass": 2.5, "payload.center_of_mass": [0.0, 0.02, 0.06],
+        (ok, reason), = c.set_parameters(NAME, **{"payload.mass": 2.5})   # which link?
+        assert not ok and "payload.link" in reason
+        assert c.set_parameters(NAME, **{"payload.link": "tool0", "payload.mass": 2.5,
+                                         "payload.center_of_mass": [0.0, 0.02, 0.06],
                                          "payload.inertia": [0.004, 0.0, 0.0, 0.004, 0.0, 0.002]}) \
-            == [(True, "")] * 3
+            == [(True, "")] * 4
         m2 = model.with_gravity((0.0, 0.0, -1.62)).with_payload(
             "tool0", 2.5, (0.0, 0.02, 0.06), (0.004, 0.0, 0.0, 0.004, 0.0, 0.002))
         np.testing.assert_allclose(gravity(), dn.gravity(m2, q), rtol=1e-12, atol=1e-12)

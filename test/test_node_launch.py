@@ -1,0 +1,128 @@
+"""launch/dynamics.launch.py and config/*.yaml (launch_ros has no wheel here: test what can be
+tested): the launch file compiles and, run against stand-ins of launch/launch_ros, starts this
+package's `dynamics_node` executable with config/default.yaml; every key of the parameter files
+is a parameter the node declares, with the declared type; the node runs on config/default.yaml
+(what `make run` does) and the executables are console scripts of setup.py."""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import pathlib
+import sys
+import types
+
+import pytest
+import yaml
+
+import node_support as ns
+
+LAUNCH = ns.REPO / "launch" / "dynamics.launch.py"
+CONFIGS = sorted((ns.REPO / "config").glob("*.yaml"))
+
+
+def _declared():
+    pytest.importorskip("rclpy")
+    from dynamics_node.node import PARAMETERS
+    return PARAMETERS
+
+
+def test_launch_file_compiles():
+    compile(LAUNCH.read_text(), str(LAUNCH), "exec")
+
+
+def _stub_modules(captured):
+    """Minimal stand-ins of launch, launch_ros and ament_index_python for running the file."""
+    class _Rec:
+        def __init__(self, *args, **kwargs):
+            self.args, self.kwargs = args, kwargs
+            captured.append(self)
+
+    launch = types.ModuleType("launch")
+    launch.LaunchDescription = type("LaunchDescription", (_Rec,), {})
+    actions = types.ModuleType("launch.actions")
+    actions.DeclareLaunchArgument = type("DeclareLaunchArgument", (_Rec,), {})
+    subst = types.ModuleType("launch.substitutions")
+    subst.LaunchConfiguration = type("LaunchConfiguration", (_Rec,), {})
+    launch_ros = types.ModuleType("launch_ros")
+    ros_actions = types.ModuleType("launch_ros.actions")
+    ros_actions.Node = type("Node", (_Rec,), {})
+    ament = types.ModuleType("ament_index_python")
+    ament_pk = types.ModuleType("ament_index_python.packages")
+    ament_pk.get_package_share_directory = lambda pkg: f"/share/{pkg}"
+    return {"launch": launch, "launch.actions": actions, "launch.substitutions": subst,
+            "launch_ros": launch_ros, "launch_ros.actions": ros_actions,
+            "ament_index_python": ament, "ament_index_python.packages": ament_pk}
+
+
+def test_launch_file_starts_this_packages_executable_with_the_default_config(monkeypatch):
+    captured = []
+    for name, mod in _stub_modules(captured).items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    spec = importlib.util.spec_from_file_location("dynamics_launch_under_test", LAUNCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ld = mod.generate_launch_description()
+    nodes = [r for r in captured if type(r).__name__ == "Node"]
+    assert len(nodes) == 1
+    kw = nodes[0].kwargs
+    assert kw["package"] == "dynamics_node" and kw["executable"] == "dynamics_node"
+    assert kw["name"] == "dynamics_node"
+    args = {r.args[0]: r.kwargs.get("default_value") for r in captured
+            if type(r).__name__ == "DeclareLaunchArgument"}
+    assert args["params_file"] == "/share/dynamics_node/config/default.yaml"
+    assert args["urdf_path"] == "/share/dynamics_node/urdf/arm7.urdf"
+    # every parameter the launch file sets itself is declared by the node
+    declared = _declared()
+    for p in kw["parameters"]:
+        if isinstance(p, dict):
+            assert set(p) <= set(declared), set(p) - set(declared)
+    assert ld is not None
+    # setup.py installs what the launch file refers to
+    setup = (ns.REPO / "setup.py").read_text()
+    assert '"dynamics_node = dynamics_node.node:main"' in setup
+    assert '("share/" + package_name + "/config", glob("config/*.yaml"))' in setup
+    assert '("share/" + package_name + "/launch", glob("launch/*.py"))' in setup
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_parameter_files_hold_only_declared_parameters_of_the_declared_type(path):
+    from rcl_interfaces.msg import ParameterType as T
+    declared = _declared()
+    data = yaml.safe_load(path.read_text())
+    assert list(data) == ["dynamics_node"], "parameters must be under the node name dynamics_node"
+    params = data["dynamics_node"]["ros__parameters"]
+    assert params, "empty parameter file"
+    check = {
+        T.PARAMETER_BOOL: lambda v: isinstance(v, bool),
+        T.PARAMETER_DOUBLE: lambda v: isinstance(v, float),
+        T.PARAMETER_STRING: lambda v: isinstance(v, str),
+        T.PARAMETER_DOUBLE_ARRAY: lambda v: isinstance(v, list) and v and all(isinstance(x, float) for x in v),
+        T.PARAMETER_STRING_ARRAY: lambda v: isinstance(v, list) and v and all(isinstance(x, str) for x in v),
+    }
+    for key, value in params.items():
+        assert key in declared, f"{path.name}: {key} is not a parameter of dynamics_node"
+        ptype = declared[key][1]
+        assert check[ptype](value), f"{path.name}: {key}={value!r} is not of the declared type {ptype}"
+
+
+def test_node_runs_on_the_default_config():
+    """What `make run` does: the executable with --params-file config/default.yaml."""
+    from dynamics_interfaces.srv import InverseDynamics
+    procs = ns.start_nodes({"dynamics_node": {}},
+                           ros_args=("--params-file", str(ns.REPO / "config" / "default.yaml")))
+    p = procs["dynamics_node"]
+    try:
+        c = ns.ros()
+        assert c.get_parameter("dynamics_node", "urdf_path") == "urdf/arm7.urdf"
+        r = c.call(InverseDynamics, p.path("inverse_dynamics"), InverseDynamics.Request(position=[0.0] * 7))
+        assert r.success and list(r.name) == [f"joint{i}" for i in range(1, 8)]
+    finally:
+        p.stop()
+        p.kill()
+
+
+def test_console_scripts_exist_in_setup_py():
+    tree = ast.parse((ns.REPO / "setup.py").read_text())
+    text = ast.unparse(tree)
+    for script in ("dynamics_node = dynamics_node.node:main", "dynamics_cli = dynamics_node.cli:main"):
+        assert script in text
