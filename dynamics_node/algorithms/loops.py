@@ -1070,7 +1070,7 @@ def closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches
             bad = [j for j in model.joint_names if not np.all(mask[model.v_slice(j)])]
             raise InputError(f"under-actuated: no actuator on joint(s) {', '.join(bad)} of the kinematic tree")
         return tau_id
-    K, k, kin = _assemble(model, q, qd, None)
+    K, _, kin = _assemble(model, q, None, None, need_bias=False)  # Eq. 8.62 needs G, i.e. K only
     return _actuator_efforts(model, K, kin, tau_id, mask, loop_wrenches)
 
 
