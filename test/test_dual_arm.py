@@ -101,6 +101,13 @@ def test_joint_space_and_reduced_order_models_agree(model, q0):
         np.testing.assert_allclose(A @ b["Pi"], np.eye(3), atol=1e-10)
         np.testing.assert_allclose(A @ b["Sigma"], 0, atol=1e-10)
         np.testing.assert_allclose(b["B"] @ b["Sigma"], np.eye(9), atol=1e-10)
+        # Appendix C, Example 2, Eq. C.17: Pi = [0; J_2w^-1 [-I; 0]] (J_2w: arm 2's 6x6 Jacobian)
+        arm2 = [model.v_slice(f"arm2_joint{k}").start for k in range(1, 7)]
+        arm1 = [model.v_slice(f"arm1_joint{k}").start for k in range(1, 7)]
+        J2w = U.dual_arm_terms(model, q, qd).J2[:, arm2]
+        np.testing.assert_allclose(b["Pi"][arm1], 0, atol=1e-12)
+        np.testing.assert_allclose(b["Pi"][arm2], np.linalg.solve(J2w, np.vstack([-np.eye(3), np.zeros((3, 3))])),
+                                   atol=1e-9)
 
 
 def test_delta_matrix_properties(model, q0):
