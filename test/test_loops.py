@@ -528,3 +528,17 @@ def test_fourbar_G_g_closed_form(fourbar):
     assert names == ["crank_joint"]
     np.testing.assert_allclose(G, Gc, atol=1e-12)
     np.testing.assert_allclose(g, gc, atol=1e-10)
+
+
+def test_external_force_equals_joint_torque(fourbar):
+    """f_ext on a link (link frame, about its origin) acts like tau = J^T f in world axes."""
+    m, q = fourbar
+    G, _, _ = L.constraint_basis(m, q)
+    qd = G[:, 0] * 0.8
+    f = np.array([3.0, -1.0, 2.0, 0.1, 0.4, -0.2])
+    R = dn.link_pose(m, q, "coupler")[:3, :3]
+    tau_eq = dn.jacobian(m, q, "coupler").T @ np.r_[R @ f[:3], R @ f[3:]]
+    a1, w1 = dn.closed_loop_forward_dynamics(m, q, qd, np.zeros(m.nv), f_ext={"coupler": f})
+    a2, w2 = dn.closed_loop_forward_dynamics(m, q, qd, tau_eq)
+    np.testing.assert_allclose(a1, a2, atol=1e-10)
+    np.testing.assert_allclose(w1["pin"], w2["pin"], atol=1e-9)

@@ -1165,7 +1165,9 @@ def close_loops(model, q, independent, tol=1e-12, max_iter=60):
     keeping the positions of the joints named in ``independent`` (and a floating base).
 
     Damped Newton on delta with the loop constraint matrix K (restricted to the dependent joints) as
-    Jacobian, least-squares steps (over-constrained loops have rank K < n^c).  Returns the new q.
+    Jacobian, least-squares steps (over-constrained loops have rank K < n^c).  Returns the new q:
+    the closed configuration nearest the start (when the independent positions admit several, e.g.
+    an elbow up and an elbow down, Featherstone §8.10 "configuration ambiguity", the start decides).
     Raises InputError naming the loop joint(s) that do not close (a loop that can never close at
     these independent positions, or a start too far from a closed configuration).
     """
