@@ -300,6 +300,13 @@ def main(argv=None):
         batch(b)
     if not args.no_scaling:
         scaling(quick=args.quick)
+    loops = HERE / "bench_loops.py"
+    if loops.exists():
+        print(f"== {loops.relative_to(REPO)} (closed-loop FD of the dual-arm model vs Pinocchio constraintDynamics) ==",
+              flush=True)
+        r = subprocess.run([sys.executable, str(loops)], cwd=str(REPO))
+        if r.returncode:
+            print(f"bench_loops.py exited with {r.returncode}")
     node = HERE / "bench_node.py"
     if node.exists() and not args.no_node:
         print(f"== {node.relative_to(REPO)} ==", flush=True)

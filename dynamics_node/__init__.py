@@ -19,15 +19,15 @@ from .algorithms.hybrid import floating_base_inverse_dynamics, hybrid_dynamics
 from .algorithms.kinematics import (bias_acceleration, center_of_mass, jacobian, link_pose, link_poses,
                                     link_velocity)
 
-try:  # closed loops (Featherstone Ch. 8)
-    from .algorithms.loops import close_loops, closed_loop_forward_dynamics, closed_loop_inverse_dynamics
-except ImportError:  # pragma: no cover - present in every release; absent only mid-development
-    pass
+from .algorithms.loops import (close_loop_velocities, close_loops, closed_loop_forward_dynamics,
+                               closed_loop_gravity, closed_loop_inverse_dynamics, constraint_basis,
+                               loop_constraints, loop_state, mobility)
 
 __all__ = [
     "DynamicsError", "InputError", "ModelError", "SingularMassMatrixError", "Data", "Model", "ROOT_JOINT",
     "load_model", "inverse_dynamics", "gravity", "bias_forces", "mass_matrix", "forward_dynamics",
     "hybrid_dynamics", "floating_base_inverse_dynamics", "inverse_dynamics_batch", "gravity_batch",
     "jacobian", "link_pose", "link_poses", "link_velocity", "bias_acceleration", "center_of_mass",
-    "closed_loop_forward_dynamics", "closed_loop_inverse_dynamics", "close_loops",
+    "closed_loop_forward_dynamics", "closed_loop_inverse_dynamics", "close_loops", "close_loop_velocities",
+    "closed_loop_gravity", "constraint_basis", "loop_constraints", "loop_state", "mobility",
 ]
