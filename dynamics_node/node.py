@@ -29,6 +29,7 @@ import math
 import os
 import pathlib
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -263,9 +264,21 @@ class DynamicsNode(Node):
         self._apply(plan, first=True)
         self._warm_up()
 
+        # The joint-state stream lives on a second, minimal node of the same process (one
+        # subscription, two publishers), spun by its own executor thread (see main()): rclpy's
+        # executor rebuilds its wait set over every entity of a node at each wake-up, and this
+        # node has some twenty (services, parameter services, timers), which would add about
+        # 0.1 ms per joint state and delay torques behind service calls. Topic names are resolved
+        # here, so command-line remaps of this node apply to the stream.
+        self.stream_node = Node(f"{self.get_name()}_stream", namespace=self.get_namespace(),
+                                context=self.context, use_global_arguments=False,
+                                start_parameter_services=False,
+                                parameter_overrides=[Parameter("start_type_description_service",
+                                                               value=False)])
         qos_out = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE,
                              history=HistoryPolicy.KEEP_LAST)
-        self._pub_gravity = self.create_publisher(JointState, "~/gravity_torques", qos_out)
+        self._pub_gravity = self.stream_node.create_publisher(
+            JointState, self.resolve_topic_name("~/gravity_torques"), qos_out)
         self._pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._pub_markers = self.create_publisher(MarkerArray, "~/markers", 5)
         self._connect_topics(set(PARAMETERS))
@@ -296,6 +309,13 @@ class DynamicsNode(Node):
             f"joint states on {self._cfg['joint_states_topic']}; ROS_DOMAIN_ID="
             f"{os.environ.get('ROS_DOMAIN_ID', '0')}, discovery "
             f"{os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE', 'default')}")
+
+    def destroy_node(self):
+        try:
+            self.stream_node.destroy_node()
+        except Exception:  # noqa: BLE001 - shutting down anyway
+            pass
+        return super().destroy_node()
 
     # ------------------------------------------------------------------ parameters
     def _declare(self, urdf_path_default):
@@ -480,19 +500,20 @@ class DynamicsNode(Node):
     def _connect_topics(self, changed):
         if "joint_states_topic" in changed:
             if self._sub_js is not None:
-                self.destroy_subscription(self._sub_js)
-            qos_in = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE,
+                self.stream_node.destroy_subscription(self._sub_js)
+            qos_in = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
                                 history=HistoryPolicy.KEEP_LAST,
                                 durability=DurabilityPolicy.VOLATILE)
-            self._sub_js = self.create_subscription(JointState, self._cfg["joint_states_topic"],
-                                                    self._on_joint_state, qos_in)
+            self._sub_js = self.stream_node.create_subscription(
+                JointState, self.resolve_topic_name(self._cfg["joint_states_topic"]),
+                self._on_joint_state, qos_in)
         if "effort_command_topic" in changed:
             if self._pub_cmd is not None:
-                self.destroy_publisher(self._pub_cmd)
+                self.stream_node.destroy_publisher(self._pub_cmd)
                 self._pub_cmd = None
             if self._cfg["effort_command_topic"]:
-                self._pub_cmd = self.create_publisher(Float64MultiArray,
-                                                      self._cfg["effort_command_topic"], 10)
+                self._pub_cmd = self.stream_node.create_publisher(
+                    Float64MultiArray, self.resolve_topic_name(self._cfg["effort_command_topic"]), 10)
 
     def _reset_markers_timer(self):
         if self._markers_timer is not None:
@@ -933,6 +954,13 @@ def _loop_wrenches_to_msgs(model, wrenches):
 
 
 # ------------------------------------------------------------------------------------------ main
+def _spin_quietly(executor):
+    try:
+        executor.spin()
+    except (ExternalShutdownException, KeyboardInterrupt):
+        pass
+
+
 def main(argv=None) -> int:
     """Console script `dynamics_node`: dynamics_node [URDF] [--ros-args ...]. Returns the exit code."""
     argv = list(sys.argv if argv is None else argv)
@@ -956,6 +984,10 @@ def main(argv=None) -> int:
         except ParameterException as e:  # e.g. a parameter override of the wrong type
             print(f"dynamics_node: cannot start: bad parameter: {e}", file=sys.stderr, flush=True)
             return 2
+        stream_executor = SingleThreadedExecutor()
+        stream_executor.add_node(node.stream_node)
+        threading.Thread(target=_spin_quietly, args=(stream_executor,), name="joint_states",
+                         daemon=True).start()
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin()
