@@ -14,7 +14,7 @@ export ROS_DOMAIN_ID ?= $(shell echo $$(( $$$$ % 100 + 101 )))
 # numba keeps its compiled kernels next to the sources (cache=True): first run compiles, later runs load.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup run test bench summary clean
+.PHONY: setup run run-dual-arm test bench summary clean
 
 setup: $(STAMP) $(IFACE_STAMP)
 
@@ -30,7 +30,10 @@ $(IFACE_STAMP): $(STAMP) $(wildcard dynamics_interfaces/srv/*.srv dynamics_inter
 	@touch $@
 
 run: setup
-	$(VENV)/bin/dynamics_node --ros-args --params-file config/default.yaml
+	@echo "dynamics_node on ROS_DOMAIN_ID=$$ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE=$$ROS_AUTOMATIC_DISCOVERY_RANGE (Ctrl-C stops it). From another shell: ROS_DOMAIN_ID=$$ROS_DOMAIN_ID $(VENV)/bin/dynamics_cli gravity_compensation -q 0 0.5 0 -1.2 0 0.8 0"; exec $(VENV)/bin/dynamics_node --ros-args --params-file config/default.yaml
+
+run-dual-arm: setup
+	$(VENV)/bin/dynamics_node --ros-args --params-file config/dual_arm.yaml
 
 summary: setup
 	$(VENV)/bin/dynamics_summary urdf/arm7.urdf

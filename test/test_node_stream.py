@@ -243,3 +243,36 @@ def test_set_payload_changes_every_later_result_and_markers(node, io, model):
     res = c.call(InverseDynamics, node.path("inverse_dynamics"),
                  InverseDynamics.Request(position=list(q), velocity=list(qd), acceleration=list(qdd)))
     np.testing.assert_allclose(res.effort, dn.inverse_dynamics(model, q, qd, qdd), **TOL)
+
+
+def test_joint_states_topic_can_change_at_runtime(node, io, model):
+    """The subscription moves to the new topic (the stream runs in its own executor thread)."""
+    import dynamics_node as dn
+    from sensor_msgs.msg import JointState
+    _, torques, _ = io
+    c = ns.ros()
+    other = "/stream_test/other_joint_states"
+    pub2 = c.publisher(JointState, other)
+    try:
+        assert c.set_parameters(NAME, joint_states_topic=other) == [(True, "")]
+        c.wait_for_subscriber(pub2)
+        ns.drain(torques)
+        q = np.array([0.3, 0.2, 0.1, -0.4, 0.5, 0.6, 0.7])
+        got = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            pub2.publish(ns.joint_state(J, q, stamp_ns=99))
+            got = ns.drain(torques, timeout=0.2)
+        assert got, "no torques for joint states on the new topic"
+        np.testing.assert_allclose(got[0].effort, dn.gravity(model, q), **TOL)
+    finally:
+        assert c.set_parameters(NAME, joint_states_topic=JS_TOPIC) == [(True, "")]
+        c.node.destroy_publisher(pub2)
+    pub, _, _ = io
+    c.wait_for_subscriber(pub)
+    deadline = time.monotonic() + 10
+    got = []
+    while not got and time.monotonic() < deadline:
+        pub.publish(ns.joint_state(J, np.zeros(7), stamp_ns=100))
+        got = ns.drain(torques, timeout=0.2)
+    assert got and node.alive()
