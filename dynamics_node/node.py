@@ -46,7 +46,6 @@ from rclpy.utilities import remove_ros_args
 from rcl_interfaces.msg import (ParameterDescriptor, ParameterType, SetParametersResult,
                                 FloatingPointRange)
 
-from builtin_interfaces.msg import Time as TimeMsg
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
@@ -58,7 +57,7 @@ from dynamics_interfaces.srv import (
     HybridDynamics, InverseDynamics, Jacobian, MassMatrix, SetPayload, TrajectoryInverseDynamics)
 
 import dynamics_node as dn
-from .errors import DynamicsError, InputError, ModelError
+from .errors import DynamicsError, InputError
 from .ros_conversions import (Conversions, JointStateReader, check_payload, finite_or_raise,
                               to_float64_array, wrench_to_tuple)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import array
 import math
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -368,7 +368,3 @@ def check_payload(link: str, mass: float, com, inertia) -> None:
         raise InputError(f"inertia: not the inertia of a physical body (principal moments "
                          f"{ev[0]:.6g} {ev[1]:.6g} {ev[2]:.6g} must be >= 0 and satisfy the "
                          f"triangle inequality)")
-
-
-def names_list(names: Iterable[str]) -> list:
-    return [str(n) for n in names]
