@@ -17,6 +17,7 @@ import yaml
 import node_support as ns
 
 LAUNCH = ns.REPO / "launch" / "dynamics.launch.py"
+LAUNCHES = sorted((ns.REPO / "launch").glob("*.launch.py"))
 CONFIGS = sorted((ns.REPO / "config").glob("*.yaml"))
 
 
@@ -26,8 +27,9 @@ def _declared():
     return PARAMETERS
 
 
-def test_launch_file_compiles():
-    compile(LAUNCH.read_text(), str(LAUNCH), "exec")
+@pytest.mark.parametrize("path", LAUNCHES, ids=[p.name for p in LAUNCHES])
+def test_launch_files_compile(path):
+    compile(path.read_text(), str(path), "exec")
 
 
 def _stub_modules(captured):
@@ -54,14 +56,16 @@ def _stub_modules(captured):
             "ament_index_python": ament, "ament_index_python.packages": ament_pk}
 
 
-def test_launch_file_starts_this_packages_executable_with_the_default_config(monkeypatch):
+@pytest.mark.parametrize("path", LAUNCHES, ids=[p.name for p in LAUNCHES])
+def test_launch_files_start_this_packages_executable_with_a_shipped_config(monkeypatch, path):
     captured = []
     for name, mod in _stub_modules(captured).items():
         monkeypatch.setitem(sys.modules, name, mod)
-    spec = importlib.util.spec_from_file_location("dynamics_launch_under_test", LAUNCH)
+    spec = importlib.util.spec_from_file_location("dynamics_launch_under_test", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     ld = mod.generate_launch_description()
+    assert ld is not None
     nodes = [r for r in captured if type(r).__name__ == "Node"]
     assert len(nodes) == 1
     kw = nodes[0].kwargs
@@ -69,19 +73,25 @@ def test_launch_file_starts_this_packages_executable_with_the_default_config(mon
     assert kw["name"] == "dynamics_node"
     args = {r.args[0]: r.kwargs.get("default_value") for r in captured
             if type(r).__name__ == "DeclareLaunchArgument"}
-    assert args["params_file"] == "/share/dynamics_node/config/default.yaml"
-    assert args["urdf_path"] == "/share/dynamics_node/urdf/arm7.urdf"
+    share = "/share/dynamics_node/"
+    assert args["params_file"].startswith(share + "config/")
+    assert (ns.REPO / args["params_file"][len(share):]).is_file(), args["params_file"]
+    assert args["urdf_path"].startswith(share + "urdf/")
+    assert (ns.REPO / args["urdf_path"][len(share):]).is_file(), args["urdf_path"]
+    if path == LAUNCH:
+        assert args["params_file"] == share + "config/default.yaml"
+        assert args["urdf_path"] == share + "urdf/arm7.urdf"
     # every parameter the launch file sets itself is declared by the node
     declared = _declared()
     for p in kw["parameters"]:
         if isinstance(p, dict):
             assert set(p) <= set(declared), set(p) - set(declared)
-    assert ld is not None
     # setup.py installs what the launch file refers to
     setup = (ns.REPO / "setup.py").read_text()
     assert '"dynamics_node = dynamics_node.node:main"' in setup
     assert '("share/" + package_name + "/config", glob("config/*.yaml"))' in setup
     assert '("share/" + package_name + "/launch", glob("launch/*.py"))' in setup
+    assert '("share/" + package_name + "/urdf", glob("urdf/*.urdf"))' in setup
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
@@ -105,17 +115,22 @@ def test_parameter_files_hold_only_declared_parameters_of_the_declared_type(path
         assert check[ptype](value), f"{path.name}: {key}={value!r} is not of the declared type {ptype}"
 
 
-def test_node_runs_on_the_default_config():
-    """What `make run` does: the executable with --params-file config/default.yaml."""
-    from dynamics_interfaces.srv import InverseDynamics
-    procs = ns.start_nodes({"dynamics_node": {}},
-                           ros_args=("--params-file", str(ns.REPO / "config" / "default.yaml")))
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_node_runs_on_each_config(path):
+    """What `make run` does: the executable with --params-file config/<file>.yaml."""
+    import dynamics_node as dn
+    from dynamics_interfaces.srv import MassMatrix
+    params = yaml.safe_load(path.read_text())["dynamics_node"]["ros__parameters"]
+    procs = ns.start_nodes({"dynamics_node": {}}, ros_args=("--params-file", str(path)))
     p = procs["dynamics_node"]
     try:
         c = ns.ros()
-        assert c.get_parameter("dynamics_node", "urdf_path") == "urdf/arm7.urdf"
-        r = c.call(InverseDynamics, p.path("inverse_dynamics"), InverseDynamics.Request(position=[0.0] * 7))
-        assert r.success and list(r.name) == [f"joint{i}" for i in range(1, 8)]
+        assert c.get_parameter("dynamics_node", "urdf_path") == params["urdf_path"]
+        model = dn.load_model(str(ns.REPO / params["urdf_path"]),
+                              floating_base=params.get("floating_base", False))
+        r = c.call(MassMatrix, p.path("mass_matrix"), MassMatrix.Request(position=list(model.neutral())))
+        assert r.success, r.message
+        assert list(r.name) == list(model.joint_names) and len(r.mass_matrix) == model.nv ** 2
     finally:
         p.stop()
         p.kill()
