@@ -92,7 +92,12 @@ class _Client:
         self.rclpy = rclpy
         self.ctx = Context()
         rclpy.init(context=self.ctx, domain_id=domain, signal_handler_options=SignalHandlerOptions.NO)
-        self.node = rclpy.create_node(f"bench_client_{os.getpid()}", context=self.ctx)
+        from rclpy.parameter import Parameter
+        # a lean client: no parameter services, no type-description service (fewer entities for
+        # rclpy's executor to walk at each wake-up), like a controller's client would be
+        self.node = rclpy.create_node(
+            f"bench_client_{os.getpid()}", context=self.ctx, start_parameter_services=False,
+            parameter_overrides=[Parameter("start_type_description_service", value=False)])
         self.ex = SingleThreadedExecutor(context=self.ctx)
         self.ex.add_node(self.node)
 

@@ -18,6 +18,12 @@ Wrench convention (external_wrenches, loop_wrenches): header.frame_id names the 
 joint); geometry_msgs/Wrench is linear-first (force, torque); both are expressed in the link frame
 and the torque is about the link frame's origin, which is the core's f_ext convention.
 
+Process layout: three rclpy nodes, each spun by its own executor thread, because rclpy's executor
+walks every entity of its node at each wake-up: `dynamics_node` (parameters, /diagnostics,
+markers; main thread), `dynamics_node_stream` (joint states in, torques out) and
+`dynamics_node_services` (the ten services). Names are resolved by `dynamics_node`, so the
+services and topics are /dynamics_node/... and command-line remaps apply to all of them.
+
 Closed-loop models (model.loop_joints non-empty): the gravity stream and gravity_compensation use
 dn.closed_loop_inverse_dynamics(model, q, 0, 0) and report the actuated joints only; the plain
 services compute the spanning tree's dynamics and say so in `message`.
@@ -238,6 +244,7 @@ class DynamicsNode(Node):
     def __init__(self, urdf_path_default: str = "", **kwargs):
         super().__init__(NODE_NAME, **kwargs)
         self._t_start = time.monotonic()
+        self._config_lock = threading.RLock()
         self._declare(urdf_path_default)
         self._cfg = {name: self._param_value(name) for name in PARAMETERS}
         self._service_payloads: dict = {}
@@ -282,21 +289,29 @@ class DynamicsNode(Node):
         self._pub_markers = self.create_publisher(MarkerArray, "~/markers", 5)
         self._connect_topics(set(PARAMETERS))
 
+        # The dynamics services live on a third minimal node with its own executor thread, for
+        # the same reason as the stream: its wait set holds only these ten services, not the
+        # parameter services and timers of this node. Names are resolved here (remaps apply).
+        self.service_node = Node(f"{self.get_name()}_services", namespace=self.get_namespace(),
+                                 context=self.context, use_global_arguments=False,
+                                 start_parameter_services=False,
+                                 parameter_overrides=[Parameter("start_type_description_service",
+                                                                value=False)])
         S = self._serve
-        self.create_service(InverseDynamics, "~/inverse_dynamics", S("inverse_dynamics", self._inverse_dynamics))
-        self.create_service(ForwardDynamics, "~/forward_dynamics", S("forward_dynamics", self._forward_dynamics))
-        self.create_service(HybridDynamics, "~/hybrid_dynamics", S("hybrid_dynamics", self._hybrid_dynamics))
-        self.create_service(GravityCompensation, "~/gravity_compensation",
-                            S("gravity_compensation", self._gravity_compensation))
-        self.create_service(MassMatrix, "~/mass_matrix", S("mass_matrix", self._mass_matrix))
-        self.create_service(Jacobian, "~/jacobian", S("jacobian", self._jacobian))
-        self.create_service(SetPayload, "~/set_payload", S("set_payload", self._set_payload))
-        self.create_service(ClosedLoopForwardDynamics, "~/closed_loop_forward_dynamics",
-                            S("closed_loop_forward_dynamics", self._cl_forward_dynamics))
-        self.create_service(ClosedLoopInverseDynamics, "~/closed_loop_inverse_dynamics",
-                            S("closed_loop_inverse_dynamics", self._cl_inverse_dynamics))
-        self.create_service(TrajectoryInverseDynamics, "~/trajectory_inverse_dynamics",
-                            S("trajectory_inverse_dynamics", self._trajectory_inverse_dynamics))
+        for srv_type, leaf, handler in (
+                (InverseDynamics, "inverse_dynamics", self._inverse_dynamics),
+                (ForwardDynamics, "forward_dynamics", self._forward_dynamics),
+                (HybridDynamics, "hybrid_dynamics", self._hybrid_dynamics),
+                (GravityCompensation, "gravity_compensation", self._gravity_compensation),
+                (MassMatrix, "mass_matrix", self._mass_matrix),
+                (Jacobian, "jacobian", self._jacobian),
+                (SetPayload, "set_payload", self._set_payload),
+                (ClosedLoopForwardDynamics, "closed_loop_forward_dynamics", self._cl_forward_dynamics),
+                (ClosedLoopInverseDynamics, "closed_loop_inverse_dynamics", self._cl_inverse_dynamics),
+                (TrajectoryInverseDynamics, "trajectory_inverse_dynamics",
+                 self._trajectory_inverse_dynamics)):
+            self.service_node.create_service(srv_type, self.resolve_service_name(f"~/{leaf}"),
+                                             S(leaf, handler))
 
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0, self._publish_diagnostics)
@@ -310,10 +325,12 @@ class DynamicsNode(Node):
             f"{os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE', 'default')}")
 
     def destroy_node(self):
-        try:
-            self.stream_node.destroy_node()
-        except Exception:  # noqa: BLE001 - shutting down anyway
-            pass
+        for helper in (getattr(self, "stream_node", None), getattr(self, "service_node", None)):
+            try:
+                if helper is not None:
+                    helper.destroy_node()
+            except Exception:  # noqa: BLE001 - shutting down anyway
+                pass
         return super().destroy_node()
 
     # ------------------------------------------------------------------ parameters
@@ -352,6 +369,11 @@ class DynamicsNode(Node):
         return v
 
     def _on_set_parameters(self, params):
+        # parameters change in the main thread, payloads in the services thread: one at a time
+        with self._config_lock:
+            return self._set_parameters_locked(params)
+
+    def _set_parameters_locked(self, params):
         cfg = dict(self._cfg)
         changed = set()
         for p in params:
@@ -713,13 +735,14 @@ class DynamicsNode(Node):
         com = (req.center_of_mass.x, req.center_of_mass.y, req.center_of_mass.z)
         inertia = tuple(float(x) for x in req.inertia)
         check_payload(link, float(req.mass), com, inertia)
-        service = dict(self._service_payloads)
-        service[link] = (float(req.mass), com, inertia)
-        try:
-            plan = self._plan(self._cfg, set(), service_payloads=service)
-        except ConfigError as e:
-            raise InputError(str(e)) from None
-        self._apply(plan)
+        with self._config_lock:
+            service = dict(self._service_payloads)
+            service[link] = (float(req.mass), com, inertia)
+            try:
+                plan = self._plan(self._cfg, set(), service_payloads=service)
+            except ConfigError as e:
+                raise InputError(str(e)) from None
+            self._apply(plan)
         state = plan[2]
         total = state.model.total_mass()
         res.message = (f"payload on '{link}' removed" if req.mass == 0.0 else
@@ -983,10 +1006,11 @@ def main(argv=None) -> int:
         except ParameterException as e:  # e.g. a parameter override of the wrong type
             print(f"dynamics_node: cannot start: bad parameter: {e}", file=sys.stderr, flush=True)
             return 2
-        stream_executor = SingleThreadedExecutor()
-        stream_executor.add_node(node.stream_node)
-        threading.Thread(target=_spin_quietly, args=(stream_executor,), name="joint_states",
-                         daemon=True).start()
+        for helper, label in ((node.stream_node, "joint_states"), (node.service_node, "services")):
+            helper_executor = SingleThreadedExecutor()
+            helper_executor.add_node(helper)
+            threading.Thread(target=_spin_quietly, args=(helper_executor,), name=label,
+                             daemon=True).start()
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin()
