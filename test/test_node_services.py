@@ -6,6 +6,8 @@ listed in a shuffled order (and once in the model's order, with an empty `name`)
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -254,13 +256,14 @@ def test_model_options_reach_the_node(nodes):
 
 # ------------------------------------------------------------------------------- closed loops
 LOOP_URDF = ns.REPO / "urdf" / "fourbar.urdf"
+LOOP_JS = "/svc_fourbar_test/joint_states"
 
 
 @pytest.fixture(scope="module")
 def loop_node():
     if not LOOP_URDF.exists():
         pytest.skip("urdf/fourbar.urdf not present")
-    procs = ns.start_nodes({"svc_fourbar": {"urdf_path": str(LOOP_URDF)}})
+    procs = ns.start_nodes({"svc_fourbar": {"urdf_path": str(LOOP_URDF), "joint_states_topic": LOOP_JS}})
     yield procs["svc_fourbar"]
     for p in procs.values():
         p.stop()
@@ -320,3 +323,19 @@ def test_closed_loop_services(loop_node):
         g_e = g_e[[model.v_slice(j).start for j in model.actuated_joints]]
     assert list(res.name) == list(model.actuated_joints)
     np.testing.assert_allclose(res.effort, g_e, **TOL)
+
+    # the gravity stream of a closed-loop model: actuated joints only, closed-loop gravity compensation
+    from sensor_msgs.msg import JointState
+    pub = c.publisher(JointState, LOOP_JS)
+    torques, sub = c.subscribe(JointState, loop_node.path("gravity_torques"))
+    c.wait_for_subscriber(pub)
+    got = []
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        pub.publish(ns.joint_state(sh.names, sh.q(q), stamp_ns=5))
+        got = ns.drain(torques, timeout=0.2)
+    assert got, "no gravity torques from the closed-loop node"
+    assert list(got[0].name) == list(model.actuated_joints)
+    np.testing.assert_allclose(got[0].effort, g_e, **TOL)
+    c.node.destroy_subscription(sub)
+    c.node.destroy_publisher(pub)
