@@ -305,3 +305,74 @@ def rbi_dense(m, h, Ib) -> np.ndarray:
     I[3:, :3] = skew(h).T
     I[3:, 3:] = m * np.eye(3)
     return I
+
+
+# --------------------------------------------------------------------------------------------
+# Scalar forms of the same operations for the hot kernels: 6-vectors are passed as tuples of
+# floats and transforms read from a flat array at an offset (E at eo, r at ro). Numba keeps these in
+# registers; array views would each be reference-counted.
+
+
+@njit(cache=True, inline="always")
+def xm_t(w, eo, ro, m):
+    """X m for X = rot(E) xlt(r) (Table A.3), m a 6-tuple."""
+    rx, ry, rz = w[ro], w[ro + 1], w[ro + 2]
+    l0 = m[3] - (ry * m[2] - rz * m[1])
+    l1 = m[4] - (rz * m[0] - rx * m[2])
+    l2 = m[5] - (rx * m[1] - ry * m[0])
+    return (w[eo] * m[0] + w[eo + 1] * m[1] + w[eo + 2] * m[2],
+            w[eo + 3] * m[0] + w[eo + 4] * m[1] + w[eo + 5] * m[2],
+            w[eo + 6] * m[0] + w[eo + 7] * m[1] + w[eo + 8] * m[2],
+            w[eo] * l0 + w[eo + 1] * l1 + w[eo + 2] * l2,
+            w[eo + 3] * l0 + w[eo + 4] * l1 + w[eo + 5] * l2,
+            w[eo + 6] * l0 + w[eo + 7] * l1 + w[eo + 8] * l2)
+
+
+@njit(cache=True, inline="always")
+def xtf_add_t(w, eo, ro, f, dst, do):
+    """dst[do:do+6] += X^T f (child force to parent, Table A.3), f a 6-tuple."""
+    F0 = w[eo] * f[3] + w[eo + 3] * f[4] + w[eo + 6] * f[5]
+    F1 = w[eo + 1] * f[3] + w[eo + 4] * f[4] + w[eo + 7] * f[5]
+    F2 = w[eo + 2] * f[3] + w[eo + 5] * f[4] + w[eo + 8] * f[5]
+    rx, ry, rz = w[ro], w[ro + 1], w[ro + 2]
+    dst[do] += w[eo] * f[0] + w[eo + 3] * f[1] + w[eo + 6] * f[2] + ry * F2 - rz * F1
+    dst[do + 1] += w[eo + 1] * f[0] + w[eo + 4] * f[1] + w[eo + 7] * f[2] + rz * F0 - rx * F2
+    dst[do + 2] += w[eo + 2] * f[0] + w[eo + 5] * f[1] + w[eo + 8] * f[2] + rx * F1 - ry * F0
+    dst[do + 3] += F0
+    dst[do + 4] += F1
+    dst[do + 5] += F2
+
+
+@njit(cache=True, inline="always")
+def crm_t(v, m):
+    """v x m for motion vectors (Eq. 2.31)."""
+    return (v[1] * m[2] - v[2] * m[1],
+            v[2] * m[0] - v[0] * m[2],
+            v[0] * m[1] - v[1] * m[0],
+            v[1] * m[5] - v[2] * m[4] + v[4] * m[2] - v[5] * m[1],
+            v[2] * m[3] - v[0] * m[5] + v[5] * m[0] - v[3] * m[2],
+            v[0] * m[4] - v[1] * m[3] + v[3] * m[1] - v[4] * m[0])
+
+
+@njit(cache=True, inline="always")
+def crf_t(v, f):
+    """v x* f for force vectors (Eq. 2.32)."""
+    return (v[1] * f[2] - v[2] * f[1] + v[4] * f[5] - v[5] * f[4],
+            v[2] * f[0] - v[0] * f[2] + v[5] * f[3] - v[3] * f[5],
+            v[0] * f[1] - v[1] * f[0] + v[3] * f[4] - v[4] * f[3],
+            v[1] * f[5] - v[2] * f[4],
+            v[2] * f[3] - v[0] * f[5],
+            v[0] * f[4] - v[1] * f[3])
+
+
+@njit(cache=True, inline="always")
+def rbi_mul_t(mf, bo, v):
+    """rbi(m, h, Ibar) v (Eq. 2.63) with m, h, Ibar at mf[bo+12], mf[bo+13:16], mf[bo+16:25]."""
+    m, h0, h1, h2 = mf[bo + 12], mf[bo + 13], mf[bo + 14], mf[bo + 15]
+    I = bo + 16
+    return (mf[I] * v[0] + mf[I + 1] * v[1] + mf[I + 2] * v[2] + h1 * v[5] - h2 * v[4],
+            mf[I + 3] * v[0] + mf[I + 4] * v[1] + mf[I + 5] * v[2] + h2 * v[3] - h0 * v[5],
+            mf[I + 6] * v[0] + mf[I + 7] * v[1] + mf[I + 8] * v[2] + h0 * v[4] - h1 * v[3],
+            m * v[3] - (h1 * v[2] - h2 * v[1]),
+            m * v[4] - (h2 * v[0] - h0 * v[2]),
+            m * v[5] - (h0 * v[1] - h1 * v[0]))

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit, types
 
 from ..errors import InputError, SingularMassMatrixError
-from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, Model
+from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, WORK_BODY, WORK_DOF, WORK_EXTRA, Model
 
 # explicit kernel signatures: compiled once (and cached), and anything else (a list, float32, a
 # strided view) is refused with TypeError, upon which the wrapper converts it (the slow path)
@@ -34,6 +34,13 @@ def unpack(mi, mf):
     B = mf[HEADER_F:HEADER_F + BODY_STRIDE * nb].reshape((nb, BODY_STRIDE))
     D = mf[HEADER_F + BODY_STRIDE * nb:HEADER_F + BODY_STRIDE * nb + DOF_STRIDE * nvt].reshape((nvt, DOF_STRIDE))
     return nb, nvt, nqt, J, B, D
+
+
+@njit(cache=True, inline="always")
+def new_work(mi):
+    """The work array of a call, allocated in compiled code (cheaper than a numpy call from Python,
+    and private to the call, so concurrent calls never share one)."""
+    return np.empty(WORK_BODY * mi[0] + WORK_DOF * mi[1] + WORK_EXTRA)
 
 
 @njit(cache=True, inline="always")

@@ -16,90 +16,111 @@ from numba import njit, types
 
 from ..joints import jcalc, jcalc_flat
 from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
-from ..spatial import cross_force_add, cross_motion_add, rbi_mul, x_mul_motion, xt_mul_force_add
-from ._common import (F1, F2, I1, check_q, A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
+from ..spatial import crf_t, crm_t, rbi_mul_t, xm_t, xtf_add_t
+from ._common import (F1, F2, I1, check_q, new_work, A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
                       raise_status, to_tree_q, to_tree_v, unpack, work_views)
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True)
 def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
-    nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check_q(q, nqt, J, nb)
+    """Table 5.1. Leaves X_i (E at w[9i], r at w[9nb+3i]), v_i (w[12nb+6i]), a_i (w[18nb+6i]) and
+    f_i (w[24nb+6i]) in the work array, as algorithms/_common.work_views lays them out."""
+    nb = mi[0]
+    nvt = mi[1]
+    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
+    st = check_q(q, mi[2], J, nb)
     if st == 0:
         st = check(qd, nvt, A_QD)
     if st == 0:
         st = check(qdd, nvt, A_QDD)
     if st != 0:
         return st
-    if fx.shape[0] != 0 and fx.shape[0] != 6 * nb:
+    hasfx = fx.shape[0] != 0
+    if hasfx and fx.shape[0] != 6 * nb:
         return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
-    E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
-    a0 = tmp[0:6]
-    a0[0] = 0.0
-    a0[1] = 0.0
-    a0[2] = 0.0
-    a0[3] = -mf[0]
-    a0[4] = -mf[1]
-    a0[5] = -mf[2]
-    vJ = tmp[6:12]
-    Iv = tmp[12:18]
+    do0 = HEADER_F + BODY_STRIDE * nb
+    r0 = 9 * nb
+    v0 = 12 * nb
+    a0 = 18 * nb
+    f0 = 24 * nb
+    ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])  # a_0 = -a_g (§5.3)
     for i in range(nb):
-        p = J[i, 0]
-        jt = J[i, 1]
-        vi = J[i, 3]
-        nv = J[i, 4]
-        Bi = B[i]
-        jcalc(jt, axis_of(jt, D[vi]), q, J[i, 2], Bi[0:9], Bi[9:12], E[i], r[i])
-        ci = c[i]
-        for k in range(6):
-            vJ[k] = 0.0
-            ci[k] = 0.0
-        for dof in range(vi, vi + nv):
-            s = D[dof]
-            qdk = qd[dof]
-            qddk = qdd[dof]
-            for k in range(6):
-                vJ[k] += s[k] * qdk
-                ci[k] += s[k] * qddk
-        ai = a[i]
-        vv = v[i]
+        ii = HEADER_I + 5 * i
+        p = mi[ii]
+        jt = mi[ii + 1]
+        vi = mi[ii + 3]
+        bo = HEADER_F + BODY_STRIDE * i
+        eo = 9 * i
+        ro = r0 + 3 * i
+        jcalc_flat(jt, mf, do0 + DOF_STRIDE * vi + (3 if jt == 1 else 0), bo, q, mi[ii + 2], w, eo, ro)
+        # v_J = S qd and S qdd (c_J = 0 for every joint kernel)
+        j0 = j1 = j2 = j3 = j4 = j5 = 0.0
+        s0 = s1 = s2 = s3 = s4 = s5 = 0.0
+        for dof in range(vi, vi + mi[ii + 4]):
+            so = do0 + DOF_STRIDE * dof
+            x = qd[dof]
+            y = qdd[dof]
+            j0 += mf[so] * x
+            j1 += mf[so + 1] * x
+            j2 += mf[so + 2] * x
+            j3 += mf[so + 3] * x
+            j4 += mf[so + 4] * x
+            j5 += mf[so + 5] * x
+            s0 += mf[so] * y
+            s1 += mf[so + 1] * y
+            s2 += mf[so + 2] * y
+            s3 += mf[so + 3] * y
+            s4 += mf[so + 4] * y
+            s5 += mf[so + 5] * y
+        vJ = (j0, j1, j2, j3, j4, j5)
         if p >= 0:
-            x_mul_motion(E[i], r[i], v[p], vv)
-            x_mul_motion(E[i], r[i], a[p], ai)
-            for k in range(6):
-                vv[k] += vJ[k]
-                ai[k] += c[i, k]
+            pv = v0 + 6 * p
+            pa = a0 + 6 * p
+            xv = xm_t(w, eo, ro, (w[pv], w[pv + 1], w[pv + 2], w[pv + 3], w[pv + 4], w[pv + 5]))
+            xa = xm_t(w, eo, ro, (w[pa], w[pa + 1], w[pa + 2], w[pa + 3], w[pa + 4], w[pa + 5]))
         else:
-            x_mul_motion(E[i], r[i], a0, ai)
+            xv = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            xa = xm_t(w, eo, ro, ag)
+        # Eq. 5.14: v_i = X_i v_λ(i) + v_J
+        v = (xv[0] + j0, xv[1] + j1, xv[2] + j2, xv[3] + j3, xv[4] + j4, xv[5] + j5)
+        # Eq. 5.15: a_i = X_i a_λ(i) + S qdd + v_i x v_J
+        cv = crm_t(v, vJ)
+        a = (xa[0] + s0 + cv[0], xa[1] + s1 + cv[1], xa[2] + s2 + cv[2], xa[3] + s3 + cv[3],
+             xa[4] + s4 + cv[4], xa[5] + s5 + cv[5])
+        # Eq. 5.16: f_i = I_i a_i + v_i x* I_i v_i - f^x_i
+        Ia = rbi_mul_t(mf, bo, a)
+        cf = crf_t(v, rbi_mul_t(mf, bo, v))
+        vo = v0 + 6 * i
+        ao = a0 + 6 * i
+        fo = f0 + 6 * i
+        for k in range(6):
+            w[vo + k] = v[k]
+            w[ao + k] = a[k]
+            w[fo + k] = Ia[k] + cf[k]
+        if hasfx:
             for k in range(6):
-                vv[k] = vJ[k]
-                ai[k] += c[i, k]
-        cross_motion_add(vv, vJ, 1.0, ai)
-        m = Bi[12]
-        h = Bi[13:16]
-        Ib = Bi[16:25]
-        rbi_mul(m, h, Ib, ai, f[i])
-        rbi_mul(m, h, Ib, vv, Iv)
-        cross_force_add(vv, Iv, f[i])
-        if fx.shape[0] != 0:
-            for k in range(6):
-                f[i, k] -= fx[6 * i + k]
+                w[fo + k] -= fx[6 * i + k]
+    # Eqs. 5.17-5.18, inwards: tau_i = S_i^T f_i (+ rotor inertia and friction); f_λ(i) += X_i^T f_i
     for i in range(nb - 1, -1, -1):
-        vi = J[i, 3]
-        fi = f[i]
-        for dof in range(vi, vi + J[i, 4]):
-            s = D[dof]
-            t = s[0] * fi[0] + s[1] * fi[1] + s[2] * fi[2] + s[3] * fi[3] + s[4] * fi[4] + s[5] * fi[5]
-            t += s[6] * qdd[dof] + s[7] * qd[dof]
-            if s[8] != 0.0:
+        ii = HEADER_I + 5 * i
+        p = mi[ii]
+        vi = mi[ii + 3]
+        fo = f0 + 6 * i
+        for dof in range(vi, vi + mi[ii + 4]):
+            so = do0 + DOF_STRIDE * dof
+            t = (mf[so] * w[fo] + mf[so + 1] * w[fo + 1] + mf[so + 2] * w[fo + 2] + mf[so + 3] * w[fo + 3]
+                 + mf[so + 4] * w[fo + 4] + mf[so + 5] * w[fo + 5])
+            t += mf[so + 6] * qdd[dof] + mf[so + 7] * qd[dof]
+            cf_ = mf[so + 8]
+            if cf_ != 0.0:
                 if qd[dof] > 0.0:
-                    t += s[8]
+                    t += cf_
                 elif qd[dof] < 0.0:
-                    t -= s[8]
+                    t -= cf_
             tau[dof] = t
-        p = J[i, 0]
         if p >= 0:
-            xt_mul_force_add(E[i], r[i], fi, f[p])
+            xtf_add_t(w, 9 * i, r0 + 3 * i, (w[fo], w[fo + 1], w[fo + 2], w[fo + 3], w[fo + 4], w[fo + 5]),
+                      w, f0 + 6 * p)
     return 0
 
 
@@ -116,8 +137,8 @@ def gravity_kernel(mi, mf, q, tau, w):
         return st
     do0 = HEADER_F + BODY_STRIDE * nb
     r0 = 9 * nb
-    a0 = 12 * nb
-    f0 = 18 * nb
+    a0 = 18 * nb
+    f0 = 24 * nb
     for i in range(nb):
         ii = HEADER_I + 5 * i
         p = mi[ii]
@@ -201,12 +222,38 @@ def gravity_batch_kernel(mi, mf, Q, TAU, w):
 
 
 # ---------------------------------------------------------------------------------------------
+@njit(types.int64(I1, F1, F1, F1, F1, F1), cache=True)
+def rnea_entry(mi, mf, q, qd, qdd, tau):
+    """The Python entry of the RNEA: fewer arguments (each costs at the call) and no external force."""
+    w = new_work(mi)
+    return rnea_kernel(mi, mf, q, qd, qdd, w[0:0], tau, w)
+
+
+@njit(types.int64(I1, F1, F1, F1), cache=True)
+def gravity_entry(mi, mf, q, tau):
+    w = new_work(mi)
+    return gravity_kernel(mi, mf, q, tau, w)
+
+
 def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
     """tau = ID(model, q, qd, qdd, f_ext) (Featherstone Eq. 3.4, Table 5.1).
 
     f_ext: {link: (fx, fy, fz, tx, ty, tz)} acting on the link, link frame, about its origin.
     Returns tau (nv,), in the order of model.joint_names (after the 6 root entries of a floating base).
     """
+    if f_ext or data is not None or model.has_mimic:
+        return _inverse_dynamics(model, q, qd, qdd, f_ext, data)
+    tau = np.empty(model.nvt)
+    try:
+        st = rnea_entry(model._kmi, model._kmf, q, qd, qdd, tau)
+    except TypeError:
+        st = rnea_entry(model._kmi, model._kmf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(qdd, "qdd"), tau)
+    if st:
+        raise_status(model, st)
+    return tau
+
+
+def _inverse_dynamics(model, q, qd, qdd, f_ext, data):
     w = data.work if data is not None else np.empty(model.work_size)
     fx = fext_array(model, f_ext) if f_ext else EMPTY
     if model.has_mimic:
@@ -228,6 +275,15 @@ def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
 
 def gravity(model, q, data=None):
     """Gravity compensation torques: ID(q, 0, 0) (Featherstone §5.3)."""
+    if data is None and not model.has_mimic:
+        tau = np.empty(model.nvt)
+        try:
+            st = gravity_entry(model._kmi, model._kmf, q, tau)
+        except TypeError:
+            st = gravity_entry(model._kmi, model._kmf, fast_vec(q, "q"), tau)
+        if st:
+            raise_status(model, st)
+        return tau
     w = data.work if data is not None else np.empty(model.work_size)
     tau = np.empty(model.nvt)
     if model.has_mimic:
@@ -235,10 +291,7 @@ def gravity(model, q, data=None):
         if st:
             raise_status(model, st, tree=True)
         return model.G.T @ tau
-    try:
-        st = gravity_kernel(model._kmi, model._kmf, q, tau, w)
-    except TypeError:
-        st = gravity_kernel(model._kmi, model._kmf, fast_vec(q, "q"), tau, w)
+    st = gravity_kernel(model._kmi, model._kmf, fast_vec(q, "q"), tau, w)
     if st:
         raise_status(model, st)
     return tau
