@@ -983,8 +983,24 @@ def _spin_quietly(executor):
         pass
 
 
-def main(argv=None) -> int:
-    """Console script `dynamics_node`: dynamics_node [URDF] [--ros-args ...]. Returns the exit code."""
+def spin_helpers(node: DynamicsNode):
+    """Spin the node's stream and services nodes, each in a daemon thread with its own executor.
+    Returns [(executor, thread)]; the caller spins `node` itself (parameters, timers)."""
+    out = []
+    for helper, label in ((node.stream_node, "joint_states"), (node.service_node, "services")):
+        executor = SingleThreadedExecutor(context=node.context)
+        executor.add_node(helper)
+        thread = threading.Thread(target=_spin_quietly, args=(executor,), name=label, daemon=True)
+        thread.start()
+        out.append((executor, thread))
+    return out
+
+
+def main(argv=None, fast_exit=True) -> int:
+    """Console script `dynamics_node`: dynamics_node [URDF] [--ros-args ...].
+
+    Returns the exit code (2: cannot start). After a normal run it ends the process itself
+    (os._exit(0) once every ROS entity is closed) unless fast_exit is False."""
     argv = list(sys.argv if argv is None else argv)
     # Safe default on shared machines: no discovery traffic beyond this host unless asked for.
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -997,6 +1013,7 @@ def main(argv=None) -> int:
         return 0
     rclpy.init(args=argv)
     node = None
+    helpers = []
     try:
         try:
             node = DynamicsNode(urdf_path_default=plain[0] if plain else "")
@@ -1006,23 +1023,34 @@ def main(argv=None) -> int:
         except ParameterException as e:  # e.g. a parameter override of the wrong type
             print(f"dynamics_node: cannot start: bad parameter: {e}", file=sys.stderr, flush=True)
             return 2
-        for helper, label in ((node.stream_node, "joint_states"), (node.service_node, "services")):
-            helper_executor = SingleThreadedExecutor()
-            helper_executor.add_node(helper)
-            threading.Thread(target=_spin_quietly, args=(helper_executor,), name=label,
-                             daemon=True).start()
+        helpers = spin_helpers(node)
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        # SIGINT/SIGTERM shut the context down, which wakes every executor; let the helper
+        # threads leave rclpy before the nodes go (a thread still inside rcl at interpreter exit
+        # aborts the process).
+        rclpy.try_shutdown()
+        for _, thread in helpers:
+            thread.join(timeout=0.5)
         if node is not None:
             try:
                 node.destroy_node()
             except Exception:  # noqa: BLE001 - shutting down anyway
                 pass
-        rclpy.try_shutdown()
+    if fast_exit and node is not None:
+        # Everything ROS is closed; the interpreter's own teardown (numba/LLVM finalisation)
+        # would take another ~0.5 s, so leave now: SIGINT/SIGTERM stop the node well within 1 s.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            rclpy.get_default_context().destroy()  # the DDS participant leaves the graph now
+        except Exception:  # noqa: BLE001
+            pass
+        os._exit(0)
     return 0
 
 
