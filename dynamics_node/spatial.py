@@ -376,3 +376,64 @@ def rbi_mul_t(mf, bo, v):
             m * v[3] - (h1 * v[2] - h2 * v[1]),
             m * v[4] - (h2 * v[0] - h0 * v[2]),
             m * v[5] - (h0 * v[1] - h1 * v[0]))
+
+
+@njit(cache=True, inline="always")
+def xtf_t(w, eo, ro, f):
+    """X^T f as a tuple (child force to parent, Table A.3)."""
+    F0 = w[eo] * f[3] + w[eo + 3] * f[4] + w[eo + 6] * f[5]
+    F1 = w[eo + 1] * f[3] + w[eo + 4] * f[4] + w[eo + 7] * f[5]
+    F2 = w[eo + 2] * f[3] + w[eo + 5] * f[4] + w[eo + 8] * f[5]
+    rx, ry, rz = w[ro], w[ro + 1], w[ro + 2]
+    return (w[eo] * f[0] + w[eo + 3] * f[1] + w[eo + 6] * f[2] + ry * F2 - rz * F1,
+            w[eo + 1] * f[0] + w[eo + 4] * f[1] + w[eo + 7] * f[2] + rz * F0 - rx * F2,
+            w[eo + 2] * f[0] + w[eo + 5] * f[1] + w[eo + 8] * f[2] + rx * F1 - ry * F0,
+            F0, F1, F2)
+
+
+@njit(cache=True, inline="always")
+def rbi_to_parent_add_f(w, eo, ro, c, p):
+    """rbi at w[p:p+13] += X^T rbi(w[c:c+13]) X, each stored as [m, h (3), Ibar (9)]: the same
+    formulas as rbi_to_parent_add (Table A.3), on flat offsets."""
+    E = w[eo:eo + 9]
+    m = w[c]
+    h0, h1, h2 = w[c + 1], w[c + 2], w[c + 3]
+    a0 = E[0] * h0 + E[3] * h1 + E[6] * h2
+    a1 = E[1] * h0 + E[4] * h1 + E[7] * h2
+    a2 = E[2] * h0 + E[5] * h1 + E[8] * h2
+    I = c + 4
+    t00 = w[I] * E[0] + w[I + 1] * E[3] + w[I + 2] * E[6]
+    t01 = w[I] * E[1] + w[I + 1] * E[4] + w[I + 2] * E[7]
+    t02 = w[I] * E[2] + w[I + 1] * E[5] + w[I + 2] * E[8]
+    t10 = w[I + 3] * E[0] + w[I + 4] * E[3] + w[I + 5] * E[6]
+    t11 = w[I + 3] * E[1] + w[I + 4] * E[4] + w[I + 5] * E[7]
+    t12 = w[I + 3] * E[2] + w[I + 4] * E[5] + w[I + 5] * E[8]
+    t20 = w[I + 6] * E[0] + w[I + 7] * E[3] + w[I + 8] * E[6]
+    t21 = w[I + 6] * E[1] + w[I + 7] * E[4] + w[I + 8] * E[7]
+    t22 = w[I + 6] * E[2] + w[I + 7] * E[5] + w[I + 8] * E[8]
+    i00 = E[0] * t00 + E[3] * t10 + E[6] * t20
+    i01 = E[0] * t01 + E[3] * t11 + E[6] * t21
+    i02 = E[0] * t02 + E[3] * t12 + E[6] * t22
+    i11 = E[1] * t01 + E[4] * t11 + E[7] * t21
+    i12 = E[1] * t02 + E[4] * t12 + E[7] * t22
+    i22 = E[2] * t02 + E[5] * t12 + E[8] * t22
+    r0, r1, r2 = w[ro], w[ro + 1], w[ro + 2]
+    rh = r0 * a0 + r1 * a1 + r2 * a2
+    d = 2.0 * rh + m * (r0 * r0 + r1 * r1 + r2 * r2)
+    j01 = i01 - r0 * a1 - a0 * r1 - m * r0 * r1
+    j02 = i02 - r0 * a2 - a0 * r2 - m * r0 * r2
+    j12 = i12 - r1 * a2 - a1 * r2 - m * r1 * r2
+    w[p] += m
+    w[p + 1] += a0 + m * r0
+    w[p + 2] += a1 + m * r1
+    w[p + 3] += a2 + m * r2
+    P = p + 4
+    w[P] += i00 + d - 2.0 * r0 * a0 - m * r0 * r0
+    w[P + 1] += j01
+    w[P + 2] += j02
+    w[P + 3] += j01
+    w[P + 4] += i11 + d - 2.0 * r1 * a1 - m * r1 * r1
+    w[P + 5] += j12
+    w[P + 6] += j02
+    w[P + 7] += j12
+    w[P + 8] += i22 + d - 2.0 * r2 * a2 - m * r2 * r2

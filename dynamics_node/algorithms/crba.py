@@ -13,60 +13,70 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
-from ..joints import jcalc
-from ..spatial import rbi_mul, rbi_to_parent_add, xt_mul_force_add
-from ._common import F1, F2, I1, check_q, A_Q, axis_of, check, fast_vec, raise_status, to_tree_q, unpack, work_views
+from ..joints import jcalc_flat
+from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
+from ..spatial import rbi_mul_t, rbi_to_parent_add_f, xtf_t
+from ._common import F1, F2, I1, check_q, new_work, A_Q, axis_of, check, fast_vec, raise_status, to_tree_q, unpack, work_views
 
 
 @njit(types.int64(I1, F1, F1, F1, F1), cache=True)
 def crba_kernel(mi, mf, q, H, w):
-    nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check_q(q, nqt, J, nb)
+    """Table 6.2 on flat offsets. The composite inertia I_i^c is kept as rbi [m, h, Ibar] at
+    w[36nb + 36i] (the articulated-inertia slot of work_views, unused here)."""
+    nb = mi[0]
+    nvt = mi[1]
+    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
+    st = check_q(q, mi[2], J, nb)
     if st != 0:
         return st
-    E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
-    # composite inertia rbi(m, h, Ibar) of each subtree: m in c[i,0], h in c[i,1:4], Ibar in IA[i,0:9]
+    do0 = HEADER_F + BODY_STRIDE * nb
+    r0 = 9 * nb
+    c0 = 36 * nb
     for i in range(nb):
-        jt = J[i, 1]
-        Bi = B[i]
-        jcalc(jt, axis_of(jt, D[J[i, 3]]), q, J[i, 2], Bi[0:9], Bi[9:12], E[i], r[i])
-        c[i, 0] = Bi[12]
-        for k in range(3):
-            c[i, 1 + k] = Bi[13 + k]
-        for k in range(9):
-            IA[i, k] = Bi[16 + k]
+        ii = HEADER_I + 5 * i
+        jt = mi[ii + 1]
+        bo = HEADER_F + BODY_STRIDE * i
+        jcalc_flat(jt, mf, do0 + DOF_STRIDE * mi[ii + 3] + (3 if jt == 1 else 0), bo, q, mi[ii + 2], w, 9 * i, r0 + 3 * i)
+        co = c0 + 36 * i
+        for k in range(13):
+            w[co + k] = mf[bo + 12 + k]  # I_i^c = I_i (Eq. 6.13, before the children are added)
     for i in range(nb - 1, -1, -1):
-        p = J[i, 0]
+        p = mi[HEADER_I + 5 * i]
         if p >= 0:
-            rbi_to_parent_add(E[i], r[i], c[i, 0], c[i, 1:4], IA[i, 0:9], c[p, 0:1], c[p, 1:4], IA[p, 0:9])
+            rbi_to_parent_add_f(w, 9 * i, r0 + 3 * i, c0 + 36 * i, c0 + 36 * p)
     for k in range(nvt * nvt):
         H[k] = 0.0
-    F = tmp[0:6]
-    G = tmp[6:12]
     for i in range(nb):
-        vi = J[i, 3]
-        nv = J[i, 4]
+        ii = HEADER_I + 5 * i
+        vi = mi[ii + 3]
+        nv = mi[ii + 4]
         for dof in range(vi, vi + nv):
-            rbi_mul(c[i, 0], c[i, 1:4], IA[i, 0:9], D[dof], F)
+            so = do0 + DOF_STRIDE * dof
+            # F = I_i^c S_i ; H_ii = S_i^T F  (Eq. 6.14)
+            F = rbi_mul_t(w, c0 + 36 * i - 12, (mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5]))
             for d2 in range(vi, vi + nv):
-                s = D[d2]
-                H[dof * nvt + d2] = s[0] * F[0] + s[1] * F[1] + s[2] * F[2] + s[3] * F[3] + s[4] * F[4] + s[5] * F[5]
-            H[dof * nvt + dof] += D[dof, 6]
+                s2 = do0 + DOF_STRIDE * d2
+                H[dof * nvt + d2] = (mf[s2] * F[0] + mf[s2 + 1] * F[1] + mf[s2 + 2] * F[2] + mf[s2 + 3] * F[3]
+                                     + mf[s2 + 4] * F[4] + mf[s2 + 5] * F[5])
+            H[dof * nvt + dof] += mf[so + 6]  # rotor inertia (Example 9.5)
             j = i
-            while J[j, 0] >= 0:
-                for k in range(6):
-                    G[k] = 0.0
-                xt_mul_force_add(E[j], r[j], F, G)
-                for k in range(6):
-                    F[k] = G[k]
-                j = J[j, 0]
-                vj = J[j, 3]
-                for d2 in range(vj, vj + J[j, 4]):
-                    s = D[d2]
-                    x = s[0] * F[0] + s[1] * F[1] + s[2] * F[2] + s[3] * F[3] + s[4] * F[4] + s[5] * F[5]
+            while mi[HEADER_I + 5 * j] >= 0:
+                F = xtf_t(w, 9 * j, r0 + 3 * j, F)  # F = ^λ(j)X_j^* F
+                j = mi[HEADER_I + 5 * j]
+                vj = mi[HEADER_I + 5 * j + 3]
+                for d2 in range(vj, vj + mi[HEADER_I + 5 * j + 4]):
+                    s2 = do0 + DOF_STRIDE * d2
+                    x = (mf[s2] * F[0] + mf[s2 + 1] * F[1] + mf[s2 + 2] * F[2] + mf[s2 + 3] * F[3]
+                         + mf[s2 + 4] * F[4] + mf[s2 + 5] * F[5])
                     H[dof * nvt + d2] = x
                     H[d2 * nvt + dof] = x
     return 0
+
+
+@njit(types.int64(I1, F1, F1, F1), cache=True)
+def crba_entry(mi, mf, q, H):
+    w = new_work(mi)
+    return crba_kernel(mi, mf, q, H, w)
 
 
 def mass_matrix_tree(model, q_tree, data=None):
@@ -85,12 +95,12 @@ def mass_matrix(model, q, data=None):
     if model.has_mimic:
         H = mass_matrix_tree(model, to_tree_q(model, q), data)
         return model.G.T @ H @ model.G
-    w = data.work if data is not None else np.empty(model.work_size)
-    H = np.empty(model.nvt * model.nvt)
+    H = np.empty((model.nvt, model.nvt))
+    Hf = H.reshape(-1)
     try:
-        st = crba_kernel(model._kmi, model._kmf, q, H, w)
+        st = crba_entry(model._kmi, model._kmf, q, Hf)
     except TypeError:
-        st = crba_kernel(model._kmi, model._kmf, fast_vec(q, "q"), H, w)
+        st = crba_entry(model._kmi, model._kmf, fast_vec(q, "q"), Hf)
     if st:
         raise_status(model, st)
-    return H.reshape(model.nvt, model.nvt)
+    return H
