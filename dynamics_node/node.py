@@ -281,7 +281,7 @@ class DynamicsNode(Node):
                                 start_parameter_services=False,
                                 parameter_overrides=[Parameter("start_type_description_service",
                                                                value=False)])
-        qos_out = QoSProfile(depth=20, reliability=ReliabilityPolicy.RELIABLE,
+        qos_out = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
                              history=HistoryPolicy.KEEP_LAST)
         self._pub_gravity = self.stream_node.create_publisher(
             JointState, self.resolve_topic_name("~/gravity_torques"), qos_out)
@@ -534,7 +534,7 @@ class DynamicsNode(Node):
                 self._pub_cmd = None
             if self._cfg["effort_command_topic"]:
                 self._pub_cmd = self.stream_node.create_publisher(
-                    Float64MultiArray, self.resolve_topic_name(self._cfg["effort_command_topic"]), 10)
+                    Float64MultiArray, self.resolve_topic_name(self._cfg["effort_command_topic"]), 100)
 
     def _reset_markers_timer(self):
         if self._markers_timer is not None:
