@@ -20,13 +20,14 @@ CMD_TOPIC = "/stream_test/effort_commands"
 J = [f"joint{i}" for i in range(1, 8)]
 CMD_JOINTS = ["joint7", "joint6", "joint5", "joint4", "joint3", "joint2", "joint1"]
 TOL = dict(rtol=1e-12, atol=1e-12)
+STALE = 1.0  # joint_state_timeout [s] of the node under test
 
 
 @pytest.fixture(scope="module")
 def node():
     procs = ns.start_nodes({NAME: {"urdf_path": str(ns.ARM7), "joint_states_topic": JS_TOPIC,
                                    "effort_command_topic": CMD_TOPIC, "command_joints": CMD_JOINTS,
-                                   "joint_state_timeout": 0.3, "markers_rate": 10.0}})
+                                   "joint_state_timeout": STALE, "markers_rate": 10.0}})
     yield procs[NAME]
     for p in procs.values():
         p.stop()
@@ -154,7 +155,7 @@ def test_gravity_compensation_uses_latest_joint_state(node, io, model):
     assert r.success, r.message
     np.testing.assert_array_equal(np.asarray(r.position), q[::-1])
     np.testing.assert_allclose(r.effort, dn.gravity(model, q)[::-1], **TOL)
-    time.sleep(0.45)  # older than joint_state_timeout (0.3 s): refused
+    time.sleep(STALE + 0.2)  # older than joint_state_timeout: refused
     r = ns.ros().call(GravityCompensation, node.path("gravity_compensation"), GravityCompensation.Request())
     assert not r.success and "old" in r.message and "position" in r.message
 
@@ -194,8 +195,8 @@ def test_diagnostics_report_model_rate_requests_and_staleness(node, io):
     comp = {x.key for x in st[f"{NAME}: computation"].values}
     assert {"requests_served", "joint_state_time_us.p50", "joint_state_time_us.p99"} <= comp
     ns.drain(torques)
-    # stale after joint_state_timeout (0.3 s) without joint states
-    time.sleep(0.5)
+    # stale after joint_state_timeout without joint states
+    time.sleep(STALE + 0.2)
     ns.drain(diag)
     js = next_status(3.0)[f"{NAME}: joint states"]
     assert js.level == DiagnosticStatus.WARN and "stale" in js.message
