@@ -18,11 +18,12 @@ export PYTHONDONTWRITEBYTECODE :=
 
 setup: $(STAMP) $(IFACE_STAMP)
 
-$(STAMP): requirements.txt requirements-ros.txt requirements-test.txt setup.py
+$(STAMP): requirements.txt requirements-ros.txt requirements-test.txt setup.py dynamics_node/_fastcall.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q "setuptools>=68" wheel
 	$(PIP) install -q -r requirements.txt -r requirements-ros.txt -r requirements-test.txt
 	$(PIP) install -q --no-deps --no-build-isolation -e .
+	$(PY) setup.py -q build_ext --inplace
 	@touch $@
 
 $(IFACE_STAMP): $(STAMP) $(wildcard dynamics_interfaces/srv/*.srv dynamics_interfaces/msg/*.msg) dynamics_interfaces/CMakeLists.txt tools/build_interfaces.sh

@@ -1,7 +1,19 @@
 """ament_python package `dynamics_node` (also a plain pip-installable Python library)."""
 from glob import glob
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+
+
+def _extensions():
+    """The optional C shim dynamics_node._fastcall (see its source): built when numpy's headers are
+    at hand; without it every call goes through numba's dispatcher, a little slower."""
+    try:
+        import numpy
+    except ImportError:
+        return []
+    return [Extension("dynamics_node._fastcall", ["dynamics_node/_fastcall.c"], include_dirs=[numpy.get_include()],
+                      extra_compile_args=["-O2"], optional=True)]
+
 
 package_name = "dynamics_node"
 
@@ -17,7 +29,8 @@ setup(
         ("share/" + package_name + "/urdf", glob("urdf/*.urdf")),
     ],
     install_requires=["numpy", "scipy", "numba", "urdfdom-py"],
-    zip_safe=True,
+    ext_modules=_extensions(),
+    zip_safe=False,
     python_requires=">=3.10",
     description="Rigid-body dynamics for robot arms (Featherstone), as a ROS 2 node and a Python library",
     license="Apache-2.0",

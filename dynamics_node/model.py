@@ -116,7 +116,7 @@ class Model:
         "xml_root", "payloads", "mi", "mf", "parent", "jtype", "body_label", "link_frames",
         "has_mimic", "G", "q_src", "q_mul", "q_off", "v_src", "v_mul", "work_size", "_frozen",
         "joint_limits", "joint_kinds", "_q_slices", "_v_slices", "body_link", "_link_index",
-        "link_body", "link_R", "link_p", "singular_tol", "_kmi", "_kmf",
+        "link_body", "link_R", "link_p", "singular_tol", "_kmi", "_kmf", "_direct",
     )
 
     def __init__(self, spec: TreeSpec):
@@ -165,6 +165,10 @@ class Model:
         self.nq = int(self.q_src.max() + 1) if self.nqt else 0
         self.nv = int(self.v_src.max() + 1) if self.nvt else 0
         self.has_mimic = bool(spec.mimic)
+        from ._fast import AVAILABLE
+
+        # user coordinates are the tree's and the C shim is built: calls may take the shortest route
+        self._direct = AVAILABLE and not self.has_mimic
         G = np.zeros((self.nvt, self.nv))
         G[np.arange(self.nvt), self.v_src] = self.v_mul
         self.G = _ro(G)

@@ -437,3 +437,72 @@ def rbi_to_parent_add_f(w, eo, ro, c, p):
     w[P + 6] += j02
     w[P + 7] += j12
     w[P + 8] += i22 + d - 2.0 * r2 * a2 - m * r2 * r2
+
+
+@njit(cache=True, inline="always")
+def rbi_to_dense_f(mf, bo, w, o):
+    """w[o:o+36] = dense 6x6 of rbi(m, h, Ibar) at mf[bo+12:bo+25] (Eq. 2.63), flat form of rbi_to_dense."""
+    for k in range(36):
+        w[o + k] = 0.0
+    I = bo + 16
+    for a in range(3):
+        for b in range(3):
+            w[o + 6 * a + b] = mf[I + 3 * a + b]
+    h0, h1, h2, m = mf[bo + 13], mf[bo + 14], mf[bo + 15], mf[bo + 12]
+    w[o + 4] = -h2
+    w[o + 5] = h1
+    w[o + 9] = h2
+    w[o + 11] = -h0
+    w[o + 15] = -h1
+    w[o + 16] = h0
+    w[o + 19] = h2
+    w[o + 20] = -h1
+    w[o + 24] = -h2
+    w[o + 26] = h0
+    w[o + 30] = h1
+    w[o + 31] = -h0
+    w[o + 21] = m
+    w[o + 28] = m
+    w[o + 35] = m
+
+
+@njit(cache=True, inline="always")
+def dense_to_parent_add_f(w, eo, ro, ia, out, t):
+    """w[out:out+36] += X^T Ia X, Ia = w[ia:ia+36] (dense symmetric, flat), X = rot(E) xlt(r) with E at
+    w[eo], r at w[ro]; scratch w[t:t+63]. Same block formulas as dense_to_parent_add (Eq. 2.66)."""
+    for bi in range(2):
+        for bj in range(2):
+            for a in range(3):
+                for b in range(3):
+                    s = 0.0
+                    for k in range(3):
+                        ek = w[eo + 3 * k + a]
+                        base = ia + 6 * (3 * bi + k) + 3 * bj
+                        s += ek * (w[base] * w[eo + b] + w[base + 1] * w[eo + 3 + b] + w[base + 2] * w[eo + 6 + b])
+                    w[t + 6 * (3 * bi + a) + 3 * bj + b] = s
+    r0, r1, r2 = w[ro], w[ro + 1], w[ro + 2]
+    R = t + 36
+    w[R], w[R + 1], w[R + 2] = 0.0, -r2, r1
+    w[R + 3], w[R + 4], w[R + 5] = r2, 0.0, -r0
+    w[R + 6], w[R + 7], w[R + 8] = -r1, r0, 0.0
+    RC = t + 45
+    BR = t + 54
+    for a in range(3):
+        for b in range(3):
+            s1 = 0.0
+            s2 = 0.0
+            for k in range(3):
+                s1 += w[R + 3 * a + k] * w[t + 6 * (3 + k) + 3 + b]
+                s2 += w[t + 6 * a + 3 + k] * w[R + 3 * k + b]
+            w[RC + 3 * a + b] = s1
+            w[BR + 3 * a + b] = s2
+    for a in range(3):
+        for b in range(3):
+            s = w[t + 6 * a + b] - w[BR + 3 * a + b] - w[BR + 3 * b + a]
+            for k in range(3):
+                s -= w[RC + 3 * a + k] * w[R + 3 * k + b]
+            w[out + 6 * a + b] += s
+            bp = w[t + 6 * a + 3 + b] + w[RC + 3 * a + b]
+            w[out + 6 * a + 3 + b] += bp
+            w[out + 6 * (3 + b) + a] += bp
+            w[out + 6 * (3 + a) + 3 + b] += w[t + 6 * (3 + a) + 3 + b]

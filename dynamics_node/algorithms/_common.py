@@ -5,7 +5,7 @@ next to nothing), and the Python side of arguments (coercion, mimic mapping, err
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import carray, njit, types
 
 from ..errors import InputError, SingularMassMatrixError
 from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, WORK_BODY, WORK_DOF, WORK_EXTRA, Model
@@ -15,6 +15,12 @@ from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, WORK_BODY, WORK
 I1 = types.int64[::1]
 F1 = types.float64[::1]
 F2 = types.float64[:, ::1]
+
+# C callbacks (numba cfunc) called through dynamics_node/_fastcall.c: pointers and lengths
+P_I = types.CPointer(types.int64)
+P_F = types.CPointer(types.float64)
+SIG1 = types.int64(P_I, P_F, P_F, types.int64, P_F)
+SIG3 = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, P_F)
 
 # status codes returned by kernels: KIND * 10**8 + ARG * 10**5 + INDEX
 BAD_LENGTH = 1
@@ -34,6 +40,15 @@ def unpack(mi, mf):
     B = mf[HEADER_F:HEADER_F + BODY_STRIDE * nb].reshape((nb, BODY_STRIDE))
     D = mf[HEADER_F + BODY_STRIDE * nb:HEADER_F + BODY_STRIDE * nb + DOF_STRIDE * nvt].reshape((nvt, DOF_STRIDE))
     return nb, nvt, nqt, J, B, D
+
+
+@njit(cache=True, inline="always")
+def model_from_pointers(mip, mfp):
+    """(mi, mf, nvt) as arrays over the packed model behind two C pointers (header first)."""
+    hdr = carray(mip, (HEADER_I,))
+    nb = hdr[0]
+    nvt = hdr[1]
+    return (carray(mip, (HEADER_I + 5 * nb,)), carray(mfp, (HEADER_F + BODY_STRIDE * nb + DOF_STRIDE * nvt,)), nvt)
 
 
 @njit(cache=True, inline="always")

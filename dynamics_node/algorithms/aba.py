@@ -21,12 +21,13 @@ body instead of producing inf or NaN.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import carray, cfunc, njit, types
 
-from ..joints import jcalc
-from ..spatial import (cross_force_add, cross_motion_add, dense_to_parent_add, rbi_mul, rbi_to_dense,
-                       x_mul_motion, xt_mul_force_add)
-from ._common import (F1, F2, I1, check_q, A_FEXT, A_Q, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, axis_of, check,
+from ..joints import jcalc_flat
+from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
+from ..spatial import crf_t, crm_t, dense_to_parent_add_f, rbi_mul_t, rbi_to_dense_f, xm_t, xtf_add_t
+from .. import _fast
+from ._common import (SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_Q, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, axis_of, check,
                       fast_vec, fext_array, raise_status, to_tree_q, to_tree_v, unpack, work_views)
 
 
@@ -64,9 +65,14 @@ def _invert_spd(A, n, out, tol):
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1, I1, F1, F1), cache=True)
 def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
-    nb, nvt, nqt, J, B, D = unpack(mi, mf)
+    """Tables 7.1 / 9.3 on flat offsets into the work array, laid out as _common.work_views:
+    E, r at 0 and 9nb; v 12nb; a 18nb; c 30nb; I^A 36nb (36 each); p^A 72nb; D^-1 90nb (36 each);
+    U (6 per dof) at 126nb, u after it; then scratch. fdmask empty = every joint forward."""
+    nb = mi[0]
+    nvt = mi[1]
+    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
     hybrid = fdmask.shape[0] != 0
-    st = check_q(q, nqt, J, nb)
+    st = check_q(q, mi[2], J, nb)
     if st == 0:
         st = check(qd, nvt, A_QD)
     if st == 0:
@@ -75,179 +81,225 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
         st = check(qdd_in, nvt, 2)
     if st != 0:
         return st
-    if fx.shape[0] != 0 and fx.shape[0] != 6 * nb:
+    hasfx = fx.shape[0] != 0
+    if hasfx and fx.shape[0] != 6 * nb:
         return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
     tol = mf[3]
-    E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
-    vJ = tmp[0:6]
-    Iv = tmp[6:12]
-    Ia = tmp[12:48]
-    pa = tmp[48:54]
-    Dm = tmp[54:90]
-    a0 = tmp[90:96]
-    ap = tmp[96:102]
-    xtmp = tmp[102:165]
-    # ---- pass 1
+    do0 = HEADER_F + BODY_STRIDE * nb
+    r0 = 9 * nb
+    v0 = 12 * nb
+    a0 = 18 * nb
+    c0 = 30 * nb
+    I0 = 36 * nb
+    P0 = 72 * nb
+    Di0 = 90 * nb
+    U0 = 126 * nb
+    u0 = U0 + 6 * nvt
+    t0 = u0 + 2 * nvt
+    Ia = t0
+    pa = t0 + 36
+    Dm = t0 + 42
+    ap = t0 + 78
+    xt = t0 + 84
+    # ---- pass 1 (Eqs. 7.34-7.38)
     for i in range(nb):
-        p = J[i, 0]
-        jt = J[i, 1]
-        vi = J[i, 3]
-        nv = J[i, 4]
-        Bi = B[i]
-        jcalc(jt, axis_of(jt, D[vi]), q, J[i, 2], Bi[0:9], Bi[9:12], E[i], r[i])
-        for k in range(6):
-            vJ[k] = 0.0
+        ii = HEADER_I + 5 * i
+        p = mi[ii]
+        jt = mi[ii + 1]
+        vi = mi[ii + 3]
+        nv = mi[ii + 4]
+        bo = HEADER_F + BODY_STRIDE * i
+        eo = 9 * i
+        ro = r0 + 3 * i
+        jcalc_flat(jt, mf, do0 + DOF_STRIDE * vi + (3 if jt == 1 else 0), bo, q, mi[ii + 2], w, eo, ro)
+        j0 = j1 = j2 = j3 = j4 = j5 = 0.0
         for dof in range(vi, vi + nv):
-            for k in range(6):
-                vJ[k] += D[dof, k] * qd[dof]
-        vv = v[i]
+            so = do0 + DOF_STRIDE * dof
+            x = qd[dof]
+            j0 += mf[so] * x
+            j1 += mf[so + 1] * x
+            j2 += mf[so + 2] * x
+            j3 += mf[so + 3] * x
+            j4 += mf[so + 4] * x
+            j5 += mf[so + 5] * x
+        vJ = (j0, j1, j2, j3, j4, j5)
         if p >= 0:
-            x_mul_motion(E[i], r[i], v[p], vv)
-            for k in range(6):
-                vv[k] += vJ[k]
+            pv = v0 + 6 * p
+            xv = xm_t(w, eo, ro, (w[pv], w[pv + 1], w[pv + 2], w[pv + 3], w[pv + 4], w[pv + 5]))
+            v = (xv[0] + j0, xv[1] + j1, xv[2] + j2, xv[3] + j3, xv[4] + j4, xv[5] + j5)
         else:
-            for k in range(6):
-                vv[k] = vJ[k]
-        ci = c[i]
+            v = vJ
+        cc = crm_t(v, vJ)  # c_i = c_J + v_i x v_J
+        vo = v0 + 6 * i
+        co = c0 + 6 * i
         for k in range(6):
-            ci[k] = 0.0
-        cross_motion_add(vv, vJ, 1.0, ci)
-        if hybrid and fdmask[i] == 0:
+            w[vo + k] = v[k]
+            w[co + k] = cc[k]
+        if hybrid and fdmask[i] == 0:  # Table 9.3: c_i += S_i qdd_i at an inverse-dynamics joint
             for dof in range(vi, vi + nv):
+                so = do0 + DOF_STRIDE * dof
                 for k in range(6):
-                    ci[k] += D[dof, k] * qdd_in[dof]
-        m = Bi[12]
-        h = Bi[13:16]
-        Ib = Bi[16:25]
-        rbi_to_dense(m, h, Ib, IA[i])
-        rbi_mul(m, h, Ib, vv, Iv)
+                    w[co + k] += mf[so + k] * qdd_in[dof]
+        rbi_to_dense_f(mf, bo, w, I0 + 36 * i)  # I_i^A = I_i
+        pf = crf_t(v, rbi_mul_t(mf, bo, v))  # p_i^A = v_i x* I_i v_i - f_i^x
+        po = P0 + 6 * i
         for k in range(6):
-            pA[i, k] = 0.0
-        cross_force_add(vv, Iv, pA[i])
-        if fx.shape[0] != 0:
+            w[po + k] = pf[k]
+        if hasfx:
             for k in range(6):
-                pA[i, k] -= fx[6 * i + k]
-    # ---- pass 2
+                w[po + k] -= fx[6 * i + k]
+    # ---- pass 2 (Eqs. 7.39-7.48)
     for i in range(nb - 1, -1, -1):
-        p = J[i, 0]
-        vi = J[i, 3]
-        nv = J[i, 4]
-        IAi = IA[i]
+        ii = HEADER_I + 5 * i
+        p = mi[ii]
+        vi = mi[ii + 3]
+        nv = mi[ii + 4]
+        IAo = I0 + 36 * i
+        po = P0 + 6 * i
+        co = c0 + 6 * i
         fd = (not hybrid) or fdmask[i] != 0
         if fd:
             for col in range(nv):
                 dof = vi + col
-                s = D[dof]
-                Uc = U[dof]
-                for k in range(6):
+                so = do0 + DOF_STRIDE * dof
+                Uo = U0 + 6 * dof
+                for k in range(6):  # U_i = I_i^A S_i
                     x = 0.0
                     for l in range(6):
-                        x += IAi[6 * k + l] * s[l]
-                    Uc[k] = x
-                x = tau[dof] - (s[0] * pA[i, 0] + s[1] * pA[i, 1] + s[2] * pA[i, 2] + s[3] * pA[i, 3]
-                                + s[4] * pA[i, 4] + s[5] * pA[i, 5])
-                x -= s[7] * qd[dof] + s[8] * _sign(qd[dof])
-                u[dof] = x
-            for r1 in range(nv):
-                for r2 in range(nv):
-                    s = D[vi + r1]
-                    Uc = U[vi + r2]
-                    Dm[6 * r1 + r2] = (s[0] * Uc[0] + s[1] * Uc[1] + s[2] * Uc[2] + s[3] * Uc[3] + s[4] * Uc[4]
-                                       + s[5] * Uc[5])
-                Dm[6 * r1 + r1] += D[vi + r1, 6]
-            if nv == 1:
-                if not (Dm[0] > tol):
-                    return SINGULAR * 100000000 + i
-                Dinv[i, 0] = 1.0 / Dm[0]
-            else:
-                if not _invert_spd(Dm, nv, Dinv[i], tol):
-                    return SINGULAR * 100000000 + i
-            if p >= 0:
-                # Ia = IA - U Dinv U^T ; pa = pA + Ia c + U Dinv u
-                for k in range(36):
-                    Ia[k] = IAi[k]
+                        x += w[IAo + 6 * k + l] * mf[so + l]
+                    w[Uo + k] = x
+                x = tau[dof]  # u_i = tau_i - S_i^T p_i^A (- friction)
                 for k in range(6):
-                    pa[k] = pA[i, k]
-                for r1 in range(nv):
-                    # w_r1 = Σ_r2 Dinv[r1, r2] U_r2  and  Dinv u
-                    du = 0.0
-                    for r2 in range(nv):
-                        du += Dinv[i, 6 * r1 + r2] * u[vi + r2]
-                    Ur1 = U[vi + r1]
+                    x -= mf[so + k] * w[po + k]
+                x -= mf[so + 7] * qd[dof] + mf[so + 8] * _sign(qd[dof])
+                w[u0 + dof] = x
+            for r1 in range(nv):  # D_i = S_i^T U_i (+ rotor inertia, Eq. 9.28)
+                so = do0 + DOF_STRIDE * (vi + r1)
+                for r2 in range(nv):
+                    Uo = U0 + 6 * (vi + r2)
+                    x = 0.0
                     for k in range(6):
-                        pa[k] += Ur1[k] * du
-                    for r2 in range(nv):
-                        dv = Dinv[i, 6 * r1 + r2]
-                        Ur2 = U[vi + r2]
-                        for k in range(6):
-                            x = Ur1[k] * dv
-                            for l in range(6):
-                                Ia[6 * k + l] -= x * Ur2[l]
+                        x += mf[so + k] * w[Uo + k]
+                    w[Dm + 6 * r1 + r2] = x
+                w[Dm + 7 * r1] += mf[so + 6]
+            Dio = Di0 + 36 * i
+            if nv == 1:
+                if not (w[Dm] > tol):
+                    return SINGULAR * 100000000 + i
+                w[Dio] = 1.0 / w[Dm]
             else:
+                if not _invert_spd(w[Dm:Dm + 36], nv, w[Dio:Dio + 36], tol):
+                    return SINGULAR * 100000000 + i
+            if p < 0:
                 continue
+            # I^a = I^A - U D^-1 U^T ;  p^a = p^A + I^a c + U D^-1 u
+            for k in range(36):
+                w[Ia + k] = w[IAo + k]
+            for k in range(6):
+                w[pa + k] = w[po + k]
+            for r1 in range(nv):
+                U1 = U0 + 6 * (vi + r1)
+                du = 0.0
+                for r2 in range(nv):
+                    du += w[Dio + 6 * r1 + r2] * w[u0 + vi + r2]
+                for k in range(6):
+                    w[pa + k] += w[U1 + k] * du
+                for r2 in range(nv):
+                    dv = w[Dio + 6 * r1 + r2]
+                    U2 = U0 + 6 * (vi + r2)
+                    for k in range(6):
+                        x = w[U1 + k] * dv
+                        for l in range(6):
+                            w[Ia + 6 * k + l] -= x * w[U2 + l]
         else:
             if p < 0:
                 continue
-            for k in range(36):
-                Ia[k] = IAi[k]
+            for k in range(36):  # Table 9.3: I^a = I^A, p^a = p^A + I^a c at an inverse-dynamics joint
+                w[Ia + k] = w[IAo + k]
             for k in range(6):
-                pa[k] = pA[i, k]
-        ci = c[i]
+                w[pa + k] = w[po + k]
         for k in range(6):
             x = 0.0
             for l in range(6):
-                x += Ia[6 * k + l] * ci[l]
-            pa[k] += x
-        dense_to_parent_add(E[i], r[i], Ia, IA[p], xtmp)
-        xt_mul_force_add(E[i], r[i], pa, pA[p])
-    # ---- pass 3
-    a0[0] = 0.0
-    a0[1] = 0.0
-    a0[2] = 0.0
-    a0[3] = -mf[0]
-    a0[4] = -mf[1]
-    a0[5] = -mf[2]
+                x += w[Ia + 6 * k + l] * w[co + l]
+            w[pa + k] += x
+        # I_λ(i)^A += X^T I^a X ;  p_λ(i)^A += X^T p^a
+        dense_to_parent_add_f(w, 9 * i, r0 + 3 * i, Ia, I0 + 36 * p, xt)
+        xtf_add_t(w, 9 * i, r0 + 3 * i, (w[pa], w[pa + 1], w[pa + 2], w[pa + 3], w[pa + 4], w[pa + 5]), w, P0 + 6 * p)
+    # ---- pass 3 (Eqs. 7.49-7.50), a_0 = -a_g
+    ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])
     for i in range(nb):
-        p = J[i, 0]
-        vi = J[i, 3]
-        nv = J[i, 4]
-        ai = a[i]
-        x_mul_motion(E[i], r[i], a[p] if p >= 0 else a0, ai)
+        ii = HEADER_I + 5 * i
+        p = mi[ii]
+        vi = mi[ii + 3]
+        nv = mi[ii + 4]
+        eo = 9 * i
+        ro = r0 + 3 * i
+        co = c0 + 6 * i
+        if p >= 0:
+            pa_ = a0 + 6 * p
+            xa = xm_t(w, eo, ro, (w[pa_], w[pa_ + 1], w[pa_ + 2], w[pa_ + 3], w[pa_ + 4], w[pa_ + 5]))
+        else:
+            xa = xm_t(w, eo, ro, ag)
+        ao = a0 + 6 * i
         for k in range(6):
-            ai[k] += c[i, k]
+            w[ao + k] = xa[k] + w[co + k]  # a' = X a_λ(i) + c_i
         fd = (not hybrid) or fdmask[i] != 0
         if fd:
+            Dio = Di0 + 36 * i
             for r1 in range(nv):
-                Uc = U[vi + r1]
-                ap[r1] = u[vi + r1] - (Uc[0] * ai[0] + Uc[1] * ai[1] + Uc[2] * ai[2] + Uc[3] * ai[3]
-                                       + Uc[4] * ai[4] + Uc[5] * ai[5])
-            for r1 in range(nv):
+                U1 = U0 + 6 * (vi + r1)
+                x = w[u0 + vi + r1]
+                for k in range(6):
+                    x -= w[U1 + k] * w[ao + k]
+                w[ap + r1] = x
+            for r1 in range(nv):  # qdd_i = D_i^-1 (u_i - U_i^T a') ; a_i = a' + S_i qdd_i
                 x = 0.0
                 for r2 in range(nv):
-                    x += Dinv[i, 6 * r1 + r2] * ap[r2]
+                    x += w[Dio + 6 * r1 + r2] * w[ap + r2]
                 qdd[vi + r1] = x
-                s = D[vi + r1]
+                so = do0 + DOF_STRIDE * (vi + r1)
                 for k in range(6):
-                    ai[k] += s[k] * x
+                    w[ao + k] += mf[so + k] * x
             if hybrid:
                 for r1 in range(nv):
                     tau_out[vi + r1] = tau[vi + r1]
         else:
             # tau_i = S_i^T (I_i^A a_i + p_i^A)   (Table 9.3, pass 3)
-            IAi = IA[i]
+            IAo = I0 + 36 * i
+            po = P0 + 6 * i
             for r1 in range(nv):
                 dof = vi + r1
-                s = D[dof]
+                so = do0 + DOF_STRIDE * dof
                 x = 0.0
                 for k in range(6):
-                    y = pA[i, k]
+                    y = w[po + k]
                     for l in range(6):
-                        y += IAi[6 * k + l] * ai[l]
-                    x += s[k] * y
-                x += s[6] * qdd_in[dof] + s[7] * qd[dof] + s[8] * _sign(qd[dof])
+                        y += w[IAo + 6 * k + l] * w[ao + l]
+                    x += mf[so + k] * y
+                x += mf[so + 6] * qdd_in[dof] + mf[so + 7] * qd[dof] + mf[so + 8] * _sign(qd[dof])
                 tau_out[dof] = x
                 qdd[dof] = qdd_in[dof]
     return 0
+
+
+@njit(types.int64(I1, F1, F1, F1, F1, F1), cache=True)
+def aba_entry(mi, mf, q, qd, tau, qdd):
+    w = new_work(mi)
+    e = w[0:0]
+    return aba_kernel(mi, mf, q, qd, tau, e, qdd, w, mi[0:0], e, e)
+
+
+@cfunc(SIG3, cache=True)
+def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp):
+    mi, mf, nvt = model_from_pointers(mip, mfp)
+    w = new_work(mi)
+    e = w[0:0]
+    return aba_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(taup, (ntau,)), e, carray(outp, (nvt,)),
+                      w, mi[0:0], e, e)
+
+
+_ABA_C = aba_c.address
 
 
 def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):
@@ -258,6 +310,12 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):
     this is Table 9.5's route). Models with mimic joints always use the CRBA route on G^T H G (§9.6).
     Raises SingularMassMatrixError (naming the link) when H is singular.
     """
+    if model._direct and data is None and not f_ext and method == "aba":
+        r = _fast.call3(_ABA_C, model._kmi, model._kmf, model.nvt, q, qd, tau)
+        if r.__class__ is np.ndarray:
+            return r
+        if r is not NotImplemented:
+            raise_status(model, r, what="forward dynamics")
     if model.has_mimic or method == "crba":
         from .ltdl import crba_forward_dynamics
 
@@ -266,9 +324,17 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):
         from ..errors import InputError
 
         raise InputError(f"method must be 'aba' or 'crba', got {method!r}")
+    qdd = np.empty(model.nvt)
+    if not f_ext and data is None:
+        try:
+            st = aba_entry(model._kmi, model._kmf, q, qd, tau, qdd)
+        except TypeError:
+            st = aba_entry(model._kmi, model._kmf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(tau, "tau"), qdd)
+        if st:
+            raise_status(model, st, what="forward dynamics")
+        return qdd
     w = data.work if data is not None else np.empty(model.work_size)
     fx = fext_array(model, f_ext) if f_ext else EMPTY
-    qdd = np.empty(model.nvt)
     try:
         st = aba_kernel(model._kmi, model._kmf, q, qd, tau, fx, qdd, w, EMPTY_I, EMPTY, EMPTY)
     except TypeError:

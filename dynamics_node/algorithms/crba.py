@@ -11,12 +11,13 @@ H of the independent coordinates is G^T H G (Eq. 3.19, §9.6).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import carray, cfunc, njit, types
 
 from ..joints import jcalc_flat
 from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import rbi_mul_t, rbi_to_parent_add_f, xtf_t
-from ._common import F1, F2, I1, check_q, new_work, A_Q, axis_of, check, fast_vec, raise_status, to_tree_q, unpack, work_views
+from .. import _fast
+from ._common import SIG1, model_from_pointers, F1, F2, I1, check_q, new_work, A_Q, axis_of, check, fast_vec, raise_status, to_tree_q, unpack, work_views
 
 
 @njit(types.int64(I1, F1, F1, F1, F1), cache=True)
@@ -79,6 +80,15 @@ def crba_entry(mi, mf, q, H):
     return crba_kernel(mi, mf, q, H, w)
 
 
+@cfunc(SIG1, cache=True)
+def crba_c(mip, mfp, qp, nq, outp):
+    mi, mf, nvt = model_from_pointers(mip, mfp)
+    return crba_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (nvt * nvt,)), new_work(mi))
+
+
+_CRBA_C = crba_c.address
+
+
 def mass_matrix_tree(model, q_tree, data=None):
     """H over the tree coordinates (mimic followers included)."""
     w = data.work if data is not None else np.empty(model.work_size)
@@ -92,6 +102,12 @@ def mass_matrix_tree(model, q_tree, data=None):
 def mass_matrix(model, q, data=None):
     """The joint-space inertia matrix H(q) (nv x nv, symmetric positive definite unless a massless
     subtree makes it singular): Featherstone Table 6.2."""
+    if model._direct and data is None:
+        r = _fast.call1m(_CRBA_C, model._kmi, model._kmf, model.nvt, q)
+        if r.__class__ is np.ndarray:
+            return r
+        if r is not NotImplemented:
+            raise_status(model, r)
     if model.has_mimic:
         H = mass_matrix_tree(model, to_tree_q(model, q), data)
         return model.G.T @ H @ model.G

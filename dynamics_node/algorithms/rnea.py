@@ -12,12 +12,13 @@ the rotor inertia term armature * qdd (Example 9.5) and friction damping * qd + 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import carray, cfunc, njit, types
 
 from ..joints import jcalc, jcalc_flat
 from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, rbi_mul_t, xm_t, xtf_add_t
-from ._common import (F1, F2, I1, check_q, new_work, A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
+from .. import _fast
+from ._common import (SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
                       raise_status, to_tree_q, to_tree_v, unpack, work_views)
 
 
@@ -235,12 +236,36 @@ def gravity_entry(mi, mf, q, tau):
     return gravity_kernel(mi, mf, q, tau, w)
 
 
+@cfunc(SIG3, cache=True)
+def rnea_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp):
+    mi, mf, nvt = model_from_pointers(mip, mfp)
+    w = new_work(mi)
+    return rnea_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(qddp, (nqdd,)), w[0:0],
+                       carray(outp, (nvt,)), w)
+
+
+@cfunc(SIG1, cache=True)
+def gravity_c(mip, mfp, qp, nq, outp):
+    mi, mf, nvt = model_from_pointers(mip, mfp)
+    return gravity_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (nvt,)), new_work(mi))
+
+
+_RNEA_C = rnea_c.address
+_GRAVITY_C = gravity_c.address
+
+
 def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
     """tau = ID(model, q, qd, qdd, f_ext) (Featherstone Eq. 3.4, Table 5.1).
 
     f_ext: {link: (fx, fy, fz, tx, ty, tz)} acting on the link, link frame, about its origin.
     Returns tau (nv,), in the order of model.joint_names (after the 6 root entries of a floating base).
     """
+    if model._direct and data is None and not f_ext:
+        r = _fast.call3(_RNEA_C, model._kmi, model._kmf, model.nvt, q, qd, qdd)
+        if r.__class__ is np.ndarray:
+            return r
+        if r is not NotImplemented:
+            raise_status(model, r)
     if f_ext or data is not None or model.has_mimic:
         return _inverse_dynamics(model, q, qd, qdd, f_ext, data)
     tau = np.empty(model.nvt)
@@ -275,6 +300,12 @@ def _inverse_dynamics(model, q, qd, qdd, f_ext, data):
 
 def gravity(model, q, data=None):
     """Gravity compensation torques: ID(q, 0, 0) (Featherstone §5.3)."""
+    if model._direct and data is None:
+        r = _fast.call1(_GRAVITY_C, model._kmi, model._kmf, model.nvt, q)
+        if r.__class__ is np.ndarray:
+            return r
+        if r is not NotImplemented:
+            raise_status(model, r)
     if data is None and not model.has_mimic:
         tau = np.empty(model.nvt)
         try:

@@ -1,0 +1,111 @@
+/* _fastcall: the cheapest possible Python entry into the compiled kernels.
+ *
+ * A numba dispatcher spends about 0.05 us per argument working out types before it calls the
+ * machine code; for a 7-DoF arm that is as much as the whole gravity computation. The kernels are
+ * also exported as numba C callbacks (`cfunc`, see algorithms/_entry.py); this module calls them
+ * through their addresses after checking the arrays in a few instructions. Anything that is not a
+ * C-contiguous float64 (int64 for the model) 1-D ndarray gets NotImplemented back, and the Python
+ * wrapper takes the ordinary (converting) route. No algorithm lives here.
+ *
+ *   call1(addr, mi, mf, nout, a)           -> ndarray (nout,) | int status | NotImplemented
+ *   call1m(addr, mi, mf, n, a)             -> ndarray (n, n)  | int status | NotImplemented
+ *   call3(addr, mi, mf, nout, a, b, c)     -> ndarray (nout,) | int status | NotImplemented
+ * where the kernel at addr is int64 f(mi*, mf*, a*, len(a)[, b*, len(b), c*, len(c)], out*) and a
+ * non-zero return is a status code the Python side turns into an error message.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <stdint.h>
+
+typedef int64_t (*k1_t)(const int64_t *, const double *, const double *, int64_t, double *);
+typedef int64_t (*k3_t)(const int64_t *, const double *, const double *, int64_t, const double *, int64_t,
+                        const double *, int64_t, double *);
+
+static inline int is_vec(PyObject *o, int typenum) {
+    if (!PyArray_CheckExact(o)) return 0;
+    PyArrayObject *a = (PyArrayObject *)o;
+    return PyArray_TYPE(a) == typenum && PyArray_NDIM(a) == 1 && PyArray_IS_C_CONTIGUOUS(a);
+}
+
+static inline int model_ok(PyObject *const *args) {
+    return is_vec(args[1], NPY_INT64) && is_vec(args[2], NPY_DOUBLE);
+}
+
+static PyObject *finish(PyObject *out, int64_t st) {
+    if (st) {
+        Py_DECREF(out);
+        return PyLong_FromLongLong((long long)st);
+    }
+    return out;
+}
+
+static PyObject *call1_impl(PyObject *const *args, Py_ssize_t nargs, int matrix) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "expected (addr, mi, mf, n, a)");
+        return NULL;
+    }
+    void *addr = PyLong_AsVoidPtr(args[0]);
+    if (!addr) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
+    if (!model_ok(args) || !is_vec(args[4], NPY_DOUBLE)) Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t n = PyLong_AsSsize_t(args[3]);
+    if (n < 0) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "negative size"), NULL);
+    npy_intp dims[2] = {n, n};
+    PyObject *out = PyArray_SimpleNew(matrix ? 2 : 1, dims, NPY_DOUBLE);
+    if (!out) return NULL;
+    PyArrayObject *a = (PyArrayObject *)args[4];
+    int64_t st = ((k1_t)addr)((const int64_t *)PyArray_DATA((PyArrayObject *)args[1]),
+                              (const double *)PyArray_DATA((PyArrayObject *)args[2]),
+                              (const double *)PyArray_DATA(a), (int64_t)PyArray_DIM(a, 0),
+                              (double *)PyArray_DATA((PyArrayObject *)out));
+    return finish(out, st);
+}
+
+static PyObject *call1(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return call1_impl(args, nargs, 0);
+}
+
+static PyObject *call1m(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return call1_impl(args, nargs, 1);
+}
+
+static PyObject *call3(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "expected (addr, mi, mf, n, a, b, c)");
+        return NULL;
+    }
+    void *addr = PyLong_AsVoidPtr(args[0]);
+    if (!addr) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
+    if (!model_ok(args) || !is_vec(args[4], NPY_DOUBLE) || !is_vec(args[5], NPY_DOUBLE) ||
+        !is_vec(args[6], NPY_DOUBLE))
+        Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t n = PyLong_AsSsize_t(args[3]);
+    if (n < 0) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "negative size"), NULL);
+    npy_intp dims[1] = {n};
+    PyObject *out = PyArray_SimpleNew(1, dims, NPY_DOUBLE);
+    if (!out) return NULL;
+    PyArrayObject *a = (PyArrayObject *)args[4], *b = (PyArrayObject *)args[5], *c = (PyArrayObject *)args[6];
+    int64_t st = ((k3_t)addr)((const int64_t *)PyArray_DATA((PyArrayObject *)args[1]),
+                              (const double *)PyArray_DATA((PyArrayObject *)args[2]),
+                              (const double *)PyArray_DATA(a), (int64_t)PyArray_DIM(a, 0),
+                              (const double *)PyArray_DATA(b), (int64_t)PyArray_DIM(b, 0),
+                              (const double *)PyArray_DATA(c), (int64_t)PyArray_DIM(c, 0),
+                              (double *)PyArray_DATA((PyArrayObject *)out));
+    return finish(out, st);
+}
+
+static PyMethodDef methods[] = {
+    {"call1", (PyCFunction)(void (*)(void))call1, METH_FASTCALL, "call1(addr, mi, mf, n, a)"},
+    {"call1m", (PyCFunction)(void (*)(void))call1m, METH_FASTCALL, "call1m(addr, mi, mf, n, a)"},
+    {"call3", (PyCFunction)(void (*)(void))call3, METH_FASTCALL, "call3(addr, mi, mf, n, a, b, c)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_fastcall",
+                                    "Cheap calls into the compiled dynamics kernels.", -1, methods};
+
+PyMODINIT_FUNC PyInit__fastcall(void) {
+    import_array();
+    return PyModule_Create(&moddef);
+}

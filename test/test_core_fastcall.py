@@ -1,0 +1,55 @@
+"""The C shim (dynamics_node/_fastcall.c) is built by `make setup`, and the shortest call route it
+gives returns exactly what the numba dispatcher route returns, refuses what it cannot take (so the
+converting route runs) and reports kernel errors the same way."""
+import numpy as np
+import pytest
+
+import dynamics_node as dn
+from dynamics_node import _fast
+from dynamics_node.algorithms import aba, crba, rnea
+
+
+@pytest.fixture(scope="module")
+def arm():
+    return dn.load_model("urdf/arm7.urdf")
+
+
+def test_shim_is_built(arm):
+    assert _fast.AVAILABLE, "make setup must build dynamics_node._fastcall (setup.py build_ext --inplace)"
+    assert arm._direct
+
+
+def test_shim_equals_dispatcher_route(arm):
+    rng = np.random.default_rng(7)
+    q, qd, x = rng.uniform(-2, 2, (3, arm.nv))
+    tau = np.empty(arm.nv)
+    assert rnea.rnea_entry(arm._kmi, arm._kmf, q, qd, x, tau) == 0
+    np.testing.assert_array_equal(dn.inverse_dynamics(arm, q, qd, x), tau)
+    assert rnea.gravity_entry(arm._kmi, arm._kmf, q, tau) == 0
+    np.testing.assert_array_equal(dn.gravity(arm, q), tau)
+    H = np.empty(arm.nv * arm.nv)
+    assert crba.crba_entry(arm._kmi, arm._kmf, q, H) == 0
+    np.testing.assert_array_equal(dn.mass_matrix(arm, q), H.reshape(arm.nv, arm.nv))
+    assert aba.aba_entry(arm._kmi, arm._kmf, q, qd, x, tau) == 0
+    np.testing.assert_array_equal(dn.forward_dynamics(arm, q, qd, x), tau)
+
+
+def test_shim_refuses_what_it_cannot_take(arm):
+    q = np.zeros(arm.nv)
+    assert _fast.call1(rnea._GRAVITY_C, arm._kmi, arm._kmf, arm.nv, q.astype(np.float32)) is NotImplemented
+    assert _fast.call1(rnea._GRAVITY_C, arm._kmi, arm._kmf, arm.nv, np.zeros(2 * arm.nv)[::2]) is NotImplemented
+    assert _fast.call1(rnea._GRAVITY_C, arm._kmi, arm._kmf, arm.nv, list(q)) is NotImplemented
+    # and the public functions still answer through the converting route
+    np.testing.assert_array_equal(dn.gravity(arm, list(q)), dn.gravity(arm, q))
+    np.testing.assert_array_equal(dn.gravity(arm, np.zeros(2 * arm.nv)[::2]), dn.gravity(arm, q))
+
+
+def test_shim_reports_kernel_errors(arm):
+    q = np.zeros(arm.nv)
+    st = _fast.call1(rnea._GRAVITY_C, arm._kmi, arm._kmf, arm.nv, q[:-1])
+    assert isinstance(st, int) and st != 0
+    with pytest.raises(dn.InputError, match="length"):
+        dn.gravity(arm, q[:-1])
+    q[2] = np.nan
+    with pytest.raises(dn.InputError, match=r"q\[2\].*joint3"):
+        dn.inverse_dynamics(arm, q, np.zeros(arm.nv), np.zeros(arm.nv))
