@@ -190,9 +190,10 @@ class Timings:
         self.d.append(dt)
 
     def percentiles_us(self):
-        if not self.d:
+        snapshot = tuple(self.d)  # one C-level copy: other threads append concurrently
+        if not snapshot:
             return None
-        a = np.fromiter(self.d, dtype=float) * 1e6
+        a = np.asarray(snapshot, dtype=float) * 1e6
         p50, p95, p99 = np.percentile(a, [50, 95, 99])
         return p50, p95, p99, float(a.max())
 
