@@ -9,6 +9,33 @@ adapter over it; nothing here imports rclpy.
 See docs/API.md and README.md for the conventions (SI units, joint order, angular-first spatial
 vectors inside the core, [linear; angular] at the API edge).
 """
+def _numba_cache_dir():
+    """Compiled kernels are cached (numba cache=True) in a folder named after a hash of the sources
+    they are compiled from (spatial, joints, model, algorithms/): numba invalidates a cached kernel when its own file changes but not when a function it
+    inlines from another file does, so any edit here starts a fresh cache instead of reusing stale
+    machine code. NUMBA_CACHE_DIR set by the user wins."""
+    import hashlib
+    import os
+    import pathlib
+
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    here = pathlib.Path(__file__).resolve().parent
+    h = hashlib.sha1()
+    kernel_sources = [here / "spatial.py", here / "joints.py", here / "model.py", *here.glob("algorithms/*.py")]
+    for p in sorted(kernel_sources):
+        h.update(p.relative_to(here).as_posix().encode())
+        h.update(p.read_bytes())
+    base = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+    d = base / "dynamics_node" / h.hexdigest()[:16]
+    os.environ["NUMBA_CACHE_DIR"] = str(d)
+    import numba
+
+    numba.config.CACHE_DIR = str(d)
+
+
+_numba_cache_dir()
+
 from .errors import DynamicsError, InputError, ModelError, SingularMassMatrixError
 from .model import Data, Model
 from .urdf import ROOT_JOINT, load_model

@@ -469,17 +469,24 @@ def rbi_to_dense_f(mf, bo, w, o):
 @njit(cache=True, inline="always")
 def dense_to_parent_add_f(w, eo, ro, ia, out, t):
     """w[out:out+36] += X^T Ia X, Ia = w[ia:ia+36] (dense symmetric, flat), X = rot(E) xlt(r) with E at
-    w[eo], r at w[ro]; scratch w[t:t+63]. Same block formulas as dense_to_parent_add (Eq. 2.66)."""
-    for bi in range(2):
-        for bj in range(2):
-            for a in range(3):
-                for b in range(3):
-                    s = 0.0
-                    for k in range(3):
-                        ek = w[eo + 3 * k + a]
-                        base = ia + 6 * (3 * bi + k) + 3 * bj
-                        s += ek * (w[base] * w[eo + b] + w[base + 1] * w[eo + 3 + b] + w[base + 2] * w[eo + 6 + b])
-                    w[t + 6 * (3 * bi + a) + 3 * bj + b] = s
+    w[eo], r at w[ro]; scratch w[t:t+63]. Same block formulas as dense_to_parent_add (Eq. 2.66); only
+    the blocks A, B and C are rotated (the lower-left one is B^T), each as (E^T (A E))."""
+    for bi, bj in ((0, 0), (0, 1), (1, 1)):
+        base = ia + 18 * bi + 3 * bj
+        for k in range(3):
+            # row k of (A E), kept in scalars
+            a0, a1, a2 = w[base + 6 * k], w[base + 6 * k + 1], w[base + 6 * k + 2]
+            x0 = a0 * w[eo] + a1 * w[eo + 3] + a2 * w[eo + 6]
+            x1 = a0 * w[eo + 1] + a1 * w[eo + 4] + a2 * w[eo + 7]
+            x2 = a0 * w[eo + 2] + a1 * w[eo + 5] + a2 * w[eo + 8]
+            w[t + 36 + 3 * k] = x0
+            w[t + 36 + 3 * k + 1] = x1
+            w[t + 36 + 3 * k + 2] = x2
+        ob = t + 18 * bi + 3 * bj
+        for a in range(3):
+            e0, e1, e2 = w[eo + a], w[eo + 3 + a], w[eo + 6 + a]
+            for b in range(3):
+                w[ob + 6 * a + b] = e0 * w[t + 36 + b] + e1 * w[t + 39 + b] + e2 * w[t + 42 + b]
     r0, r1, r2 = w[ro], w[ro + 1], w[ro + 2]
     R = t + 36
     w[R], w[R + 1], w[R + 2] = 0.0, -r2, r1
