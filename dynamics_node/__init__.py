@@ -22,7 +22,7 @@ def _numba_cache_dir():
         return
     here = pathlib.Path(__file__).resolve().parent
     h = hashlib.sha1()
-    kernel_sources = [here / "spatial.py", here / "joints.py", here / "model.py", *here.glob("algorithms/*.py")]
+    kernel_sources = [here / n for n in ("spatial.py", "joints.py", "model.py", "layout.py")] + [*here.glob("algorithms/*.py")]
     for p in sorted(kernel_sources):
         h.update(p.relative_to(here).as_posix().encode())
         h.update(p.read_bytes())

@@ -31,6 +31,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
+
 REVOLUTE = 0
 PRISMATIC = 1
 FREE = 2
@@ -51,75 +53,18 @@ def motion_subspace(jtype: int, axis: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True, inline="always")
-def jcalc(jtype, axis, q, qi, ET, rT, E, r):
-    """Joint transform composed with the tree transform: ^iX_λ(i) = X_J(q) X_T(i) (Table 4.1,
-    Eq. 4.x of §4.2). Writes E (flat 3x3) and r of the result.
+def jcalc(mi, mf, i, q, w, eo, ro):
+    """Joint transform composed with the tree transform: ^iX_λ(i) = X_J(q) X_T(i) (Table 4.1, §4.2).
 
     Revolute: X_J = rot(R(a, q)^T) (Rodrigues); prismatic: X_J = xlt(a q); free: X_J =
     rot(R(quat)^T) xlt(p). Composition rule of Table A.3: E = E_J E_T, r = r_T + E_T^T r_J.
-    """
-    if jtype == REVOLUTE:
-        c = math.cos(q[qi])
-        s = math.sin(q[qi])
-        t = 1.0 - c
-        x, y, z = axis[0], axis[1], axis[2]
-        # E_J = R^T where R = c 1 + s a x + t a a^T
-        j00 = c + t * x * x
-        j01 = t * x * y + s * z
-        j02 = t * x * z - s * y
-        j10 = t * x * y - s * z
-        j11 = c + t * y * y
-        j12 = t * y * z + s * x
-        j20 = t * x * z + s * y
-        j21 = t * y * z - s * x
-        j22 = c + t * z * z
-        for b in range(3):
-            E[b] = j00 * ET[b] + j01 * ET[3 + b] + j02 * ET[6 + b]
-            E[3 + b] = j10 * ET[b] + j11 * ET[3 + b] + j12 * ET[6 + b]
-            E[6 + b] = j20 * ET[b] + j21 * ET[3 + b] + j22 * ET[6 + b]
-        r[0] = rT[0]
-        r[1] = rT[1]
-        r[2] = rT[2]
-    elif jtype == PRISMATIC:
-        d = q[qi]
-        for k in range(9):
-            E[k] = ET[k]
-        p0, p1, p2 = axis[0] * d, axis[1] * d, axis[2] * d
-        r[0] = rT[0] + ET[0] * p0 + ET[3] * p1 + ET[6] * p2
-        r[1] = rT[1] + ET[1] * p0 + ET[4] * p1 + ET[7] * p2
-        r[2] = rT[2] + ET[2] * p0 + ET[5] * p1 + ET[8] * p2
-    else:
-        px, py, pz = q[qi], q[qi + 1], q[qi + 2]
-        qx, qy, qz, qw = q[qi + 3], q[qi + 4], q[qi + 5], q[qi + 6]
-        n = math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw)
-        qx /= n
-        qy /= n
-        qz /= n
-        qw /= n
-        # R(quat); E_J = R^T
-        r00 = 1.0 - 2.0 * (qy * qy + qz * qz)
-        r01 = 2.0 * (qx * qy - qz * qw)
-        r02 = 2.0 * (qx * qz + qy * qw)
-        r10 = 2.0 * (qx * qy + qz * qw)
-        r11 = 1.0 - 2.0 * (qx * qx + qz * qz)
-        r12 = 2.0 * (qy * qz - qx * qw)
-        r20 = 2.0 * (qx * qz - qy * qw)
-        r21 = 2.0 * (qy * qz + qx * qw)
-        r22 = 1.0 - 2.0 * (qx * qx + qy * qy)
-        for b in range(3):
-            E[b] = r00 * ET[b] + r10 * ET[3 + b] + r20 * ET[6 + b]
-            E[3 + b] = r01 * ET[b] + r11 * ET[3 + b] + r21 * ET[6 + b]
-            E[6 + b] = r02 * ET[b] + r12 * ET[3 + b] + r22 * ET[6 + b]
-        r[0] = rT[0] + ET[0] * px + ET[3] * py + ET[6] * pz
-        r[1] = rT[1] + ET[1] * px + ET[4] * py + ET[7] * pz
-        r[2] = rT[2] + ET[2] * px + ET[5] * py + ET[8] * pz
-
-
-@njit(cache=True, inline="always")
-def jcalc_flat(jt, mf, ax, bo, q, qi, w, eo, ro):
-    """jcalc on flat arrays: the axis at mf[ax:ax+3], X_T at mf[bo:bo+12] (E_T then r_T), result into
-    w[eo:eo+9] (E) and w[ro:ro+3] (r). Same formulas as jcalc; offsets instead of array views, which
-    numba would reference-count one by one (the hot paths use this form)."""
+    Body i of the packed model (mi, mf; see model.py); the result goes into w[eo:eo+9] (E, row-major)
+    and w[ro:ro+3] (r). Flat offsets, not array views: numba would reference-count every view."""
+    ii = HEADER_I + 5 * i
+    jt = mi[ii + 1]
+    qi = mi[ii + 2]
+    bo = HEADER_F + BODY_STRIDE * i
+    ax = HEADER_F + BODY_STRIDE * mi[0] + DOF_STRIDE * mi[ii + 3] + (3 if jt == PRISMATIC else 0)
     e0, e1, e2, e3, e4, e5, e6, e7, e8 = (mf[bo], mf[bo + 1], mf[bo + 2], mf[bo + 3], mf[bo + 4], mf[bo + 5],
                                           mf[bo + 6], mf[bo + 7], mf[bo + 8])
     t0, t1, t2 = mf[bo + 9], mf[bo + 10], mf[bo + 11]

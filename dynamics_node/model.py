@@ -28,17 +28,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError
-from .joints import FREE, PRISMATIC, REVOLUTE
+from .joints import FREE
 
-HEADER_I = 4
-HEADER_F = 4
-BODY_STRIDE = 25
-DOF_STRIDE = 9
-# work array per body (see algorithms/_common.work_views): E 9, r 3, v 6, a 6, f 6, c 6, IA 36, pA 6,
-# R 9, p 3, Dinv 36; per dof: U 6, u 1, d 1; plus 172 scratch
-WORK_BODY = 126
-WORK_DOF = 8
-WORK_EXTRA = 172
+from .layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, WORK_BODY, WORK_DOF, WORK_EXTRA  # noqa: F401
 
 
 @dataclass(frozen=True)

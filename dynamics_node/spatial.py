@@ -19,235 +19,6 @@ import numpy as np
 from numba import njit
 
 # --------------------------------------------------------------------------------------------
-# Compiled primitives. E is a flat 9-vector (row-major 3x3), r a 3-vector.
-
-
-@njit(cache=True, inline="always")
-def x_mul_motion(E, r, v, out):
-    """out = X v for X = rot(E) xlt(r) (Table A.3, 'X v'): [E w; E (v_O - r x w)]."""
-    w0, w1, w2 = v[0], v[1], v[2]
-    l0 = v[3] - (r[1] * w2 - r[2] * w1)
-    l1 = v[4] - (r[2] * w0 - r[0] * w2)
-    l2 = v[5] - (r[0] * w1 - r[1] * w0)
-    out[0] = E[0] * w0 + E[1] * w1 + E[2] * w2
-    out[1] = E[3] * w0 + E[4] * w1 + E[5] * w2
-    out[2] = E[6] * w0 + E[7] * w1 + E[8] * w2
-    out[3] = E[0] * l0 + E[1] * l1 + E[2] * l2
-    out[4] = E[3] * l0 + E[4] * l1 + E[5] * l2
-    out[5] = E[6] * l0 + E[7] * l1 + E[8] * l2
-
-
-@njit(cache=True, inline="always")
-def x_inv_mul_motion(E, r, v, out):
-    """out = X^-1 v (Table A.3): [E^T w; E^T v + r x E^T w]."""
-    w0 = E[0] * v[0] + E[3] * v[1] + E[6] * v[2]
-    w1 = E[1] * v[0] + E[4] * v[1] + E[7] * v[2]
-    w2 = E[2] * v[0] + E[5] * v[1] + E[8] * v[2]
-    l0 = E[0] * v[3] + E[3] * v[4] + E[6] * v[5]
-    l1 = E[1] * v[3] + E[4] * v[4] + E[7] * v[5]
-    l2 = E[2] * v[3] + E[5] * v[4] + E[8] * v[5]
-    out[0] = w0
-    out[1] = w1
-    out[2] = w2
-    out[3] = l0 + r[1] * w2 - r[2] * w1
-    out[4] = l1 + r[2] * w0 - r[0] * w2
-    out[5] = l2 + r[0] * w1 - r[1] * w0
-
-
-@njit(cache=True, inline="always")
-def xt_mul_force_add(E, r, f, out):
-    """out += X^T f = X^{-1}* f (Table A.3): [E^T n + r x E^T f; E^T f]. Child force to parent."""
-    f0 = E[0] * f[3] + E[3] * f[4] + E[6] * f[5]
-    f1 = E[1] * f[3] + E[4] * f[4] + E[7] * f[5]
-    f2 = E[2] * f[3] + E[5] * f[4] + E[8] * f[5]
-    out[0] += E[0] * f[0] + E[3] * f[1] + E[6] * f[2] + r[1] * f2 - r[2] * f1
-    out[1] += E[1] * f[0] + E[4] * f[1] + E[7] * f[2] + r[2] * f0 - r[0] * f2
-    out[2] += E[2] * f[0] + E[5] * f[1] + E[8] * f[2] + r[0] * f1 - r[1] * f0
-    out[3] += f0
-    out[4] += f1
-    out[5] += f2
-
-
-@njit(cache=True, inline="always")
-def cross_motion_add(v, m, s, out):
-    """out += s * (v x m): spatial cross product for motion vectors (Eq. 2.31)."""
-    out[0] += s * (v[1] * m[2] - v[2] * m[1])
-    out[1] += s * (v[2] * m[0] - v[0] * m[2])
-    out[2] += s * (v[0] * m[1] - v[1] * m[0])
-    out[3] += s * (v[1] * m[5] - v[2] * m[4] + v[4] * m[2] - v[5] * m[1])
-    out[4] += s * (v[2] * m[3] - v[0] * m[5] + v[5] * m[0] - v[3] * m[2])
-    out[5] += s * (v[0] * m[4] - v[1] * m[3] + v[3] * m[1] - v[4] * m[0])
-
-
-@njit(cache=True, inline="always")
-def cross_force_add(v, f, out):
-    """out += v x* f: spatial cross product for force vectors (Eq. 2.32)."""
-    out[0] += v[1] * f[2] - v[2] * f[1] + v[4] * f[5] - v[5] * f[4]
-    out[1] += v[2] * f[0] - v[0] * f[2] + v[5] * f[3] - v[3] * f[5]
-    out[2] += v[0] * f[1] - v[1] * f[0] + v[3] * f[4] - v[4] * f[3]
-    out[3] += v[1] * f[5] - v[2] * f[4]
-    out[4] += v[2] * f[3] - v[0] * f[5]
-    out[5] += v[0] * f[4] - v[1] * f[3]
-
-
-@njit(cache=True, inline="always")
-def rbi_mul(m, h, Ib, v, out):
-    """out = I v for I = rbi(m, h, Ibar) (Eq. 2.63): [Ibar w + h x v_O; m v_O - h x w]."""
-    w0, w1, w2 = v[0], v[1], v[2]
-    l0, l1, l2 = v[3], v[4], v[5]
-    out[0] = Ib[0] * w0 + Ib[1] * w1 + Ib[2] * w2 + h[1] * l2 - h[2] * l1
-    out[1] = Ib[3] * w0 + Ib[4] * w1 + Ib[5] * w2 + h[2] * l0 - h[0] * l2
-    out[2] = Ib[6] * w0 + Ib[7] * w1 + Ib[8] * w2 + h[0] * l1 - h[1] * l0
-    out[3] = m * l0 - (h[1] * w2 - h[2] * w1)
-    out[4] = m * l1 - (h[2] * w0 - h[0] * w2)
-    out[5] = m * l2 - (h[0] * w1 - h[1] * w0)
-
-
-@njit(cache=True, inline="always")
-def rbi_to_parent_add(E, r, m, h, Ib, mo, ho, Io):
-    """(mo, ho, Io) += X^T rbi(m, h, Ibar) X for X = rot(E) xlt(r) (Table A.3, Eq. 2.66).
-
-    With h1 = E^T h and I1 = E^T Ibar E (child origin, parent axes), shifting the origin by r gives
-    h' = h1 + m r and Ibar' = I1 - r x h1 x - h1 x r x - m r x r x.
-    """
-    # h1 = E^T h
-    a0 = E[0] * h[0] + E[3] * h[1] + E[6] * h[2]
-    a1 = E[1] * h[0] + E[4] * h[1] + E[7] * h[2]
-    a2 = E[2] * h[0] + E[5] * h[1] + E[8] * h[2]
-    # T = Ibar E, then I1 = E^T T
-    t00 = Ib[0] * E[0] + Ib[1] * E[3] + Ib[2] * E[6]
-    t01 = Ib[0] * E[1] + Ib[1] * E[4] + Ib[2] * E[7]
-    t02 = Ib[0] * E[2] + Ib[1] * E[5] + Ib[2] * E[8]
-    t10 = Ib[3] * E[0] + Ib[4] * E[3] + Ib[5] * E[6]
-    t11 = Ib[3] * E[1] + Ib[4] * E[4] + Ib[5] * E[7]
-    t12 = Ib[3] * E[2] + Ib[4] * E[5] + Ib[5] * E[8]
-    t20 = Ib[6] * E[0] + Ib[7] * E[3] + Ib[8] * E[6]
-    t21 = Ib[6] * E[1] + Ib[7] * E[4] + Ib[8] * E[7]
-    t22 = Ib[6] * E[2] + Ib[7] * E[5] + Ib[8] * E[8]
-    i00 = E[0] * t00 + E[3] * t10 + E[6] * t20
-    i01 = E[0] * t01 + E[3] * t11 + E[6] * t21
-    i02 = E[0] * t02 + E[3] * t12 + E[6] * t22
-    i11 = E[1] * t01 + E[4] * t11 + E[7] * t21
-    i12 = E[1] * t02 + E[4] * t12 + E[7] * t22
-    i22 = E[2] * t02 + E[5] * t12 + E[8] * t22
-    r0, r1, r2 = r[0], r[1], r[2]
-    # -(r x)(h1 x) - (h1 x)(r x) = 2 (r.h1) 1 - r h1^T - h1 r^T ;  -m (r x)(r x) = m |r|^2 1 - m r r^T
-    rh = r0 * a0 + r1 * a1 + r2 * a2
-    rr = r0 * r0 + r1 * r1 + r2 * r2
-    d = 2.0 * rh + m * rr
-    j00 = i00 + d - 2.0 * r0 * a0 - m * r0 * r0
-    j11 = i11 + d - 2.0 * r1 * a1 - m * r1 * r1
-    j22 = i22 + d - 2.0 * r2 * a2 - m * r2 * r2
-    j01 = i01 - r0 * a1 - a0 * r1 - m * r0 * r1
-    j02 = i02 - r0 * a2 - a0 * r2 - m * r0 * r2
-    j12 = i12 - r1 * a2 - a1 * r2 - m * r1 * r2
-    mo[0] += m
-    ho[0] += a0 + m * r0
-    ho[1] += a1 + m * r1
-    ho[2] += a2 + m * r2
-    Io[0] += j00
-    Io[1] += j01
-    Io[2] += j02
-    Io[3] += j01
-    Io[4] += j11
-    Io[5] += j12
-    Io[6] += j02
-    Io[7] += j12
-    Io[8] += j22
-
-
-@njit(cache=True, inline="always")
-def rbi_to_dense(m, h, Ib, out):
-    """Dense 6x6 (flat, row-major) of rbi(m, h, Ibar) (Eq. 2.63): [[Ibar, h x], [(h x)^T, m 1]]."""
-    for k in range(36):
-        out[k] = 0.0
-    for a in range(3):
-        for b in range(3):
-            out[6 * a + b] = Ib[3 * a + b]
-    # h x  = [[0, -h2, h1], [h2, 0, -h0], [-h1, h0, 0]] in the upper-right block
-    out[4] = -h[2]
-    out[5] = h[1]
-    out[9] = h[2]
-    out[11] = -h[0]
-    out[15] = -h[1]
-    out[16] = h[0]
-    # (h x)^T = -(h x) in the lower-left block
-    out[19] = h[2]
-    out[20] = -h[1]
-    out[24] = -h[2]
-    out[26] = h[0]
-    out[30] = h[1]
-    out[31] = -h[0]
-    out[21] = m
-    out[28] = m
-    out[35] = m
-
-
-@njit(cache=True)
-def dense_to_parent_add(E, r, Ia, out, tmp):
-    """out += X^T Ia X (dense symmetric 6x6, flat) for X = rot(E) xlt(r) (Eq. 2.66).
-
-    Blocks Ia = [[A, B], [B^T, C]]: rotate (A1 = E^T A E etc.), then with R = r x:
-    A' = A1 - B1 R + R B1^T - R C1 R,  B' = B1 + R C1,  C' = C1.
-    """
-    # tmp[0:36] <- rotated blocks, stored as a dense 6x6
-    for bi in range(2):
-        for bj in range(2):
-            for a in range(3):
-                for b in range(3):
-                    s = 0.0
-                    for k in range(3):
-                        for l in range(3):
-                            s += E[3 * k + a] * Ia[6 * (3 * bi + k) + 3 * bj + l] * E[3 * l + b]
-                    tmp[6 * (3 * bi + a) + 3 * bj + b] = s
-    r0, r1, r2 = r[0], r[1], r[2]
-    # R = r x
-    R = tmp[36:45]
-    R[0] = 0.0
-    R[1] = -r2
-    R[2] = r1
-    R[3] = r2
-    R[4] = 0.0
-    R[5] = -r0
-    R[6] = -r1
-    R[7] = r0
-    R[8] = 0.0
-    # RC = R C1 (3x3) and B1R = B1 R
-    RC = tmp[45:54]
-    BR = tmp[54:63]
-    for a in range(3):
-        for b in range(3):
-            s1 = 0.0
-            s2 = 0.0
-            for k in range(3):
-                s1 += R[3 * a + k] * tmp[6 * (3 + k) + 3 + b]
-                s2 += tmp[6 * a + 3 + k] * R[3 * k + b]
-            RC[3 * a + b] = s1
-            BR[3 * a + b] = s2
-    for a in range(3):
-        for b in range(3):
-            # A' = A1 - B1 R + R B1^T - R C1 R ; (R B1^T) = (B1 R^T)^T = -(B1 R)^T
-            s = tmp[6 * a + b] - BR[3 * a + b] - BR[3 * b + a]
-            for k in range(3):
-                s -= RC[3 * a + k] * R[3 * k + b]
-            out[6 * a + b] += s
-            bp = tmp[6 * a + 3 + b] + RC[3 * a + b]
-            out[6 * a + 3 + b] += bp
-            out[6 * (3 + b) + a] += bp
-            out[6 * (3 + a) + 3 + b] += tmp[6 * (3 + a) + 3 + b]
-
-
-@njit(cache=True, inline="always")
-def compose(E1, r1, E2, r2, Eo, ro):
-    """X_o = X_1 X_2 with X_k = rot(E_k) xlt(r_k): E = E1 E2, r = r2 + E2^T r1 (Table A.3)."""
-    for a in range(3):
-        for b in range(3):
-            Eo[3 * a + b] = E1[3 * a] * E2[b] + E1[3 * a + 1] * E2[3 + b] + E1[3 * a + 2] * E2[6 + b]
-    for a in range(3):
-        ro[a] = r2[a] + E2[a] * r1[0] + E2[3 + a] * r1[1] + E2[6 + a] * r1[2]
-
-
-# --------------------------------------------------------------------------------------------
 # Plain-numpy helpers used while building a model (not on the hot path).
 
 
@@ -269,17 +40,6 @@ def skew(v) -> np.ndarray:
     return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
 
 
-def pose_to_plx(R: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A frame B placed in A by rotation R (B's axes in A) and origin p (in A) is the Plücker
-    transform ^B X_A = rot(R^T) xlt(p) (Eqs. 2.19-2.24)."""
-    return R.T.copy(), np.asarray(p, dtype=float).copy()
-
-
-def plx_compose(E1, r1, E2, r2):
-    """(E, r) of rot(E1)xlt(r1) · rot(E2)xlt(r2) (Table A.3), numpy version."""
-    return E1 @ E2, r2 + E2.T @ r1
-
-
 def plx_to_matrix(E, r) -> np.ndarray:
     """Dense 6x6 motion transform [[E, 0], [-E r x, E]] (Eq. 2.24), for tests and documentation."""
     X = np.zeros((6, 6))
@@ -297,20 +57,10 @@ def rbi_from_com(mass: float, com, I_com) -> tuple[float, np.ndarray, np.ndarray
     return float(mass), mass * c, np.asarray(I_com, dtype=float) - mass * S @ S
 
 
-def rbi_dense(m, h, Ib) -> np.ndarray:
-    """Dense 6x6 spatial inertia of rbi(m, h, Ibar) (Eq. 2.63)."""
-    I = np.zeros((6, 6))
-    I[:3, :3] = Ib
-    I[:3, 3:] = skew(h)
-    I[3:, :3] = skew(h).T
-    I[3:, 3:] = m * np.eye(3)
-    return I
-
-
 # --------------------------------------------------------------------------------------------
-# Scalar forms of the same operations for the hot kernels: 6-vectors are passed as tuples of
-# floats and transforms read from a flat array at an offset (E at eo, r at ro). Numba keeps these in
-# registers; array views would each be reference-counted.
+# Compiled primitives for the kernels: 6-vectors are tuples of floats and transforms are read from a
+# flat array at an offset (E at eo, row-major, r at ro). Numba keeps these in registers; array views
+# would each be reference-counted.
 
 
 @njit(cache=True, inline="always")
@@ -392,9 +142,11 @@ def xtf_t(w, eo, ro, f):
 
 
 @njit(cache=True, inline="always")
-def rbi_to_parent_add_f(w, eo, ro, c, p):
-    """rbi at w[p:p+13] += X^T rbi(w[c:c+13]) X, each stored as [m, h (3), Ibar (9)]: the same
-    formulas as rbi_to_parent_add (Table A.3), on flat offsets."""
+def rbi_to_parent_add(w, eo, ro, c, p):
+    """rbi at w[p:p+13] += X^T rbi(w[c:c+13]) X, each stored as [m, h (3), Ibar (9)] (Table A.3, Eq. 2.66).
+
+    With h1 = E^T h and I1 = E^T Ibar E (child origin, parent axes), shifting the origin by r gives
+    h' = h1 + m r and Ibar' = I1 - r x h1 x - h1 x r x - m r x r x."""
     E = w[eo:eo + 9]
     m = w[c]
     h0, h1, h2 = w[c + 1], w[c + 2], w[c + 3]
@@ -440,8 +192,8 @@ def rbi_to_parent_add_f(w, eo, ro, c, p):
 
 
 @njit(cache=True, inline="always")
-def rbi_to_dense_f(mf, bo, w, o):
-    """w[o:o+36] = dense 6x6 of rbi(m, h, Ibar) at mf[bo+12:bo+25] (Eq. 2.63), flat form of rbi_to_dense."""
+def rbi_to_dense(mf, bo, w, o):
+    """w[o:o+36] = dense 6x6 of rbi(m, h, Ibar) at mf[bo+12:bo+25] (Eq. 2.63): [[Ibar, h x], [(h x)^T, m 1]]."""
     for k in range(36):
         w[o + k] = 0.0
     I = bo + 16
@@ -467,9 +219,11 @@ def rbi_to_dense_f(mf, bo, w, o):
 
 
 @njit(cache=True, inline="always")
-def dense_to_parent_add_f(w, eo, ro, ia, out, t):
+def dense_to_parent_add(w, eo, ro, ia, out, t):
     """w[out:out+36] += X^T Ia X, Ia = w[ia:ia+36] (dense symmetric, flat), X = rot(E) xlt(r) with E at
-    w[eo], r at w[ro]; scratch w[t:t+63]. Same block formulas as dense_to_parent_add (Eq. 2.66); only
+    w[eo], r at w[ro]; scratch w[t:t+63]. Featherstone Eq. 2.66 by blocks (Ia = [[A, B], [B^T, C]]):
+    rotate A1 = E^T A E etc., then with R = r x: A' = A1 - B1 R + R B1^T - R C1 R, B' = B1 + R C1,
+    C' = C1. Only
     the blocks A, B and C are rotated (the lower-left one is B^T), each as (E^T (A E))."""
     for bi, bj in ((0, 0), (0, 1), (1, 1)):
         base = ia + 18 * bi + 3 * bj

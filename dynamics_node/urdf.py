@@ -270,7 +270,6 @@ def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> 
         raise ModelError(f"{src}: links {', '.join(repr(n) for n in unreached)} are not connected to the root "
                          f"link '{root_link}' (their joints form a loop)")
 
-    nb = len(spec["parent"])
     jtype = spec["jtype"]
     nvj = [6 if t == FREE else 1 for t in jtype]
     nqj = [7 if t == FREE else 1 for t in jtype]

@@ -8,7 +8,8 @@ import numpy as np
 from numba import carray, njit, types
 
 from ..errors import InputError, SingularMassMatrixError
-from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, WORK_BODY, WORK_DOF, WORK_EXTRA, Model
+from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, WORK_BODY, WORK_DOF, WORK_EXTRA
+from ..model import Model
 
 # explicit kernel signatures: compiled once (and cached), and anything else (a list, float32, a
 # strided view) is refused with TypeError, upon which the wrapper converts it (the slow path)
@@ -81,14 +82,6 @@ def check_q(q, nqt, J, nb):
             if q[k] * q[k] + q[k + 1] * q[k + 1] + q[k + 2] * q[k + 2] + q[k + 3] * q[k + 3] < 1e-20:
                 return BAD_QUAT * 100000000 + A_Q * 100000 + k
     return 0
-
-
-@njit(cache=True, inline="always")
-def axis_of(jt, Drow):
-    """The joint axis inside the dof's S (revolute: angular part, prismatic: linear part)."""
-    if jt == 1:
-        return Drow[3:6]
-    return Drow[0:3]
 
 
 @njit(cache=True, inline="always")

@@ -23,12 +23,11 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, cfunc, njit, types
 
-from ..joints import jcalc_flat
-from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
-from ..spatial import crf_t, crm_t, dense_to_parent_add_f, rbi_mul_t, rbi_to_dense_f, xm_t, xtf_add_t
+from ..joints import jcalc
+from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
+from ..spatial import crf_t, crm_t, dense_to_parent_add, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from .. import _fast
-from ._common import (SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_Q, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, axis_of, check,
-                      fast_vec, fext_array, raise_status, to_tree_q, to_tree_v, unpack, work_views)
+from ._common import (SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, check, fast_vec, fext_array, raise_status)
 
 
 @njit(cache=True, inline="always")
@@ -105,13 +104,12 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     for i in range(nb):
         ii = HEADER_I + 5 * i
         p = mi[ii]
-        jt = mi[ii + 1]
         vi = mi[ii + 3]
         nv = mi[ii + 4]
         bo = HEADER_F + BODY_STRIDE * i
         eo = 9 * i
         ro = r0 + 3 * i
-        jcalc_flat(jt, mf, do0 + DOF_STRIDE * vi + (3 if jt == 1 else 0), bo, q, mi[ii + 2], w, eo, ro)
+        jcalc(mi, mf, i, q, w, eo, ro)
         j0 = j1 = j2 = j3 = j4 = j5 = 0.0
         for dof in range(vi, vi + nv):
             so = do0 + DOF_STRIDE * dof
@@ -140,7 +138,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                 so = do0 + DOF_STRIDE * dof
                 for k in range(6):
                     w[co + k] += mf[so + k] * qdd_in[dof]
-        rbi_to_dense_f(mf, bo, w, I0 + 36 * i)  # I_i^A = I_i
+        rbi_to_dense(mf, bo, w, I0 + 36 * i)  # I_i^A = I_i
         pf = crf_t(v, rbi_mul_t(mf, bo, v))  # p_i^A = v_i x* I_i v_i - f_i^x
         po = P0 + 6 * i
         for k in range(6):
@@ -224,7 +222,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                 x += w[Ia + 6 * k + l] * w[co + l]
             w[pa + k] += x
         # I_λ(i)^A += X^T I^a X ;  p_λ(i)^A += X^T p^a
-        dense_to_parent_add_f(w, 9 * i, r0 + 3 * i, Ia, I0 + 36 * p, xt)
+        dense_to_parent_add(w, 9 * i, r0 + 3 * i, Ia, I0 + 36 * p, xt)
         xtf_add_t(w, 9 * i, r0 + 3 * i, (w[pa], w[pa + 1], w[pa + 2], w[pa + 3], w[pa + 4], w[pa + 5]), w, P0 + 6 * p)
     # ---- pass 3 (Eqs. 7.49-7.50), a_0 = -a_g
     ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])

@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, cfunc, njit, types
 
-from ..joints import jcalc_flat
-from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
-from ..spatial import rbi_mul_t, rbi_to_parent_add_f, xtf_t
+from ..joints import jcalc
+from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
+from ..spatial import rbi_mul_t, rbi_to_parent_add, xtf_t
 from .. import _fast
-from ._common import SIG1, model_from_pointers, F1, F2, I1, check_q, new_work, A_Q, axis_of, check, fast_vec, raise_status, to_tree_q, unpack, work_views
+from ._common import (SIG1, model_from_pointers, F1, I1, check_q, new_work, fast_vec, raise_status, to_tree_q)
 
 
 @njit(types.int64(I1, F1, F1, F1, F1), cache=True)
@@ -35,16 +35,15 @@ def crba_kernel(mi, mf, q, H, w):
     c0 = 36 * nb
     for i in range(nb):
         ii = HEADER_I + 5 * i
-        jt = mi[ii + 1]
         bo = HEADER_F + BODY_STRIDE * i
-        jcalc_flat(jt, mf, do0 + DOF_STRIDE * mi[ii + 3] + (3 if jt == 1 else 0), bo, q, mi[ii + 2], w, 9 * i, r0 + 3 * i)
+        jcalc(mi, mf, i, q, w, 9 * i, r0 + 3 * i)
         co = c0 + 36 * i
         for k in range(13):
             w[co + k] = mf[bo + 12 + k]  # I_i^c = I_i (Eq. 6.13, before the children are added)
     for i in range(nb - 1, -1, -1):
         p = mi[HEADER_I + 5 * i]
         if p >= 0:
-            rbi_to_parent_add_f(w, 9 * i, r0 + 3 * i, c0 + 36 * i, c0 + 36 * p)
+            rbi_to_parent_add(w, 9 * i, r0 + 3 * i, c0 + 36 * i, c0 + 36 * p)
     for k in range(nvt * nvt):
         H[k] = 0.0
     for i in range(nb):

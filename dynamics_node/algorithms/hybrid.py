@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..urdf import ROOT_JOINT
-from ._common import EMPTY, fast_vec, fext_array, raise_status
+from ._common import (EMPTY, fast_vec, fext_array, raise_status)
 from .aba import aba_kernel
 
 

@@ -17,152 +17,189 @@ from numba import njit, types
 
 from ..errors import InputError
 from ..joints import jcalc
-from ..spatial import cross_motion_add, x_mul_motion
-from ._common import F1, F2, I1, check_q, A_Q, A_QD, A_QDD, axis_of, check, fast_vec, raise_status, to_tree_q, to_tree_v, unpack, work_views
+from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
+from ..spatial import crm_t, xm_t
+from ._common import (F1, I1, check_q, A_QD, A_QDD, check, fast_vec, raise_status, to_tree_q, to_tree_v)
 
 
 @njit(cache=True, inline="always")
-def _poses(nb, J, B, D, q, E, r, Rw, pw):
+def _poses(mi, mf, q, w):
+    """World axes R_i (flat 3x3 at w[78nb + 9i]) and origin p_i (w[87nb + 3i]) of every body, with the
+    joint transforms left at w[9i] (E) and w[9nb + 3i] (r) as in _common.work_views."""
+    nb = mi[0]
+    r0 = 9 * nb
+    R0 = 78 * nb
+    P0 = 87 * nb
     for i in range(nb):
-        p = J[i, 0]
-        jt = J[i, 1]
-        Bi = B[i]
-        jcalc(jt, axis_of(jt, D[J[i, 3]]), q, J[i, 2], Bi[0:9], Bi[9:12], E[i], r[i])
-        Ei = E[i]
-        ri = r[i]
+        ii = HEADER_I + 5 * i
+        p = mi[ii]
+        eo = 9 * i
+        ro = r0 + 3 * i
+        jcalc(mi, mf, i, q, w, eo, ro)
+        Ro = R0 + 9 * i
+        po = P0 + 3 * i
         if p >= 0:
-            Rp = Rw[p]
-            pp = pw[p]
+            Rp = R0 + 9 * p
+            pp = P0 + 3 * p
             for a in range(3):
-                for b in range(3):
-                    # R_i = R_p E_i^T
-                    Rw[i, 3 * a + b] = Rp[3 * a] * Ei[3 * b] + Rp[3 * a + 1] * Ei[3 * b + 1] + Rp[3 * a + 2] * Ei[3 * b + 2]
-                pw[i, a] = pp[a] + Rp[3 * a] * ri[0] + Rp[3 * a + 1] * ri[1] + Rp[3 * a + 2] * ri[2]
+                for b in range(3):  # R_i = R_λ(i) E_i^T
+                    w[Ro + 3 * a + b] = (w[Rp + 3 * a] * w[eo + 3 * b] + w[Rp + 3 * a + 1] * w[eo + 3 * b + 1]
+                                         + w[Rp + 3 * a + 2] * w[eo + 3 * b + 2])
+                # p_i = p_λ(i) + R_λ(i) r_i
+                w[po + a] = (w[pp + a] + w[Rp + 3 * a] * w[ro] + w[Rp + 3 * a + 1] * w[ro + 1]
+                             + w[Rp + 3 * a + 2] * w[ro + 2])
         else:
             for a in range(3):
                 for b in range(3):
-                    Rw[i, 3 * a + b] = Ei[3 * b + a]
-                pw[i, a] = ri[a]
+                    w[Ro + 3 * a + b] = w[eo + 3 * b + a]
+                w[po + a] = w[ro + a]
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1), cache=True)
 def poses_kernel(mi, mf, q, w, Rout, pout):
     """World rotation (flat 3x3 per body) and origin of every body."""
-    nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check_q(q, nqt, J, nb)
+    nb = mi[0]
+    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
+    st = check_q(q, mi[2], J, nb)
     if st != 0:
         return st
-    E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
-    _poses(nb, J, B, D, q, E, r, Rw, pw)
-    for i in range(nb):
-        for k in range(9):
-            Rout[9 * i + k] = Rw[i, k]
-        for k in range(3):
-            pout[3 * i + k] = pw[i, k]
+    _poses(mi, mf, q, w)
+    for k in range(9 * nb):
+        Rout[k] = w[78 * nb + k]
+    for k in range(3 * nb):
+        pout[k] = w[87 * nb + k]
     return 0
 
 
 @njit(types.int64(I1, F1, F1, types.int64, F1, F1, F1), cache=True)
 def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
     """6 x nvt (flat) Jacobian of the point pl (in body coordinates) of ``body``: rows [v; omega]."""
-    nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check_q(q, nqt, J, nb)
+    nb = mi[0]
+    nvt = mi[1]
+    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
+    st = check_q(q, mi[2], J, nb)
     if st != 0:
         return st
-    E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
-    _poses(nb, J, B, D, q, E, r, Rw, pw)
+    _poses(mi, mf, q, w)
     for k in range(6 * nvt):
         Jout[k] = 0.0
     if body < 0:
         return 0
-    Rb = Rw[body]
-    P0 = pw[body, 0] + Rb[0] * pl[0] + Rb[1] * pl[1] + Rb[2] * pl[2]
-    P1 = pw[body, 1] + Rb[3] * pl[0] + Rb[4] * pl[1] + Rb[5] * pl[2]
-    P2 = pw[body, 2] + Rb[6] * pl[0] + Rb[7] * pl[1] + Rb[8] * pl[2]
+    do0 = HEADER_F + BODY_STRIDE * nb
+    R0 = 78 * nb
+    P0 = 87 * nb
+    Rb = R0 + 9 * body
+    pb = P0 + 3 * body
+    P = (w[pb] + w[Rb] * pl[0] + w[Rb + 1] * pl[1] + w[Rb + 2] * pl[2],
+         w[pb + 1] + w[Rb + 3] * pl[0] + w[Rb + 4] * pl[1] + w[Rb + 5] * pl[2],
+         w[pb + 2] + w[Rb + 6] * pl[0] + w[Rb + 7] * pl[1] + w[Rb + 8] * pl[2])
     j = body
     while j >= 0:
-        Rj = Rw[j]
-        d0 = P0 - pw[j, 0]
-        d1 = P1 - pw[j, 1]
-        d2 = P2 - pw[j, 2]
-        vj = J[j, 3]
-        for dof in range(vj, vj + J[j, 4]):
-            s = D[dof]
-            w0 = Rj[0] * s[0] + Rj[1] * s[1] + Rj[2] * s[2]
-            w1 = Rj[3] * s[0] + Rj[4] * s[1] + Rj[5] * s[2]
-            w2 = Rj[6] * s[0] + Rj[7] * s[1] + Rj[8] * s[2]
-            l0 = Rj[0] * s[3] + Rj[1] * s[4] + Rj[2] * s[5]
-            l1 = Rj[3] * s[3] + Rj[4] * s[4] + Rj[5] * s[5]
-            l2 = Rj[6] * s[3] + Rj[7] * s[4] + Rj[8] * s[5]
-            Jout[0 * nvt + dof] = l0 + w1 * d2 - w2 * d1
-            Jout[1 * nvt + dof] = l1 + w2 * d0 - w0 * d2
+        Rj = R0 + 9 * j
+        pj = P0 + 3 * j
+        d0 = P[0] - w[pj]
+        d1 = P[1] - w[pj + 1]
+        d2 = P[2] - w[pj + 2]
+        vj = mi[HEADER_I + 5 * j + 3]
+        for dof in range(vj, vj + mi[HEADER_I + 5 * j + 4]):
+            s = do0 + DOF_STRIDE * dof
+            # omega = R_j s_w ; v_P = R_j s_v + omega x (P - p_j)
+            w0 = w[Rj] * mf[s] + w[Rj + 1] * mf[s + 1] + w[Rj + 2] * mf[s + 2]
+            w1 = w[Rj + 3] * mf[s] + w[Rj + 4] * mf[s + 1] + w[Rj + 5] * mf[s + 2]
+            w2 = w[Rj + 6] * mf[s] + w[Rj + 7] * mf[s + 1] + w[Rj + 8] * mf[s + 2]
+            l0 = w[Rj] * mf[s + 3] + w[Rj + 1] * mf[s + 4] + w[Rj + 2] * mf[s + 5]
+            l1 = w[Rj + 3] * mf[s + 3] + w[Rj + 4] * mf[s + 4] + w[Rj + 5] * mf[s + 5]
+            l2 = w[Rj + 6] * mf[s + 3] + w[Rj + 7] * mf[s + 4] + w[Rj + 8] * mf[s + 5]
+            Jout[dof] = l0 + w1 * d2 - w2 * d1
+            Jout[nvt + dof] = l1 + w2 * d0 - w0 * d2
             Jout[2 * nvt + dof] = l2 + w0 * d1 - w1 * d0
             Jout[3 * nvt + dof] = w0
             Jout[4 * nvt + dof] = w1
             Jout[5 * nvt + dof] = w2
-        j = J[j, 0]
+        j = mi[HEADER_I + 5 * j]
     return 0
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, types.int64, F1, F1, F1), cache=True)
 def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
     """out[0:6] = [v_P; omega], out[6:12] = [classical accel of P; omega_dot], world axes, for the
-    point pl (body coordinates) of ``body``, from the outward RNEA pass without gravity."""
-    nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    st = check_q(q, nqt, J, nb)
+    point pl (body coordinates) of ``body``, from the outward RNEA pass (Eqs. 5.14-5.15) without
+    gravity; classical = spatial + omega x v (Eq. 2.48)."""
+    nb = mi[0]
+    nvt = mi[1]
+    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
+    st = check_q(q, mi[2], J, nb)
     if st == 0:
         st = check(qd, nvt, A_QD)
     if st == 0:
         st = check(qdd, nvt, A_QDD)
     if st != 0:
         return st
-    E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
     for k in range(12):
         out[k] = 0.0
     if body < 0:
         return 0
-    _poses(nb, J, B, D, q, E, r, Rw, pw)
-    vJ = tmp[0:6]
+    _poses(mi, mf, q, w)
+    do0 = HEADER_F + BODY_STRIDE * nb
+    r0 = 9 * nb
+    v0 = 12 * nb
+    a0 = 18 * nb
     for i in range(body + 1):
-        p = J[i, 0]
-        vi = J[i, 3]
-        for k in range(6):
-            vJ[k] = 0.0
-        ai = a[i]
-        vv = v[i]
+        ii = HEADER_I + 5 * i
+        p = mi[ii]
+        vi = mi[ii + 3]
+        j0 = j1 = j2 = j3 = j4 = j5 = 0.0
+        s0 = s1 = s2 = s3 = s4 = s5 = 0.0
+        for dof in range(vi, vi + mi[ii + 4]):
+            so = do0 + DOF_STRIDE * dof
+            x = qd[dof]
+            y = qdd[dof]
+            j0 += mf[so] * x
+            j1 += mf[so + 1] * x
+            j2 += mf[so + 2] * x
+            j3 += mf[so + 3] * x
+            j4 += mf[so + 4] * x
+            j5 += mf[so + 5] * x
+            s0 += mf[so] * y
+            s1 += mf[so + 1] * y
+            s2 += mf[so + 2] * y
+            s3 += mf[so + 3] * y
+            s4 += mf[so + 4] * y
+            s5 += mf[so + 5] * y
+        vJ = (j0, j1, j2, j3, j4, j5)
         if p >= 0:
-            x_mul_motion(E[i], r[i], v[p], vv)
-            x_mul_motion(E[i], r[i], a[p], ai)
+            pv = v0 + 6 * p
+            pa = a0 + 6 * p
+            xv = xm_t(w, 9 * i, r0 + 3 * i, (w[pv], w[pv + 1], w[pv + 2], w[pv + 3], w[pv + 4], w[pv + 5]))
+            xa = xm_t(w, 9 * i, r0 + 3 * i, (w[pa], w[pa + 1], w[pa + 2], w[pa + 3], w[pa + 4], w[pa + 5]))
         else:
-            for k in range(6):
-                vv[k] = 0.0
-                ai[k] = 0.0
-        for dof in range(vi, vi + J[i, 4]):
-            for k in range(6):
-                vJ[k] += D[dof, k] * qd[dof]
-                ai[k] += D[dof, k] * qdd[dof]
+            xv = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            xa = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        v = (xv[0] + j0, xv[1] + j1, xv[2] + j2, xv[3] + j3, xv[4] + j4, xv[5] + j5)
+        cv = crm_t(v, vJ)
+        vo = v0 + 6 * i
+        ao = a0 + 6 * i
+        a = (xa[0] + s0 + cv[0], xa[1] + s1 + cv[1], xa[2] + s2 + cv[2], xa[3] + s3 + cv[3], xa[4] + s4 + cv[4],
+             xa[5] + s5 + cv[5])
         for k in range(6):
-            vv[k] += vJ[k]
-        cross_motion_add(vv, vJ, 1.0, ai)
-    vb = v[body]
-    ab = a[body]
-    w0, w1, w2 = vb[0], vb[1], vb[2]
+            w[vo + k] = v[k]
+            w[ao + k] = a[k]
+    vb = v0 + 6 * body
+    ab = a0 + 6 * body
+    w0, w1, w2 = w[vb], w[vb + 1], w[vb + 2]
     # velocity and spatial acceleration (linear part) at P, body coordinates
-    vp0 = vb[3] + w1 * pl[2] - w2 * pl[1]
-    vp1 = vb[4] + w2 * pl[0] - w0 * pl[2]
-    vp2 = vb[5] + w0 * pl[1] - w1 * pl[0]
-    al0 = ab[3] + ab[1] * pl[2] - ab[2] * pl[1] + w1 * vp2 - w2 * vp1
-    al1 = ab[4] + ab[2] * pl[0] - ab[0] * pl[2] + w2 * vp0 - w0 * vp2
-    al2 = ab[5] + ab[0] * pl[1] - ab[1] * pl[0] + w0 * vp1 - w1 * vp0
-    R = Rw[body]
-    loc = tmp[6:18]
-    loc[0], loc[1], loc[2] = vp0, vp1, vp2
-    loc[3], loc[4], loc[5] = w0, w1, w2
-    loc[6], loc[7], loc[8] = al0, al1, al2
-    loc[9], loc[10], loc[11] = ab[0], ab[1], ab[2]
+    vp0 = w[vb + 3] + w1 * pl[2] - w2 * pl[1]
+    vp1 = w[vb + 4] + w2 * pl[0] - w0 * pl[2]
+    vp2 = w[vb + 5] + w0 * pl[1] - w1 * pl[0]
+    al0 = w[ab + 3] + w[ab + 1] * pl[2] - w[ab + 2] * pl[1] + w1 * vp2 - w2 * vp1
+    al1 = w[ab + 4] + w[ab + 2] * pl[0] - w[ab] * pl[2] + w2 * vp0 - w0 * vp2
+    al2 = w[ab + 5] + w[ab] * pl[1] - w[ab + 1] * pl[0] + w0 * vp1 - w1 * vp0
+    loc = (vp0, vp1, vp2, w0, w1, w2, al0, al1, al2, w[ab], w[ab + 1], w[ab + 2])
+    R = 78 * nb + 9 * body
     for blk in range(4):
         for k in range(3):
-            out[3 * blk + k] = R[3 * k] * loc[3 * blk] + R[3 * k + 1] * loc[3 * blk + 1] + R[3 * k + 2] * loc[3 * blk + 2]
+            out[3 * blk + k] = (w[R + 3 * k] * loc[3 * blk] + w[R + 3 * k + 1] * loc[3 * blk + 1]
+                                + w[R + 3 * k + 2] * loc[3 * blk + 2])
     return 0
 
 

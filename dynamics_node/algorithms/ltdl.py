@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, types
 
-from ._common import F1, F2, I1
+from ._common import (F1, F2, I1)
 
 
 def expanded_parent_array(parents, dofs):
@@ -80,7 +80,7 @@ def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):
     expanded parent array. With mimic joints (explicit constraints q_t = G q + offset, §9.6 / Eq. 3.19)
     the reduced system G^T H G qdd = G^T (tau_t - C) is dense and solved by Cholesky."""
     from ..errors import SingularMassMatrixError
-    from ._common import A_QD, A_TAU, fast_vec, to_tree_q, to_tree_v
+    from ._common import fast_vec, to_tree_q
     from .crba import mass_matrix_tree
     from .rnea import inverse_dynamics
 

@@ -14,12 +14,11 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, cfunc, njit, types
 
-from ..joints import jcalc, jcalc_flat
-from ..model import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
+from ..joints import jcalc
+from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, rbi_mul_t, xm_t, xtf_add_t
 from .. import _fast
-from ._common import (SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_Q, A_QD, A_QDD, BAD_LENGTH, EMPTY, axis_of, check, fast_vec, fext_array,
-                      raise_status, to_tree_q, to_tree_v, unpack, work_views)
+from ._common import (SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, check, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True)
@@ -48,12 +47,11 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     for i in range(nb):
         ii = HEADER_I + 5 * i
         p = mi[ii]
-        jt = mi[ii + 1]
         vi = mi[ii + 3]
         bo = HEADER_F + BODY_STRIDE * i
         eo = 9 * i
         ro = r0 + 3 * i
-        jcalc_flat(jt, mf, do0 + DOF_STRIDE * vi + (3 if jt == 1 else 0), bo, q, mi[ii + 2], w, eo, ro)
+        jcalc(mi, mf, i, q, w, eo, ro)
         # v_J = S qd and S qdd (c_J = 0 for every joint kernel)
         j0 = j1 = j2 = j3 = j4 = j5 = 0.0
         s0 = s1 = s2 = s3 = s4 = s5 = 0.0
@@ -128,10 +126,8 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
 @njit(types.int64(I1, F1, F1, F1, F1), cache=True)
 def gravity_kernel(mi, mf, q, tau, w):
     """Table 5.1 with qd = qdd = 0: only a_i = X_i a_λ(i) and f_i = I_i a_i remain (Eqs. 5.12-5.13).
-    Written on flat offsets (the controllers' hot path): same arithmetic as x_mul_motion, rbi_mul
-    and xt_mul_force_add in spatial.py, without an array view per body."""
+    Scalar arithmetic on flat offsets: this is the controllers' hot path."""
     nb = mi[0]
-    nvt = mi[1]
     J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
     st = check_q(q, mi[2], J, nb)
     if st != 0:
@@ -143,12 +139,11 @@ def gravity_kernel(mi, mf, q, tau, w):
     for i in range(nb):
         ii = HEADER_I + 5 * i
         p = mi[ii]
-        jt = mi[ii + 1]
         bo = HEADER_F + BODY_STRIDE * i
         eo = 9 * i
         ro = r0 + 3 * i
         ao = a0 + 6 * i
-        jcalc_flat(jt, mf, do0 + DOF_STRIDE * mi[ii + 3] + (3 if jt == 1 else 0), bo, q, mi[ii + 2], w, eo, ro)
+        jcalc(mi, mf, i, q, w, eo, ro)
         if p >= 0:
             po = a0 + 6 * p
             w0, w1, w2, v0, v1, v2 = w[po], w[po + 1], w[po + 2], w[po + 3], w[po + 4], w[po + 5]
