@@ -147,28 +147,29 @@ def rbi_to_parent_add(w, eo, ro, c, p):
 
     With h1 = E^T h and I1 = E^T Ibar E (child origin, parent axes), shifting the origin by r gives
     h' = h1 + m r and Ibar' = I1 - r x h1 x - h1 x r x - m r x r x."""
-    E = w[eo:eo + 9]
+    E0, E1, E2, E3, E4, E5, E6, E7, E8 = (w[eo], w[eo + 1], w[eo + 2], w[eo + 3], w[eo + 4], w[eo + 5], w[eo + 6],
+                                          w[eo + 7], w[eo + 8])
     m = w[c]
     h0, h1, h2 = w[c + 1], w[c + 2], w[c + 3]
-    a0 = E[0] * h0 + E[3] * h1 + E[6] * h2
-    a1 = E[1] * h0 + E[4] * h1 + E[7] * h2
-    a2 = E[2] * h0 + E[5] * h1 + E[8] * h2
+    a0 = E0 * h0 + E3 * h1 + E6 * h2
+    a1 = E1 * h0 + E4 * h1 + E7 * h2
+    a2 = E2 * h0 + E5 * h1 + E8 * h2
     I = c + 4
-    t00 = w[I] * E[0] + w[I + 1] * E[3] + w[I + 2] * E[6]
-    t01 = w[I] * E[1] + w[I + 1] * E[4] + w[I + 2] * E[7]
-    t02 = w[I] * E[2] + w[I + 1] * E[5] + w[I + 2] * E[8]
-    t10 = w[I + 3] * E[0] + w[I + 4] * E[3] + w[I + 5] * E[6]
-    t11 = w[I + 3] * E[1] + w[I + 4] * E[4] + w[I + 5] * E[7]
-    t12 = w[I + 3] * E[2] + w[I + 4] * E[5] + w[I + 5] * E[8]
-    t20 = w[I + 6] * E[0] + w[I + 7] * E[3] + w[I + 8] * E[6]
-    t21 = w[I + 6] * E[1] + w[I + 7] * E[4] + w[I + 8] * E[7]
-    t22 = w[I + 6] * E[2] + w[I + 7] * E[5] + w[I + 8] * E[8]
-    i00 = E[0] * t00 + E[3] * t10 + E[6] * t20
-    i01 = E[0] * t01 + E[3] * t11 + E[6] * t21
-    i02 = E[0] * t02 + E[3] * t12 + E[6] * t22
-    i11 = E[1] * t01 + E[4] * t11 + E[7] * t21
-    i12 = E[1] * t02 + E[4] * t12 + E[7] * t22
-    i22 = E[2] * t02 + E[5] * t12 + E[8] * t22
+    t00 = w[I] * E0 + w[I + 1] * E3 + w[I + 2] * E6
+    t01 = w[I] * E1 + w[I + 1] * E4 + w[I + 2] * E7
+    t02 = w[I] * E2 + w[I + 1] * E5 + w[I + 2] * E8
+    t10 = w[I + 3] * E0 + w[I + 4] * E3 + w[I + 5] * E6
+    t11 = w[I + 3] * E1 + w[I + 4] * E4 + w[I + 5] * E7
+    t12 = w[I + 3] * E2 + w[I + 4] * E5 + w[I + 5] * E8
+    t20 = w[I + 6] * E0 + w[I + 7] * E3 + w[I + 8] * E6
+    t21 = w[I + 6] * E1 + w[I + 7] * E4 + w[I + 8] * E7
+    t22 = w[I + 6] * E2 + w[I + 7] * E5 + w[I + 8] * E8
+    i00 = E0 * t00 + E3 * t10 + E6 * t20
+    i01 = E0 * t01 + E3 * t11 + E6 * t21
+    i02 = E0 * t02 + E3 * t12 + E6 * t22
+    i11 = E1 * t01 + E4 * t11 + E7 * t21
+    i12 = E1 * t02 + E4 * t12 + E7 * t22
+    i22 = E2 * t02 + E5 * t12 + E8 * t22
     r0, r1, r2 = w[ro], w[ro + 1], w[ro + 2]
     rh = r0 * a0 + r1 * a1 + r2 * a2
     d = 2.0 * rh + m * (r0 * r0 + r1 * r1 + r2 * r2)

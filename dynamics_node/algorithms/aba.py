@@ -26,7 +26,7 @@ from numba import carray, cfunc, njit, types
 from ..joints import jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, dense_to_parent_add, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
-from .. import _fast
+from .._fast import call3 as _call3
 from ._common import (SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, check, fast_vec, fext_array, raise_status)
 
 
@@ -156,7 +156,36 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
         po = P0 + 6 * i
         co = c0 + 6 * i
         fd = (not hybrid) or fdmask[i] != 0
-        if fd:
+        Dio = Di0 + 36 * i
+        if fd and nv == 1:
+            # one degree of freedom (every joint but a free one): scalars, and I^a, p^a formed in
+            # place of I^A, p^A, which pass 3 no longer needs at a forward-dynamics joint
+            so = do0 + DOF_STRIDE * vi
+            Uo = U0 + 6 * vi
+            s0, s1, s2, s3, s4, s5 = mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5]
+            D = mf[so + 6]  # rotor inertia (Eq. 9.28)
+            for k in range(6):  # U_i = I_i^A S_i ; D_i = S_i^T U_i
+                b = IAo + 6 * k
+                x = w[b] * s0 + w[b + 1] * s1 + w[b + 2] * s2 + w[b + 3] * s3 + w[b + 4] * s4 + w[b + 5] * s5
+                w[Uo + k] = x
+                D += mf[so + k] * x
+            if not (D > tol):
+                return SINGULAR * 100000000 + i
+            dinv = 1.0 / D
+            w[Dio] = dinv
+            uu = (tau[vi] - (s0 * w[po] + s1 * w[po + 1] + s2 * w[po + 2] + s3 * w[po + 3] + s4 * w[po + 4]
+                             + s5 * w[po + 5]) - mf[so + 7] * qd[vi] - mf[so + 8] * _sign(qd[vi]))
+            w[u0 + vi] = uu
+            if p < 0:
+                continue
+            for k in range(6):  # I^a = I^A - U D^-1 U^T ;  p^a = p^A + U D^-1 u (+ I^a c below)
+                x = w[Uo + k] * dinv
+                for l in range(6):
+                    w[IAo + 6 * k + l] -= x * w[Uo + l]
+                w[po + k] += x * uu
+            Iao = IAo
+            pao = po
+        elif fd:
             for col in range(nv):
                 dof = vi + col
                 so = do0 + DOF_STRIDE * dof
@@ -180,17 +209,11 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                         x += mf[so + k] * w[Uo + k]
                     w[Dm + 6 * r1 + r2] = x
                 w[Dm + 7 * r1] += mf[so + 6]
-            Dio = Di0 + 36 * i
-            if nv == 1:
-                if not (w[Dm] > tol):
-                    return SINGULAR * 100000000 + i
-                w[Dio] = 1.0 / w[Dm]
-            else:
-                if not _invert_spd(w[Dm:Dm + 36], nv, w[Dio:Dio + 36], tol):
-                    return SINGULAR * 100000000 + i
+            if not _invert_spd(w[Dm:Dm + 36], nv, w[Dio:Dio + 36], tol):
+                return SINGULAR * 100000000 + i
             if p < 0:
                 continue
-            # I^a = I^A - U D^-1 U^T ;  p^a = p^A + I^a c + U D^-1 u
+            # I^a = I^A - U D^-1 U^T ;  p^a = p^A + U D^-1 u (+ I^a c below)
             for k in range(36):
                 w[Ia + k] = w[IAo + k]
             for k in range(6):
@@ -209,21 +232,25 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                         x = w[U1 + k] * dv
                         for l in range(6):
                             w[Ia + 6 * k + l] -= x * w[U2 + l]
+            Iao = Ia
+            pao = pa
         else:
             if p < 0:
                 continue
-            for k in range(36):  # Table 9.3: I^a = I^A, p^a = p^A + I^a c at an inverse-dynamics joint
-                w[Ia + k] = w[IAo + k]
+            # Table 9.3 at an inverse-dynamics joint: I^a = I^A (read in place), p^a = p^A + I^a c
+            # (in scratch: pass 3 needs p^A)
             for k in range(6):
                 w[pa + k] = w[po + k]
+            Iao = IAo
+            pao = pa
         for k in range(6):
-            x = 0.0
-            for l in range(6):
-                x += w[Ia + 6 * k + l] * w[co + l]
-            w[pa + k] += x
+            b = Iao + 6 * k
+            w[pao + k] += (w[b] * w[co] + w[b + 1] * w[co + 1] + w[b + 2] * w[co + 2] + w[b + 3] * w[co + 3]
+                           + w[b + 4] * w[co + 4] + w[b + 5] * w[co + 5])
         # I_λ(i)^A += X^T I^a X ;  p_λ(i)^A += X^T p^a
-        dense_to_parent_add(w, 9 * i, r0 + 3 * i, Ia, I0 + 36 * p, xt)
-        xtf_add_t(w, 9 * i, r0 + 3 * i, (w[pa], w[pa + 1], w[pa + 2], w[pa + 3], w[pa + 4], w[pa + 5]), w, P0 + 6 * p)
+        dense_to_parent_add(w, 9 * i, r0 + 3 * i, Iao, I0 + 36 * p, xt)
+        xtf_add_t(w, 9 * i, r0 + 3 * i, (w[pao], w[pao + 1], w[pao + 2], w[pao + 3], w[pao + 4], w[pao + 5]), w,
+                  P0 + 6 * p)
     # ---- pass 3 (Eqs. 7.49-7.50), a_0 = -a_g
     ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])
     for i in range(nb):
@@ -300,6 +327,9 @@ def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp):
 _ABA_C = aba_c.address
 
 
+_ndarray = np.ndarray
+
+
 def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):
     """qdd = FD(model, q, qd, tau, f_ext) (Featherstone Eq. 3.3).
 
@@ -309,8 +339,8 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):
     Raises SingularMassMatrixError (naming the link) when H is singular.
     """
     if model._direct and data is None and not f_ext and method == "aba":
-        r = _fast.call3(_ABA_C, model._kmi, model._kmf, model.nvt, q, qd, tau)
-        if r.__class__ is np.ndarray:
+        r = _call3(_ABA_C, model._kmi, model._kmf, model.nvt, q, qd, tau)
+        if r.__class__ is _ndarray:
             return r
         if r is not NotImplemented:
             raise_status(model, r, what="forward dynamics")

@@ -16,7 +16,7 @@ from numba import carray, cfunc, njit, types
 from ..joints import jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import rbi_mul_t, rbi_to_parent_add, xtf_t
-from .. import _fast
+from .._fast import call1m as _call1m
 from ._common import (SIG1, model_from_pointers, F1, I1, check_q, new_work, fast_vec, raise_status, to_tree_q)
 
 
@@ -88,6 +88,9 @@ def crba_c(mip, mfp, qp, nq, outp):
 _CRBA_C = crba_c.address
 
 
+_ndarray = np.ndarray
+
+
 def mass_matrix_tree(model, q_tree, data=None):
     """H over the tree coordinates (mimic followers included)."""
     w = data.work if data is not None else np.empty(model.work_size)
@@ -102,8 +105,8 @@ def mass_matrix(model, q, data=None):
     """The joint-space inertia matrix H(q) (nv x nv, symmetric positive definite unless a massless
     subtree makes it singular): Featherstone Table 6.2."""
     if model._direct and data is None:
-        r = _fast.call1m(_CRBA_C, model._kmi, model._kmf, model.nvt, q)
-        if r.__class__ is np.ndarray:
+        r = _call1m(_CRBA_C, model._kmi, model._kmf, model.nvt, q)
+        if r.__class__ is _ndarray:
             return r
         if r is not NotImplemented:
             raise_status(model, r)

@@ -17,7 +17,7 @@ from numba import carray, cfunc, njit, types
 from ..joints import jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, rbi_mul_t, xm_t, xtf_add_t
-from .. import _fast
+from .._fast import call1 as _call1, call3 as _call3
 from ._common import (SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, check, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
 
 
@@ -249,6 +249,9 @@ _RNEA_C = rnea_c.address
 _GRAVITY_C = gravity_c.address
 
 
+_ndarray = np.ndarray
+
+
 def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
     """tau = ID(model, q, qd, qdd, f_ext) (Featherstone Eq. 3.4, Table 5.1).
 
@@ -256,8 +259,8 @@ def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
     Returns tau (nv,), in the order of model.joint_names (after the 6 root entries of a floating base).
     """
     if model._direct and data is None and not f_ext:
-        r = _fast.call3(_RNEA_C, model._kmi, model._kmf, model.nvt, q, qd, qdd)
-        if r.__class__ is np.ndarray:
+        r = _call3(_RNEA_C, model._kmi, model._kmf, model.nvt, q, qd, qdd)
+        if r.__class__ is _ndarray:
             return r
         if r is not NotImplemented:
             raise_status(model, r)
@@ -296,8 +299,8 @@ def _inverse_dynamics(model, q, qd, qdd, f_ext, data):
 def gravity(model, q, data=None):
     """Gravity compensation torques: ID(q, 0, 0) (Featherstone §5.3)."""
     if model._direct and data is None:
-        r = _fast.call1(_GRAVITY_C, model._kmi, model._kmf, model.nvt, q)
-        if r.__class__ is np.ndarray:
+        r = _call1(_GRAVITY_C, model._kmi, model._kmf, model.nvt, q)
+        if r.__class__ is _ndarray:
             return r
         if r is not NotImplemented:
             raise_status(model, r)
