@@ -27,7 +27,7 @@ DOMAIN_ID = 101 + os.getpid() % 100
 os.environ["ROS_DOMAIN_ID"] = str(DOMAIN_ID)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 
-START_TIMEOUT = 60.0     # first start may compile numba kernels into the cache
+START_TIMEOUT = 120.0    # a first start may compile the numba kernels into their cache
 CALL_TIMEOUT = 10.0
 
 
