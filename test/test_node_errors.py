@@ -233,11 +233,11 @@ def test_bad_start_exits_nonzero_naming_the_problem(tmp_path):
     failures = []
     for key, p in procs.items():
         try:
-            out, _ = p.communicate(timeout=60)
+            out, _ = p.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             p.kill()
             p.communicate()
-            failures.append(f"{key}: still running after 60 s")
+            failures.append(f"{key}: still running after 120 s")
             continue
         word = cases[key][1]
         if p.returncode == 0 or word not in out:
