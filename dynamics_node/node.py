@@ -977,11 +977,19 @@ def _loop_wrenches_to_msgs(model, wrenches):
 
 
 # ------------------------------------------------------------------------------------------ main
-def _spin_quietly(executor):
-    try:
-        executor.spin()
-    except (ExternalShutdownException, KeyboardInterrupt):
-        pass
+def _spin_until_shutdown(executor, context):
+    """executor.spin(), ending quietly at shutdown: when SIGINT/SIGTERM shut the context down
+    while an executor is between two waits, rclpy raises RCLError ("context is not valid")
+    instead of ExternalShutdownException."""
+    while context.ok():
+        try:
+            executor.spin_once()
+        except (ExternalShutdownException, KeyboardInterrupt):
+            return
+        except Exception:  # noqa: BLE001 - only at shutdown; otherwise re-raised
+            if context.ok():
+                raise
+            return
 
 
 def spin_helpers(node: DynamicsNode):
@@ -991,7 +999,8 @@ def spin_helpers(node: DynamicsNode):
     for helper, label in ((node.stream_node, "joint_states"), (node.service_node, "services")):
         executor = SingleThreadedExecutor(context=node.context)
         executor.add_node(helper)
-        thread = threading.Thread(target=_spin_quietly, args=(executor,), name=label, daemon=True)
+        thread = threading.Thread(target=_spin_until_shutdown, args=(executor, node.context),
+                                  name=label, daemon=True)
         thread.start()
         out.append((executor, thread))
     return out
@@ -1027,7 +1036,7 @@ def main(argv=None, fast_exit=True) -> int:
         helpers = spin_helpers(node)
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        executor.spin()
+        _spin_until_shutdown(executor, node.context)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
