@@ -64,8 +64,8 @@ from dynamics_interfaces.srv import (
 
 import dynamics_node as dn
 from .errors import DynamicsError, InputError
-from .ros_conversions import (Conversions, JointStateReader, check_payload, finite_or_raise,
-                              to_float64_array, wrench_to_tuple)
+from .ros_conversions import (Conversions, JointStateReader, all_finite, check_payload,
+                              finite_or_raise, to_float64_array, wrench_to_tuple)
 
 NODE_NAME = "dynamics_node"
 
@@ -594,7 +594,7 @@ class DynamicsNode(Node):
             self.get_logger().warning(f"no gravity torque for a joint state: {e}",
                                       throttle_duration_sec=2.0)
             return
-        if not np.isfinite(tau).all():
+        if not all_finite(tau):
             self._js_dropped += 1
             self.get_logger().warning("gravity torque not finite: not published",
                                       throttle_duration_sec=2.0)
@@ -938,7 +938,7 @@ def _sphere(frame, stamp, ns, mid, xyz, size, rgba):
 
 def _finite_result(values, field):
     a = np.asarray(values, dtype=float)
-    if not np.isfinite(a).all():
+    if not all_finite(a.ravel()):
         raise DynamicsError(f"{field}: the result is not finite (singular configuration or model?)")
     return a
 

@@ -30,7 +30,7 @@ import numpy as np
 from .errors import InputError
 
 __all__ = [
-    "JointOrder", "Conversions", "JointStateReader", "to_float64_array", "finite_or_raise",
+    "JointOrder", "Conversions", "JointStateReader", "to_float64_array", "finite_or_raise", "all_finite",
     "check_payload", "wrench_to_tuple",
 ]
 
@@ -45,6 +45,14 @@ def _as_float_vector(values) -> np.ndarray:
     if isinstance(values, array.array) and values.typecode == "d":
         return np.frombuffer(values, dtype=np.float64) if len(values) else np.zeros(0)
     return np.asarray(values, dtype=np.float64).ravel()
+
+
+def all_finite(values: np.ndarray) -> bool:
+    """True when every entry is finite. Fast path for the short vectors of a request: the sum of
+    finite values is finite unless it overflows, and only then is every entry checked."""
+    if len(values) <= 64 and math.isfinite(sum(values.tolist())):
+        return True
+    return bool(np.isfinite(values).all())
 
 
 def finite_or_raise(values: np.ndarray, field: str, labels: Optional[Sequence[str]] = None) -> None:
@@ -180,13 +188,17 @@ class Conversions:
         return link
 
     # ---------------------------------------------------------------- arrays in
-    def _vector(self, values, index, labels, field, size_text, empty_zero, n_model):
-        v = _as_float_vector(values)
-        if v.size == 0 and empty_zero:
+    def _vector(self, values, index, labels, field, size_text, empty_zero, n_model, identity):
+        n = len(values)
+        if n == 0 and empty_zero:
             return np.zeros(n_model)
-        if v.size != index.size:
-            raise InputError(f"{field}: expected {index.size} values ({size_text}), got {v.size}")
-        finite_or_raise(v, field, labels)
+        if n != index.size:
+            raise InputError(f"{field}: expected {index.size} values ({size_text}), got {n}")
+        v = _as_float_vector(values)
+        if not all_finite(v):
+            finite_or_raise(v, field, labels)
+        if identity:
+            return np.array(v, dtype=np.float64)
         out = np.empty(n_model)
         out[index] = v
         return out
@@ -200,12 +212,12 @@ class Conversions:
     def q(self, values, order: JointOrder, field: str = "position") -> np.ndarray:
         """Request positions (caller order) -> model-order q. Required (empty is an error)."""
         return self._vector(values, order.q_index, order.q_labels, field, self._size_text("q"),
-                            False, self.nq)
+                            False, self.nq, order.identity)
 
     def v(self, values, order: JointOrder, field: str, empty_zero: bool = True) -> np.ndarray:
         """Request velocity/acceleration/effort (caller order) -> model-order vector (empty = zeros)."""
         return self._vector(values, order.v_index, order.v_labels, field, self._size_text("v"),
-                            empty_zero, self.nv)
+                            empty_zero, self.nv, order.identity)
 
     # ---------------------------------------------------------------- arrays out
     @staticmethod
@@ -332,14 +344,16 @@ class JointStateReader:
         if pos.size != n:
             raise InputError(f"joint_states: {n} names but {pos.size} positions")
         qj = pos[idx]
-        finite_or_raise(qj, "joint_states.position", self.conv.joint_names)
+        if not all_finite(qj):
+            finite_or_raise(qj, "joint_states.position", self.conv.joint_names)
         vel = _as_float_vector(msg.velocity)
         qd = None
         if vel.size:
             if vel.size != n:
                 raise InputError(f"joint_states: {n} names but {vel.size} velocities")
             vj = vel[idx]
-            finite_or_raise(vj, "joint_states.velocity", self.conv.joint_names)
+            if not all_finite(vj):
+                finite_or_raise(vj, "joint_states.velocity", self.conv.joint_names)
             if want_velocity:
                 qd = np.zeros(self.conv.nv)
                 qd[self._joint_v] = vj
