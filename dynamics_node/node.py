@@ -793,7 +793,8 @@ class DynamicsNode(Node):
                                      f"(the model's loop joints: {', '.join(sorted(loops)) or 'none'})")
                 w = np.array(wrench_to_tuple(ws.wrench))
                 finite_or_raise(w, f"loop_wrenches[{i}].wrench",
-                                ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z"))
+                                ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z"),
+                                kind=None)
                 lw[j] = lw[j] + w if j in lw else w
             lw = {k: tuple(float(x) for x in v) for k, v in lw.items()}
         tau = fn(st.model, q, qd, qdd, actuated=actuated, loop_wrenches=lw)

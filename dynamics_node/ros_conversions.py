@@ -55,13 +55,17 @@ def all_finite(values: np.ndarray) -> bool:
     return bool(np.isfinite(values).all())
 
 
-def finite_or_raise(values: np.ndarray, field: str, labels: Optional[Sequence[str]] = None) -> None:
-    """Raise InputError naming field[i] (and its joint label) for the first NaN/inf entry."""
+def finite_or_raise(values: np.ndarray, field: str, labels: Optional[Sequence[str]] = None,
+                    kind: Optional[str] = "joint") -> None:
+    """Raise InputError naming field[i] (and its label: "joint 'joint3'", or "ixy" when kind is
+    None) for the first NaN/inf entry."""
     ok = np.isfinite(values)
     if ok.all():
         return
     i = int(np.flatnonzero(~ok)[0])
-    what = f" (joint '{labels[i]}')" if labels is not None and i < len(labels) and labels[i] else ""
+    what = ""
+    if labels is not None and i < len(labels) and labels[i]:
+        what = f" ({kind} '{labels[i]}')" if kind else f" ({labels[i]})"
     raise InputError(f"{field}[{i}]{what} is {values.flat[i]}: every value must be finite")
 
 
@@ -367,11 +371,11 @@ def check_payload(link: str, mass: float, com, inertia) -> None:
     if not math.isfinite(mass) or mass < 0.0:
         raise InputError(f"mass: {mass} is not a finite value >= 0")
     c = np.asarray(com, dtype=float)
-    finite_or_raise(c, "center_of_mass", ("x", "y", "z"))
+    finite_or_raise(c, "center_of_mass", ("x", "y", "z"), kind=None)
     i6 = np.asarray(inertia, dtype=float)
     if i6.size != 6:
         raise InputError(f"inertia: expected 6 values (ixx ixy ixz iyy iyz izz), got {i6.size}")
-    finite_or_raise(i6, "inertia", ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"))
+    finite_or_raise(i6, "inertia", ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"), kind=None)
     if mass == 0.0:
         return
     ixx, ixy, ixz, iyy, iyz, izz = i6
