@@ -1,45 +1,19 @@
-"""Launch dynamics_node on the dual-arm closed-loop example (urdf/dual_arm_object.urdf).
+"""Launch dynamics_node on the dual-arm closed-loop example (urdf/dual_arm_object.urdf with
+config/dual_arm.yaml): two arms holding one object whose halves are joined by a spherical joint.
 
     ros2 launch dynamics_node dual_arm.launch.py
-    ros2 launch dynamics_node dual_arm.launch.py urdf_path:=/path/robot.urdf
-    ros2 launch dynamics_node dual_arm.launch.py params_file:=/path/params.yaml
 
-Needs launch and launch_ros (a ROS 2 distribution); on the pip-only machines of this project
-use `make run`, which starts the same executable with the same parameter file.
+The same launch description as dynamics.launch.py (loaded from beside this file), other defaults.
+On the pip-only machines of this project use `make run-dual-arm`.
 """
+import importlib.util
 import os
 
-from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
-from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
-
-PACKAGE = "dynamics_node"
-EXECUTABLE = "dynamics_node"
+_spec = importlib.util.spec_from_file_location(
+    "dynamics_node_base_launch", os.path.join(os.path.dirname(os.path.abspath(__file__)), "dynamics.launch.py"))
+_base = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_base)
 
 
 def generate_launch_description():
-    share = get_package_share_directory(PACKAGE)
-    default_params = os.path.join(share, "config", "dual_arm.yaml")
-    default_urdf = os.path.join(share, "urdf", "dual_arm_object.urdf")
-    return LaunchDescription([
-        DeclareLaunchArgument("params_file", default_value=default_params,
-                              description="YAML parameter file of dynamics_node"),
-        DeclareLaunchArgument("urdf_path", default_value=default_urdf,
-                              description="URDF file of the robot"),
-        DeclareLaunchArgument("joint_states_topic", default_value="/joint_states",
-                              description="sensor_msgs/JointState input topic"),
-        Node(
-            package=PACKAGE,
-            executable=EXECUTABLE,
-            name="dynamics_node",
-            output="screen",
-            emulate_tty=True,
-            parameters=[
-                LaunchConfiguration("params_file"),
-                {"urdf_path": LaunchConfiguration("urdf_path"),
-                 "joint_states_topic": LaunchConfiguration("joint_states_topic")},
-            ],
-        ),
-    ])
+    return _base.generate_launch_description(params="dual_arm.yaml", urdf="dual_arm_object.urdf")

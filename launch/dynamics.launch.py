@@ -19,10 +19,12 @@ PACKAGE = "dynamics_node"
 EXECUTABLE = "dynamics_node"
 
 
-def generate_launch_description():
+def generate_launch_description(params="default.yaml", urdf="arm7.urdf"):
+    """The node with config/<params> and urdf/<urdf> of this package as defaults (dual_arm.launch.py
+    reuses this with the dual-arm example's files)."""
     share = get_package_share_directory(PACKAGE)
-    default_params = os.path.join(share, "config", "default.yaml")
-    default_urdf = os.path.join(share, "urdf", "arm7.urdf")
+    default_params = os.path.join(share, "config", params)
+    default_urdf = os.path.join(share, "urdf", urdf)
     return LaunchDescription([
         DeclareLaunchArgument("params_file", default_value=default_params,
                               description="YAML parameter file of dynamics_node"),
