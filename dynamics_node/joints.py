@@ -122,3 +122,23 @@ def jcalc(mi, mf, i, q, w, eo, ro):
     w[ro] = t0
     w[ro + 1] = t1
     w[ro + 2] = t2
+
+
+@njit(cache=True, inline="always")
+def S_mul(mi, mf, i, x):
+    """S_i x as a 6-tuple (angular-first): joint i's motion subspace (Table 4.1) times the entries of x
+    at its degrees of freedom, e.g. v_J = S qd (Eq. 3.32) or S qdd."""
+    ii = HEADER_I + 5 * i
+    vi = mi[ii + 3]
+    do0 = HEADER_F + BODY_STRIDE * mi[0]
+    j0 = j1 = j2 = j3 = j4 = j5 = 0.0
+    for dof in range(vi, vi + mi[ii + 4]):
+        so = do0 + DOF_STRIDE * dof
+        y = x[dof]
+        j0 += mf[so] * y
+        j1 += mf[so + 1] * y
+        j2 += mf[so + 2] * y
+        j3 += mf[so + 3] * y
+        j4 += mf[so + 4] * y
+        j5 += mf[so + 5] * y
+    return (j0, j1, j2, j3, j4, j5)

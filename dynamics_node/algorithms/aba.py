@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, cfunc, njit, types
 
-from ..joints import jcalc
+from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, dense_to_parent_add, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from .._fast import call3 as _call3
@@ -110,21 +110,11 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
         eo = 9 * i
         ro = r0 + 3 * i
         jcalc(mi, mf, i, q, w, eo, ro)
-        j0 = j1 = j2 = j3 = j4 = j5 = 0.0
-        for dof in range(vi, vi + nv):
-            so = do0 + DOF_STRIDE * dof
-            x = qd[dof]
-            j0 += mf[so] * x
-            j1 += mf[so + 1] * x
-            j2 += mf[so + 2] * x
-            j3 += mf[so + 3] * x
-            j4 += mf[so + 4] * x
-            j5 += mf[so + 5] * x
-        vJ = (j0, j1, j2, j3, j4, j5)
+        vJ = S_mul(mi, mf, i, qd)
         if p >= 0:
             pv = v0 + 6 * p
             xv = xm_t(w, eo, ro, (w[pv], w[pv + 1], w[pv + 2], w[pv + 3], w[pv + 4], w[pv + 5]))
-            v = (xv[0] + j0, xv[1] + j1, xv[2] + j2, xv[3] + j3, xv[4] + j4, xv[5] + j5)
+            v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
         else:
             v = vJ
         cc = crm_t(v, vJ)  # c_i = c_J + v_i x v_J

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit, types
 
 from ..errors import InputError
-from ..joints import jcalc
+from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crm_t, xm_t
 from ._common import (F1, I1, check_q, A_QD, A_QDD, check, fast_vec, raise_status, to_tree_q, to_tree_v)
@@ -140,33 +140,13 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
     if body < 0:
         return 0
     _poses(mi, mf, q, w)
-    do0 = HEADER_F + BODY_STRIDE * nb
     r0 = 9 * nb
     v0 = 12 * nb
     a0 = 18 * nb
     for i in range(body + 1):
-        ii = HEADER_I + 5 * i
-        p = mi[ii]
-        vi = mi[ii + 3]
-        j0 = j1 = j2 = j3 = j4 = j5 = 0.0
-        s0 = s1 = s2 = s3 = s4 = s5 = 0.0
-        for dof in range(vi, vi + mi[ii + 4]):
-            so = do0 + DOF_STRIDE * dof
-            x = qd[dof]
-            y = qdd[dof]
-            j0 += mf[so] * x
-            j1 += mf[so + 1] * x
-            j2 += mf[so + 2] * x
-            j3 += mf[so + 3] * x
-            j4 += mf[so + 4] * x
-            j5 += mf[so + 5] * x
-            s0 += mf[so] * y
-            s1 += mf[so + 1] * y
-            s2 += mf[so + 2] * y
-            s3 += mf[so + 3] * y
-            s4 += mf[so + 4] * y
-            s5 += mf[so + 5] * y
-        vJ = (j0, j1, j2, j3, j4, j5)
+        p = mi[HEADER_I + 5 * i]
+        vJ = S_mul(mi, mf, i, qd)
+        sq = S_mul(mi, mf, i, qdd)
         if p >= 0:
             pv = v0 + 6 * p
             pa = a0 + 6 * p
@@ -175,12 +155,12 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
         else:
             xv = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
             xa = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-        v = (xv[0] + j0, xv[1] + j1, xv[2] + j2, xv[3] + j3, xv[4] + j4, xv[5] + j5)
+        v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
         cv = crm_t(v, vJ)
         vo = v0 + 6 * i
         ao = a0 + 6 * i
-        a = (xa[0] + s0 + cv[0], xa[1] + s1 + cv[1], xa[2] + s2 + cv[2], xa[3] + s3 + cv[3], xa[4] + s4 + cv[4],
-             xa[5] + s5 + cv[5])
+        a = (xa[0] + sq[0] + cv[0], xa[1] + sq[1] + cv[1], xa[2] + sq[2] + cv[2], xa[3] + sq[3] + cv[3],
+             xa[4] + sq[4] + cv[4], xa[5] + sq[5] + cv[5])
         for k in range(6):
             w[vo + k] = v[k]
             w[ao + k] = a[k]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, cfunc, njit, types
 
-from ..joints import jcalc
+from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, rbi_mul_t, xm_t, xtf_add_t
 from .._fast import call1 as _call1, call3 as _call3
@@ -47,31 +47,12 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     for i in range(nb):
         ii = HEADER_I + 5 * i
         p = mi[ii]
-        vi = mi[ii + 3]
         bo = HEADER_F + BODY_STRIDE * i
         eo = 9 * i
         ro = r0 + 3 * i
         jcalc(mi, mf, i, q, w, eo, ro)
-        # v_J = S qd and S qdd (c_J = 0 for every joint kernel)
-        j0 = j1 = j2 = j3 = j4 = j5 = 0.0
-        s0 = s1 = s2 = s3 = s4 = s5 = 0.0
-        for dof in range(vi, vi + mi[ii + 4]):
-            so = do0 + DOF_STRIDE * dof
-            x = qd[dof]
-            y = qdd[dof]
-            j0 += mf[so] * x
-            j1 += mf[so + 1] * x
-            j2 += mf[so + 2] * x
-            j3 += mf[so + 3] * x
-            j4 += mf[so + 4] * x
-            j5 += mf[so + 5] * x
-            s0 += mf[so] * y
-            s1 += mf[so + 1] * y
-            s2 += mf[so + 2] * y
-            s3 += mf[so + 3] * y
-            s4 += mf[so + 4] * y
-            s5 += mf[so + 5] * y
-        vJ = (j0, j1, j2, j3, j4, j5)
+        vJ = S_mul(mi, mf, i, qd)  # v_J = S qd (c_J = 0 for every joint kernel)
+        sq = S_mul(mi, mf, i, qdd)
         if p >= 0:
             pv = v0 + 6 * p
             pa = a0 + 6 * p
@@ -81,11 +62,11 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
             xv = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
             xa = xm_t(w, eo, ro, ag)
         # Eq. 5.14: v_i = X_i v_λ(i) + v_J
-        v = (xv[0] + j0, xv[1] + j1, xv[2] + j2, xv[3] + j3, xv[4] + j4, xv[5] + j5)
+        v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
         # Eq. 5.15: a_i = X_i a_λ(i) + S qdd + v_i x v_J
         cv = crm_t(v, vJ)
-        a = (xa[0] + s0 + cv[0], xa[1] + s1 + cv[1], xa[2] + s2 + cv[2], xa[3] + s3 + cv[3],
-             xa[4] + s4 + cv[4], xa[5] + s5 + cv[5])
+        a = (xa[0] + sq[0] + cv[0], xa[1] + sq[1] + cv[1], xa[2] + sq[2] + cv[2], xa[3] + sq[3] + cv[3],
+             xa[4] + sq[4] + cv[4], xa[5] + sq[5] + cv[5])
         # Eq. 5.16: f_i = I_i a_i + v_i x* I_i v_i - f^x_i
         Ia = rbi_mul_t(mf, bo, a)
         cf = crf_t(v, rbi_mul_t(mf, bo, v))
