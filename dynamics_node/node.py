@@ -807,11 +807,8 @@ class DynamicsNode(Node):
         c = st.conv
         order, Q, QD, QDD = c.trajectory(req.trajectory)
         TAU = _finite_result(dn.inverse_dynamics_batch(st.model, Q, QD, QDD), "effort")
-        if not order.identity:
-            TAU = TAU[:, order.v_index]
         traj = req.trajectory
-        for p, row in zip(traj.points, TAU):
-            p.effort = to_float64_array(row)
+        c.fill_efforts(traj.points, TAU, order)
         res.trajectory = traj
         res.compute_time = time.perf_counter() - t0
         self._tree_note(st, res)

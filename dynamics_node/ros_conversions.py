@@ -265,40 +265,61 @@ class Conversions:
 
     # ---------------------------------------------------------------- trajectories
     def trajectory(self, traj, field: str = "trajectory"):
-        """JointTrajectory -> (order, Q, QD, QDD) in model order (N x nq, N x nv, N x nv)."""
+        """JointTrajectory -> (order, Q, QD, QDD) in model order (N x nq, N x nv, N x nv).
+
+        The points' arrays are joined as raw bytes and reordered once for the whole trajectory
+        (a per-point loop of numpy calls cost more than the dynamics)."""
         order = self.order(list(traj.joint_names), f"{field}.joint_names")
         pts = traj.points
         n = len(pts)
         if n == 0:
             raise InputError(f"{field}.points: empty trajectory")
-        Q = np.empty((n, self.nq))
-        QD = np.zeros((n, self.nv))
-        QDD = np.zeros((n, self.nv))
         nq_c, nv_c = order.q_index.size, order.v_index.size
-        for k, p in enumerate(pts):
-            pos = _as_float_vector(p.positions)
-            if pos.size != nq_c:
-                raise InputError(f"{field}.points[{k}].positions: expected {nq_c} values "
-                                 f"({self._size_text('q')}), got {pos.size}")
-            Q[k, order.q_index] = pos
-            vel = _as_float_vector(p.velocities)
-            if vel.size:
-                if vel.size != nv_c:
-                    raise InputError(f"{field}.points[{k}].velocities: expected {nv_c} values "
-                                     f"or none, got {vel.size}")
-                QD[k, order.v_index] = vel
-            acc = _as_float_vector(p.accelerations)
-            if acc.size:
-                if acc.size != nv_c:
-                    raise InputError(f"{field}.points[{k}].accelerations: expected {nv_c} values "
-                                     f"or none, got {acc.size}")
-                QDD[k, order.v_index] = acc
-        for arr, what in ((Q, "positions"), (QD, "velocities"), (QDD, "accelerations")):
-            ok = np.isfinite(arr)
-            if not ok.all():
-                k, i = (int(x) for x in np.argwhere(~ok)[0])
-                raise InputError(f"{field}.points[{k}].{what}: value {arr[k, i]} is not finite")
+
+        def stacked(attr, width, optional):
+            arrays = [getattr(p, attr) for p in pts]
+            zeros = bytes(8 * width)
+            chunks = []
+            for k, a in enumerate(arrays):
+                m = len(a)
+                if m == width:
+                    chunks.append(a.tobytes() if isinstance(a, array.array) and a.typecode == "d"
+                                  else np.asarray(a, dtype=np.float64).tobytes())
+                elif m == 0 and optional:
+                    chunks.append(zeros)
+                else:
+                    text = self._size_text("q") if attr == "positions" else "or none"
+                    raise InputError(f"{field}.points[{k}].{attr}: expected {width} values ({text}), "
+                                     f"got {m}")
+            out = np.frombuffer(b"".join(chunks), dtype=np.float64).reshape(n, width)
+            if not all_finite(out.ravel()):
+                k, i = (int(x) for x in np.argwhere(~np.isfinite(out))[0])
+                raise InputError(f"{field}.points[{k}].{attr}: value {out[k, i]} is not finite")
+            return out
+
+        P = stacked("positions", nq_c, False)
+        V = stacked("velocities", nv_c, True)
+        A = stacked("accelerations", nv_c, True)
+        if order.identity:
+            return order, P.copy(), V.copy(), A.copy()
+        Q = np.empty((n, self.nq))
+        QD = np.empty((n, self.nv))
+        QDD = np.empty((n, self.nv))
+        Q[:, order.q_index] = P
+        QD[:, order.v_index] = V
+        QDD[:, order.v_index] = A
         return order, Q, QD, QDD
+
+    @staticmethod
+    def fill_efforts(points, TAU: np.ndarray, order: JointOrder) -> None:
+        """Set every point's effort to its row of TAU (model order), in the caller's order."""
+        T = np.ascontiguousarray(TAU if order.identity else TAU[:, order.v_index], dtype=np.float64)
+        raw = memoryview(T.tobytes())
+        step = T.shape[1] * 8
+        for k, p in enumerate(points):
+            a = array.array("d")
+            a.frombytes(raw[k * step:(k + 1) * step])
+            p.effort = a
 
 
 class JointStateReader:

@@ -126,3 +126,24 @@ def test_payload_checks():
                        ((1.0, (0, 0, 0), (0.1, 0, 0)), "6 values")]:
         with pytest.raises(InputError, match=word):
             check_payload("tool0", *args)
+
+
+def test_trajectory_conversion(arm):
+    names = ["joint2", "joint1", "joint3", "joint4", "joint5", "joint6", "joint7"]
+    pts = [NS(positions=array.array("d", [2, 1, 3, 4, 5, 6, 7]), velocities=[], accelerations=[0.5] * 7),
+           NS(positions=[20.0, 10.0, 30.0, 40.0, 50.0, 60.0, 70.0], velocities=array.array("d", range(7)),
+              accelerations=array.array("d"))]
+    order, Q, QD, QDD = arm.trajectory(NS(joint_names=names, points=pts))
+    np.testing.assert_array_equal(Q, [[1, 2, 3, 4, 5, 6, 7], [10, 20, 30, 40, 50, 60, 70]])
+    np.testing.assert_array_equal(QD, [np.zeros(7), [1, 0, 2, 3, 4, 5, 6]])
+    np.testing.assert_array_equal(QDD, [np.full(7, 0.5), np.zeros(7)])
+    arm.fill_efforts(pts, Q * 10, order)
+    assert list(pts[1].effort) == [200.0, 100.0, 300.0, 400.0, 500.0, 600.0, 700.0]
+    assert isinstance(pts[0].effort, array.array) and pts[0].effort.typecode == "d"
+    bad = [NS(positions=[0.0] * 7, velocities=[0.0] * 3, accelerations=[])]
+    with pytest.raises(InputError, match=r"trajectory.points\[0\].velocities: expected 7 values"):
+        arm.trajectory(NS(joint_names=[], points=bad))
+    bad = [NS(positions=[0.0] * 7, velocities=[], accelerations=[]),
+           NS(positions=[0.0] * 7, velocities=[], accelerations=[0.0] * 6 + [float("inf")])]
+    with pytest.raises(InputError, match=r"trajectory.points\[1\].accelerations: value inf"):
+        arm.trajectory(NS(joint_names=[], points=bad))
