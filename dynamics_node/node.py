@@ -561,6 +561,13 @@ class DynamicsNode(Node):
             dn.center_of_mass(m, q)
         except Exception as e:  # noqa: BLE001 - warm-up must never stop the node
             self.get_logger().warning(f"warm-up: {type(e).__name__}: {e}")
+        if st.loops:
+            fn = _closed_loop_fn("closed_loop_inverse_dynamics")
+            try:
+                if fn is not None:
+                    fn(m, q, z, z)
+            except Exception:  # noqa: BLE001 - the neutral pose need not close the loops
+                pass
 
     # ------------------------------------------------------------------ joint states
     def _gravity_effort(self, st: ModelState, q):
