@@ -18,7 +18,7 @@ export PYTHONDONTWRITEBYTECODE :=
 
 setup: $(STAMP) $(IFACE_STAMP)
 
-$(STAMP): requirements.txt requirements-ros.txt requirements-test.txt setup.py dynamics_node/_fastcall.c
+$(STAMP): requirements.txt requirements-ros.txt requirements-test.txt setup.py setup.cfg dynamics_node/_fastcall.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q "setuptools>=68" wheel
 	$(PIP) install -q -r requirements.txt -r requirements-ros.txt -r requirements-test.txt
@@ -34,7 +34,7 @@ run: setup
 	@echo "dynamics_node on ROS_DOMAIN_ID=$$ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE=$$ROS_AUTOMATIC_DISCOVERY_RANGE (Ctrl-C stops it). From another shell: ROS_DOMAIN_ID=$$ROS_DOMAIN_ID $(VENV)/bin/dynamics_cli gravity_compensation -q 0 0.5 0 -1.2 0 0.8 0"; exec $(VENV)/bin/dynamics_node --ros-args --params-file config/default.yaml
 
 run-dual-arm: setup
-	$(VENV)/bin/dynamics_node --ros-args --params-file config/dual_arm.yaml
+	@echo "dynamics_node (dual-arm closed-loop example) on ROS_DOMAIN_ID=$$ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE=$$ROS_AUTOMATIC_DISCOVERY_RANGE (Ctrl-C stops it)"; exec $(VENV)/bin/dynamics_node --ros-args --params-file config/dual_arm.yaml
 
 summary: setup
 	$(VENV)/bin/dynamics_summary urdf/arm7.urdf

@@ -11,50 +11,66 @@ vectors inside the core, [linear; angular] at the API edge).
 """
 def _numba_cache_dir():
     """Compiled kernels are cached (numba cache=True) in a folder named after a hash of the sources
-    they are compiled from (spatial, joints, model, algorithms/): numba invalidates a cached kernel when its own file changes but not when a function it
-    inlines from another file does, so any edit here starts a fresh cache instead of reusing stale
-    machine code. NUMBA_CACHE_DIR set by the user wins."""
+    they are compiled from (spatial, joints, model, layout, algorithms/): numba invalidates a cached
+    kernel when its own file changes but not when a function it inlines from another file does, so
+    any edit here starts a fresh cache instead of reusing stale machine code. NUMBA_CACHE_DIR set by
+    the user wins."""
     import hashlib
     import os
     import pathlib
+    import sys
 
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
     here = pathlib.Path(__file__).resolve().parent
     h = hashlib.sha1()
-    kernel_sources = [here / n for n in ("spatial.py", "joints.py", "model.py", "layout.py")] + [*here.glob("algorithms/*.py")]
-    for p in sorted(kernel_sources):
+    kernel_sources = [here / n for n in ("spatial.py", "joints.py", "model.py", "layout.py")]
+    for p in sorted(kernel_sources + [*here.glob("algorithms/*.py")]):
         h.update(p.relative_to(here).as_posix().encode())
         h.update(p.read_bytes())
     base = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
-    d = base / "dynamics_node" / h.hexdigest()[:16]
-    os.environ["NUMBA_CACHE_DIR"] = str(d)
-    import numba
-
-    numba.config.CACHE_DIR = str(d)
+    d = str(base / "dynamics_node" / h.hexdigest()[:16])
+    os.environ["NUMBA_CACHE_DIR"] = d
+    if "numba" in sys.modules:  # imported before us: its config has read the environment already
+        sys.modules["numba"].config.CACHE_DIR = d
 
 
 _numba_cache_dir()
 
-from .errors import DynamicsError, InputError, ModelError, SingularMassMatrixError
-from .model import Data, Model
-from .urdf import ROOT_JOINT, load_model
-from .algorithms.rnea import bias_forces, gravity, gravity_batch, inverse_dynamics, inverse_dynamics_batch
-from .algorithms.crba import mass_matrix
-from .algorithms.aba import forward_dynamics
-from .algorithms.hybrid import floating_base_inverse_dynamics, hybrid_dynamics
-from .algorithms.kinematics import (bias_acceleration, center_of_mass, jacobian, link_pose, link_poses,
-                                    link_velocity)
+from .errors import DynamicsError, InputError, ModelError, SingularMassMatrixError  # noqa: E402
 
-from .algorithms.loops import (close_loop_velocities, close_loops, closed_loop_forward_dynamics,
-                               closed_loop_gravity, closed_loop_inverse_dynamics, constraint_basis,
-                               loop_constraints, loop_state, mobility)
+# The rest loads on first use (PEP 562): `import dynamics_node.cli` or `.errors` stays cheap, and the
+# compiled kernels are loaded only when a computation is first asked for.
+_LAZY = {
+    "Data": ".model", "Model": ".model",
+    "ROOT_JOINT": ".urdf", "load_model": ".urdf",
+    "bias_forces": ".algorithms.rnea", "gravity": ".algorithms.rnea", "gravity_batch": ".algorithms.rnea",
+    "inverse_dynamics": ".algorithms.rnea", "inverse_dynamics_batch": ".algorithms.rnea",
+    "mass_matrix": ".algorithms.crba",
+    "forward_dynamics": ".algorithms.aba",
+    "floating_base_inverse_dynamics": ".algorithms.hybrid", "hybrid_dynamics": ".algorithms.hybrid",
+    "bias_acceleration": ".algorithms.kinematics", "center_of_mass": ".algorithms.kinematics",
+    "jacobian": ".algorithms.kinematics", "link_pose": ".algorithms.kinematics",
+    "link_poses": ".algorithms.kinematics", "link_velocity": ".algorithms.kinematics",
+    "close_loop_velocities": ".algorithms.loops", "close_loops": ".algorithms.loops",
+    "closed_loop_forward_dynamics": ".algorithms.loops", "closed_loop_gravity": ".algorithms.loops",
+    "closed_loop_inverse_dynamics": ".algorithms.loops", "constraint_basis": ".algorithms.loops",
+    "loop_constraints": ".algorithms.loops", "loop_state": ".algorithms.loops", "mobility": ".algorithms.loops",
+}
 
-__all__ = [
-    "DynamicsError", "InputError", "ModelError", "SingularMassMatrixError", "Data", "Model", "ROOT_JOINT",
-    "load_model", "inverse_dynamics", "gravity", "bias_forces", "mass_matrix", "forward_dynamics",
-    "hybrid_dynamics", "floating_base_inverse_dynamics", "inverse_dynamics_batch", "gravity_batch",
-    "jacobian", "link_pose", "link_poses", "link_velocity", "bias_acceleration", "center_of_mass",
-    "closed_loop_forward_dynamics", "closed_loop_inverse_dynamics", "close_loops", "close_loop_velocities",
-    "closed_loop_gravity", "constraint_basis", "loop_constraints", "loop_state", "mobility",
-]
+__all__ = ["DynamicsError", "InputError", "ModelError", "SingularMassMatrixError", *_LAZY]
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dynamics_node' has no attribute '{name}'")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
