@@ -161,7 +161,12 @@ def raise_status(model: Model, st: int, tree: bool = False, what: str = "") -> N
     arg, index = divmod(rest, 100000)
     name = ARG_NAMES[arg] if arg < len(ARG_NAMES) else f"argument {arg}"
     if kind == BAD_LENGTH:
-        n = (model.nq if arg == A_Q else model.nv) if arg != A_FEXT else 6 * model.nb
+        if arg == A_FEXT:
+            n = 6 * model.nb
+        elif tree:
+            n = model.nqt if arg == A_Q else model.nvt
+        else:
+            n = model.nq if arg == A_Q else model.nv
         raise InputError(f"{name} has length {index}, expected {n} (joint order: {', '.join(model.joint_names)})")
     if kind == NOT_FINITE:
         owner = coordinate_owner(model, arg, index, tree)
