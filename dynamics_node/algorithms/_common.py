@@ -20,8 +20,8 @@ F2 = types.float64[:, ::1]
 # C callbacks (numba cfunc) called through dynamics_node/_fastcall.c: pointers and lengths
 P_I = types.CPointer(types.int64)
 P_F = types.CPointer(types.float64)
-SIG1 = types.int64(P_I, P_F, P_F, types.int64, P_F)
-SIG3 = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, P_F)
+SIG1 = types.int64(P_I, P_F, P_F, types.int64, P_F, P_F, types.int64)
+SIG3 = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, P_F, P_F, types.int64)
 
 # status codes returned by kernels: KIND * 10**8 + ARG * 10**5 + INDEX
 BAD_LENGTH = 1

@@ -306,9 +306,9 @@ def aba_entry(mi, mf, q, qd, tau, qdd):
 
 
 @cfunc(SIG3, cache=True)
-def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp):
+def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
     mi, mf, nvt = model_from_pointers(mip, mfp)
-    w = new_work(mi)
+    w = carray(wp, (nw,))
     e = w[0:0]
     return aba_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(taup, (ntau,)), e, carray(outp, (nvt,)),
                       w, mi[0:0], e, e)

@@ -80,9 +80,9 @@ def crba_entry(mi, mf, q, H):
 
 
 @cfunc(SIG1, cache=True)
-def crba_c(mip, mfp, qp, nq, outp):
+def crba_c(mip, mfp, qp, nq, outp, wp, nw):
     mi, mf, nvt = model_from_pointers(mip, mfp)
-    return crba_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (nvt * nvt,)), new_work(mi))
+    return crba_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (nvt * nvt,)), carray(wp, (nw,)))
 
 
 _CRBA_C = crba_c.address

@@ -213,17 +213,17 @@ def gravity_entry(mi, mf, q, tau):
 
 
 @cfunc(SIG3, cache=True)
-def rnea_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp):
+def rnea_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
     mi, mf, nvt = model_from_pointers(mip, mfp)
-    w = new_work(mi)
+    w = carray(wp, (nw,))
     return rnea_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(qddp, (nqdd,)), w[0:0],
                        carray(outp, (nvt,)), w)
 
 
 @cfunc(SIG1, cache=True)
-def gravity_c(mip, mfp, qp, nq, outp):
+def gravity_c(mip, mfp, qp, nq, outp, wp, nw):
     mi, mf, nvt = model_from_pointers(mip, mfp)
-    return gravity_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (nvt,)), new_work(mi))
+    return gravity_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (nvt,)), carray(wp, (nw,)))
 
 
 _RNEA_C = rnea_c.address
