@@ -181,13 +181,42 @@ def _validate_topic(name: str, param: str, node_name: str, namespace: str, allow
 
 
 class Timings:
-    """Rolling window of durations [s] with percentiles (for /diagnostics and the bench)."""
+    """Durations [s]: a rolling window of the last n with percentiles, and a histogram of every
+    duration since start (1 us bins up to 10 ms, then one overflow bin; fixed memory) so that the
+    percentiles of a long run cover every message, not only the last n (for /diagnostics and the
+    bench's soak). Each Timings is written by one thread only."""
+
+    BIN_US = 1.0
+    BINS = 10000
 
     def __init__(self, n=2000):
         self.d = collections.deque(maxlen=n)
+        self.hist = [0] * (self.BINS + 1)
+        self.count = 0
+        self.max = 0.0
 
     def add(self, dt):
         self.d.append(dt)
+        k = int(dt * (1e6 / self.BIN_US))
+        self.hist[k if k < self.BINS else self.BINS] += 1
+        self.count += 1
+        if dt > self.max:
+            self.max = dt
+
+    def totals_us(self, ps=(50.0, 99.0, 99.9)):
+        """(count, [percentile upper bounds, us, one per ps], max us) over every duration since
+        start; a percentile is the upper edge of its 1 us bin (the max if it falls in overflow)."""
+        h = np.asarray(self.hist, dtype=np.int64)  # a copy: the writer thread may go on
+        n = int(h.sum())
+        if n == 0:
+            return None
+        cum = np.cumsum(h)
+        mx = self.max * 1e6
+        out = []
+        for p in ps:
+            k = int(np.searchsorted(cum, math.ceil(n * p / 100.0)))
+            out.append(mx if k >= self.BINS else min((k + 1) * self.BIN_US, mx))
+        return n, out, mx
 
     def percentiles_us(self):
         snapshot = tuple(self.d)  # one C-level copy: other threads append concurrently
@@ -883,6 +912,14 @@ class DynamicsNode(Node):
                          KeyValue(key=f"{label}_time_us.p95", value=f"{p[1]:.1f}"),
                          KeyValue(key=f"{label}_time_us.p99", value=f"{p[2]:.1f}"),
                          KeyValue(key=f"{label}_time_us.max", value=f"{p[3]:.1f}")]
+            t = tm.totals_us()
+            if t is not None:  # every one since start (the keys above: the last 2000)
+                n, (a50, a99, a999), amax = t
+                vals += [KeyValue(key=f"{label}_time_us.all.count", value=str(n)),
+                         KeyValue(key=f"{label}_time_us.all.p50", value=f"{a50:.1f}"),
+                         KeyValue(key=f"{label}_time_us.all.p99", value=f"{a99:.1f}"),
+                         KeyValue(key=f"{label}_time_us.all.p99.9", value=f"{a999:.1f}"),
+                         KeyValue(key=f"{label}_time_us.all.max", value=f"{amax:.1f}")]
         s_srv.values = vals
         arr.status = [s_model, s_js, s_srv]
         self._pub_diag.publish(arr)

@@ -268,3 +268,20 @@ def dense_to_parent_add(w, eo, ro, ia, out, t):
             w[out + 6 * a + 3 + b] += bp
             w[out + 6 * (3 + b) + a] += bp
             w[out + 6 * (3 + a) + 3 + b] += w[t + 6 * (3 + a) + 3 + b]
+
+
+@njit(cache=True, inline="always")
+def load6(w, o):
+    """w[o:o+6] as a 6-tuple."""
+    return (w[o], w[o + 1], w[o + 2], w[o + 3], w[o + 4], w[o + 5])
+
+
+@njit(cache=True, inline="always")
+def store6(w, o, t):
+    """w[o:o+6] = the 6-tuple t."""
+    w[o] = t[0]
+    w[o + 1] = t[1]
+    w[o + 2] = t[2]
+    w[o + 3] = t[3]
+    w[o + 4] = t[4]
+    w[o + 5] = t[5]

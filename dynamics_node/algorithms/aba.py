@@ -25,7 +25,7 @@ from numba import carray, cfunc, njit, types
 
 from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
-from ..spatial import crf_t, crm_t, dense_to_parent_add, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
+from ..spatial import crf_t, crm_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from .._fast import call3 as _call3
 from ._common import (SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, check, fast_vec, fext_array, raise_status)
 
@@ -113,7 +113,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
         vJ = S_mul(mi, mf, i, qd)
         if p >= 0:
             pv = v0 + 6 * p
-            xv = xm_t(w, eo, ro, (w[pv], w[pv + 1], w[pv + 2], w[pv + 3], w[pv + 4], w[pv + 5]))
+            xv = xm_t(w, eo, ro, load6(w, pv))
             v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
         else:
             v = vJ
@@ -239,7 +239,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                            + w[b + 4] * w[co + 4] + w[b + 5] * w[co + 5])
         # I_λ(i)^A += X^T I^a X ;  p_λ(i)^A += X^T p^a
         dense_to_parent_add(w, 9 * i, r0 + 3 * i, Iao, I0 + 36 * p, xt)
-        xtf_add_t(w, 9 * i, r0 + 3 * i, (w[pao], w[pao + 1], w[pao + 2], w[pao + 3], w[pao + 4], w[pao + 5]), w,
+        xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, pao), w,
                   P0 + 6 * p)
     # ---- pass 3 (Eqs. 7.49-7.50), a_0 = -a_g
     ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])
@@ -253,7 +253,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
         co = c0 + 6 * i
         if p >= 0:
             pa_ = a0 + 6 * p
-            xa = xm_t(w, eo, ro, (w[pa_], w[pa_ + 1], w[pa_ + 2], w[pa_ + 3], w[pa_ + 4], w[pa_ + 5]))
+            xa = xm_t(w, eo, ro, load6(w, pa_))
         else:
             xa = xm_t(w, eo, ro, ag)
         ao = a0 + 6 * i

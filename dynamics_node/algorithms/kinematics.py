@@ -18,7 +18,7 @@ from numba import njit, types
 from ..errors import InputError
 from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
-from ..spatial import crm_t, xm_t
+from ..spatial import crm_t, load6, xm_t
 from ._common import (F1, I1, check_q, A_QD, A_QDD, check, fast_vec, raise_status, to_tree_q, to_tree_v)
 
 
@@ -150,8 +150,8 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
         if p >= 0:
             pv = v0 + 6 * p
             pa = a0 + 6 * p
-            xv = xm_t(w, 9 * i, r0 + 3 * i, (w[pv], w[pv + 1], w[pv + 2], w[pv + 3], w[pv + 4], w[pv + 5]))
-            xa = xm_t(w, 9 * i, r0 + 3 * i, (w[pa], w[pa + 1], w[pa + 2], w[pa + 3], w[pa + 4], w[pa + 5]))
+            xv = xm_t(w, 9 * i, r0 + 3 * i, load6(w, pv))
+            xa = xm_t(w, 9 * i, r0 + 3 * i, load6(w, pa))
         else:
             xv = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
             xa = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)

@@ -16,7 +16,7 @@ from numba import carray, cfunc, njit, types
 
 from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
-from ..spatial import crf_t, crm_t, rbi_mul_t, xm_t, xtf_add_t
+from ..spatial import crf_t, crm_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from .._fast import call1 as _call1, call3 as _call3
 from ._common import (SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, check, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
 
@@ -54,10 +54,8 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
         vJ = S_mul(mi, mf, i, qd)  # v_J = S qd (c_J = 0 for every joint kernel)
         sq = S_mul(mi, mf, i, qdd)
         if p >= 0:
-            pv = v0 + 6 * p
-            pa = a0 + 6 * p
-            xv = xm_t(w, eo, ro, (w[pv], w[pv + 1], w[pv + 2], w[pv + 3], w[pv + 4], w[pv + 5]))
-            xa = xm_t(w, eo, ro, (w[pa], w[pa + 1], w[pa + 2], w[pa + 3], w[pa + 4], w[pa + 5]))
+            xv = xm_t(w, eo, ro, load6(w, v0 + 6 * p))
+            xa = xm_t(w, eo, ro, load6(w, a0 + 6 * p))
         else:
             xv = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
             xa = xm_t(w, eo, ro, ag)
@@ -70,13 +68,10 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
         # Eq. 5.16: f_i = I_i a_i + v_i x* I_i v_i - f^x_i
         Ia = rbi_mul_t(mf, bo, a)
         cf = crf_t(v, rbi_mul_t(mf, bo, v))
-        vo = v0 + 6 * i
-        ao = a0 + 6 * i
         fo = f0 + 6 * i
-        for k in range(6):
-            w[vo + k] = v[k]
-            w[ao + k] = a[k]
-            w[fo + k] = Ia[k] + cf[k]
+        store6(w, v0 + 6 * i, v)
+        store6(w, a0 + 6 * i, a)
+        store6(w, fo, (Ia[0] + cf[0], Ia[1] + cf[1], Ia[2] + cf[2], Ia[3] + cf[3], Ia[4] + cf[4], Ia[5] + cf[5]))
         if hasfx:
             for k in range(6):
                 w[fo + k] -= fx[6 * i + k]
@@ -99,8 +94,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
                     t -= cf_
             tau[dof] = t
         if p >= 0:
-            xtf_add_t(w, 9 * i, r0 + 3 * i, (w[fo], w[fo + 1], w[fo + 2], w[fo + 3], w[fo + 4], w[fo + 5]),
-                      w, f0 + 6 * p)
+            xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, fo), w, f0 + 6 * p)
     return 0
 
 
@@ -117,6 +111,7 @@ def gravity_kernel(mi, mf, q, tau, w):
     r0 = 9 * nb
     a0 = 18 * nb
     f0 = 24 * nb
+    ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])
     for i in range(nb):
         ii = HEADER_I + 5 * i
         p = mi[ii]
@@ -125,31 +120,9 @@ def gravity_kernel(mi, mf, q, tau, w):
         ro = r0 + 3 * i
         ao = a0 + 6 * i
         jcalc(mi, mf, i, q, w, eo, ro)
-        if p >= 0:
-            po = a0 + 6 * p
-            w0, w1, w2, v0, v1, v2 = w[po], w[po + 1], w[po + 2], w[po + 3], w[po + 4], w[po + 5]
-        else:
-            w0, w1, w2, v0, v1, v2 = 0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2]
-        rx, ry, rz = w[ro], w[ro + 1], w[ro + 2]
-        l0 = v0 - (ry * w2 - rz * w1)
-        l1 = v1 - (rz * w0 - rx * w2)
-        l2 = v2 - (rx * w1 - ry * w0)
-        aw0 = w[eo] * w0 + w[eo + 1] * w1 + w[eo + 2] * w2
-        aw1 = w[eo + 3] * w0 + w[eo + 4] * w1 + w[eo + 5] * w2
-        aw2 = w[eo + 6] * w0 + w[eo + 7] * w1 + w[eo + 8] * w2
-        al0 = w[eo] * l0 + w[eo + 1] * l1 + w[eo + 2] * l2
-        al1 = w[eo + 3] * l0 + w[eo + 4] * l1 + w[eo + 5] * l2
-        al2 = w[eo + 6] * l0 + w[eo + 7] * l1 + w[eo + 8] * l2
-        w[ao], w[ao + 1], w[ao + 2], w[ao + 3], w[ao + 4], w[ao + 5] = aw0, aw1, aw2, al0, al1, al2
-        m, h0, h1, h2 = mf[bo + 12], mf[bo + 13], mf[bo + 14], mf[bo + 15]
-        I = bo + 16
-        fo = f0 + 6 * i
-        w[fo] = mf[I] * aw0 + mf[I + 1] * aw1 + mf[I + 2] * aw2 + h1 * al2 - h2 * al1
-        w[fo + 1] = mf[I + 3] * aw0 + mf[I + 4] * aw1 + mf[I + 5] * aw2 + h2 * al0 - h0 * al2
-        w[fo + 2] = mf[I + 6] * aw0 + mf[I + 7] * aw1 + mf[I + 8] * aw2 + h0 * al1 - h1 * al0
-        w[fo + 3] = m * al0 - (h1 * aw2 - h2 * aw1)
-        w[fo + 4] = m * al1 - (h2 * aw0 - h0 * aw2)
-        w[fo + 5] = m * al2 - (h0 * aw1 - h1 * aw0)
+        a = xm_t(w, eo, ro, load6(w, a0 + 6 * p) if p >= 0 else ag)  # a_i = X_i a_λ(i), a_0 = -a_g
+        store6(w, ao, a)
+        store6(w, f0 + 6 * i, rbi_mul_t(mf, bo, a))  # f_i = I_i a_i
     for i in range(nb - 1, -1, -1):
         ii = HEADER_I + 5 * i
         p = mi[ii]
@@ -160,19 +133,7 @@ def gravity_kernel(mi, mf, q, tau, w):
             tau[dof] = (mf[s] * w[fo] + mf[s + 1] * w[fo + 1] + mf[s + 2] * w[fo + 2] + mf[s + 3] * w[fo + 3]
                         + mf[s + 4] * w[fo + 4] + mf[s + 5] * w[fo + 5])
         if p >= 0:
-            eo = 9 * i
-            ro = r0 + 3 * i
-            po = f0 + 6 * p
-            F0 = w[eo] * w[fo + 3] + w[eo + 3] * w[fo + 4] + w[eo + 6] * w[fo + 5]
-            F1 = w[eo + 1] * w[fo + 3] + w[eo + 4] * w[fo + 4] + w[eo + 7] * w[fo + 5]
-            F2 = w[eo + 2] * w[fo + 3] + w[eo + 5] * w[fo + 4] + w[eo + 8] * w[fo + 5]
-            rx, ry, rz = w[ro], w[ro + 1], w[ro + 2]
-            w[po] += w[eo] * w[fo] + w[eo + 3] * w[fo + 1] + w[eo + 6] * w[fo + 2] + ry * F2 - rz * F1
-            w[po + 1] += w[eo + 1] * w[fo] + w[eo + 4] * w[fo + 1] + w[eo + 7] * w[fo + 2] + rz * F0 - rx * F2
-            w[po + 2] += w[eo + 2] * w[fo] + w[eo + 5] * w[fo + 1] + w[eo + 8] * w[fo + 2] + rx * F1 - ry * F0
-            w[po + 3] += F0
-            w[po + 4] += F1
-            w[po + 5] += F2
+            xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, fo), w, f0 + 6 * p)  # f_λ(i) += X_i^T f_i
     return 0
 
 
