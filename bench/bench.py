@@ -182,18 +182,17 @@ def batch(b, N=1000):
         for k in range(N):
             pin.rnea(pm, pd, PQ[k], zero, zero)
 
-    t_loop = per_call(loop_rnea, target=1.0, repeat=5) / N
-    t_gloop = per_call(loop_grav, target=1.0, repeat=5) / N
     print(f"Batch, N = {N}, {b.label} (nv = {m.nv}): time per state")
     print(f"  {'ours':<44} {'per state':>12}   {'Python loop over pin.rnea':>26}   ratio ours/loop  (target <= 1/3)")
-    for name, args, ref in (("inverse_dynamics_batch", (m, Q, QD, QDD), t_loop),
-                            ("gravity_batch", (m, Q), t_gloop)):
+    for name, args, loop in (("inverse_dynamics_batch", (m, Q, QD, QDD), loop_rnea),
+                             ("gravity_batch", (m, Q), loop_grav)):
         f = getattr(dn, name, None)
         if f is None:
             print(f"  {name:<44} {'MISSING':>12}")
             continue
         try:
-            t = per_call(lambda: f(*args), target=1.0, repeat=5) / N
+            t, ref = paired(lambda: f(*args), loop, target=1.5, rounds=5)
+            t, ref = t / N, ref / N
             print(f"  {name:<44} {fmt_t(t):>12}   {fmt_t(ref):>26}   {t / ref:6.3f}  ({ref / t:5.1f}x cheaper)")
         except Exception as e:
             print(f"  {name:<44} error: {type(e).__name__}: {str(e)[:70]}")
