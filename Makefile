@@ -40,7 +40,7 @@ summary: setup
 	$(VENV)/bin/dynamics_summary urdf/arm7.urdf
 
 test: setup
-	$(PY) -m pytest -q test
+	DYNAMICS_REQUIRE_ROS=1 $(PY) -m pytest -q test
 
 bench: setup
 	$(PY) bench/bench.py

@@ -303,9 +303,15 @@ def core_available() -> bool:
 
 
 def ros_available() -> bool:
+    """True when rclpy and the built interfaces import. Under `make test` (DYNAMICS_REQUIRE_ROS=1,
+    set by the Makefile, whose setup builds both) a failed import is an error, never a skip."""
+    import os
+
     try:
         import rclpy  # noqa: F401
         import dynamics_interfaces.srv  # noqa: F401
         return True
     except Exception:  # noqa: BLE001
+        if os.environ.get("DYNAMICS_REQUIRE_ROS") == "1":
+            raise
         return False
