@@ -585,16 +585,14 @@ _TYPE_CODE = {"fixed": 0, "revolute": 1, "continuous": 1, "prismatic": 2, "cylin
 _LI = 10  # per loop ints: body_p, body_s, type, nc, constrained indices (6)
 _LF = 24  # per loop floats: p_p (3), R_p (9), p_s (3), R_s (9): joint frame in body coordinates
 
-try:  # the core's compiled kernels (tree coordinates, packed model)
-    from ._common import check as _check, A_TAU as _A_TAU, raise_status as _raise_status
-    from ._common import unpack, work_views as _work_views
-    from .ltdl import dof_parents as _dof_parents, ltdl_factor as _ltdl_factor, ltdl_solve as _ltdl_solve
-    from .crba import crba_kernel as _crba_kernel
-    from .rnea import rnea_kernel as _rnea_kernel
+# the core's compiled kernels (tree coordinates, packed model)
+from ._common import check as _check, A_TAU as _A_TAU, raise_status as _raise_status  # noqa: E402
+from ._common import unpack, work_views as _work_views  # noqa: E402
+from .ltdl import dof_parents as _dof_parents, ltdl_factor as _ltdl_factor, ltdl_solve as _ltdl_solve  # noqa: E402
+from .crba import crba_kernel as _crba_kernel  # noqa: E402
+from .rnea import rnea_kernel as _rnea_kernel  # noqa: E402
 
-    _HAVE_KERNELS = True
-except ImportError:  # pragma: no cover - core without kernels: the generic path is used
-    _HAVE_KERNELS = False
+_HAVE_KERNELS = True
 
 
 @njit(cache=True)
