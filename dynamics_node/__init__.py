@@ -28,7 +28,10 @@ def _numba_cache_dir():
     for p in sorted(kernel_sources + [*here.glob("algorithms/*.py")]):
         h.update(p.relative_to(here).as_posix().encode())
         h.update(p.read_bytes())
-    base = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+    try:
+        base = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+    except RuntimeError:  # no home directory: numba's default (next to the sources) it is
+        return
     d = str(base / "dynamics_node" / h.hexdigest()[:16])
     os.environ["NUMBA_CACHE_DIR"] = d
     if "numba" in sys.modules:  # imported before us: its config has read the environment already
