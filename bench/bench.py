@@ -216,12 +216,14 @@ def scaling(quick=False):
         for _, name, _ in FUNCS:
             fo = bch.ours(name)
             to = None
+            tp = None
             if fo is not None:
                 try:
-                    to = per_call(fo, target=0.06, repeat=5)
+                    to, tp = paired(fo, bch.pin(name), target=0.08, rounds=5)
                 except Exception:
                     to = None
-            tp = per_call(bch.pin(name), target=0.06, repeat=5)
+            if tp is None:
+                tp = per_call(bch.pin(name), target=0.06, repeat=5)
             results.setdefault((kind, name, "ours"), []).append((n, to))
             results.setdefault((kind, name, "pinocchio"), []).append((n, tp))
     OUT.mkdir(parents=True, exist_ok=True)
