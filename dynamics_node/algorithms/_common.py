@@ -71,14 +71,14 @@ def check(x, n, arg):
 
 
 @njit(cache=True, inline="always")
-def check_q(q, nqt, J, nb):
+def check_q(q, mi):
     """check(q) plus: every free joint's quaternion must be non-zero (it is normalised on use)."""
-    st = check(q, nqt, A_Q)
+    st = check(q, mi[2], A_Q)
     if st != 0:
         return st
-    for i in range(nb):
-        if J[i, 1] == 2:
-            k = J[i, 2] + 3
+    for i in range(mi[0]):
+        if mi[HEADER_I + 5 * i + 1] == 2:
+            k = mi[HEADER_I + 5 * i + 2] + 3
             if q[k] * q[k] + q[k + 1] * q[k + 1] + q[k + 2] * q[k + 2] + q[k + 3] * q[k + 3] < 1e-20:
                 return BAD_QUAT * 100000000 + A_Q * 100000 + k
     return 0

@@ -69,9 +69,8 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     U (6 per dof) at 126nb, u after it; then scratch. fdmask empty = every joint forward."""
     nb = mi[0]
     nvt = mi[1]
-    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
     hybrid = fdmask.shape[0] != 0
-    st = check_q(q, mi[2], J, nb)
+    st = check_q(q, mi)
     if st == 0:
         st = check(qd, nvt, A_QD)
     if st == 0:

@@ -26,8 +26,7 @@ def crba_kernel(mi, mf, q, H, w):
     w[36nb + 36i] (the articulated-inertia slot of work_views, unused here)."""
     nb = mi[0]
     nvt = mi[1]
-    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
-    st = check_q(q, mi[2], J, nb)
+    st = check_q(q, mi)
     if st != 0:
         return st
     do0 = HEADER_F + BODY_STRIDE * nb

@@ -59,8 +59,7 @@ def _poses(mi, mf, q, w):
 def poses_kernel(mi, mf, q, w, Rout, pout):
     """World rotation (flat 3x3 per body) and origin of every body."""
     nb = mi[0]
-    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
-    st = check_q(q, mi[2], J, nb)
+    st = check_q(q, mi)
     if st != 0:
         return st
     _poses(mi, mf, q, w)
@@ -76,8 +75,7 @@ def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
     """6 x nvt (flat) Jacobian of the point pl (in body coordinates) of ``body``: rows [v; omega]."""
     nb = mi[0]
     nvt = mi[1]
-    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
-    st = check_q(q, mi[2], J, nb)
+    st = check_q(q, mi)
     if st != 0:
         return st
     _poses(mi, mf, q, w)
@@ -127,8 +125,7 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
     gravity; classical = spatial + omega x v (Eq. 2.48)."""
     nb = mi[0]
     nvt = mi[1]
-    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
-    st = check_q(q, mi[2], J, nb)
+    st = check_q(q, mi)
     if st == 0:
         st = check(qd, nvt, A_QD)
     if st == 0:

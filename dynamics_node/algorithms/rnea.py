@@ -27,8 +27,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     f_i (w[24nb+6i]) in the work array, as algorithms/_common.work_views lays them out."""
     nb = mi[0]
     nvt = mi[1]
-    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
-    st = check_q(q, mi[2], J, nb)
+    st = check_q(q, mi)
     if st == 0:
         st = check(qd, nvt, A_QD)
     if st == 0:
@@ -103,8 +102,7 @@ def gravity_kernel(mi, mf, q, tau, w):
     """Table 5.1 with qd = qdd = 0: only a_i = X_i a_λ(i) and f_i = I_i a_i remain (Eqs. 5.12-5.13).
     Scalar arithmetic on flat offsets: this is the controllers' hot path."""
     nb = mi[0]
-    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
-    st = check_q(q, mi[2], J, nb)
+    st = check_q(q, mi)
     if st != 0:
         return st
     do0 = HEADER_F + BODY_STRIDE * nb
