@@ -71,8 +71,31 @@ def jcalc(mi, mf, i, q, w, eo, ro):
     if jt == REVOLUTE:
         c = math.cos(q[qi])
         s = math.sin(q[qi])
-        t = 1.0 - c
         x, y, z = mf[ax], mf[ax + 1], mf[ax + 2]
+        w[ro] = t0
+        w[ro + 1] = t1
+        w[ro + 2] = t2
+        # the usual axes first: E = rz(z q) E_T, rx(x q) E_T or ry(y q) E_T (Table 2.2), a third of
+        # the arithmetic of the general product below
+        if x == 0.0 and y == 0.0:
+            s *= z
+            w[eo], w[eo + 1], w[eo + 2] = c * e0 + s * e3, c * e1 + s * e4, c * e2 + s * e5
+            w[eo + 3], w[eo + 4], w[eo + 5] = c * e3 - s * e0, c * e4 - s * e1, c * e5 - s * e2
+            w[eo + 6], w[eo + 7], w[eo + 8] = e6, e7, e8
+            return
+        if y == 0.0 and z == 0.0:
+            s *= x
+            w[eo], w[eo + 1], w[eo + 2] = e0, e1, e2
+            w[eo + 3], w[eo + 4], w[eo + 5] = c * e3 + s * e6, c * e4 + s * e7, c * e5 + s * e8
+            w[eo + 6], w[eo + 7], w[eo + 8] = c * e6 - s * e3, c * e7 - s * e4, c * e8 - s * e5
+            return
+        if x == 0.0 and z == 0.0:
+            s *= y
+            w[eo], w[eo + 1], w[eo + 2] = c * e0 - s * e6, c * e1 - s * e7, c * e2 - s * e8
+            w[eo + 3], w[eo + 4], w[eo + 5] = e3, e4, e5
+            w[eo + 6], w[eo + 7], w[eo + 8] = s * e0 + c * e6, s * e1 + c * e7, s * e2 + c * e8
+            return
+        t = 1.0 - c
         j00 = c + t * x * x
         j01 = t * x * y + s * z
         j02 = t * x * z - s * y
