@@ -298,7 +298,13 @@ class DynamicsNode(Node):
         except (ConfigError, DynamicsError) as e:
             raise StartupError(str(e)) from None
         self._apply(plan, first=True)
-        self._warm_up()
+        t_warm = time.perf_counter()
+        self._warm_up()  # the stream's kernels; the others after 'serving' (see _warm_up)
+        # A slow warm-up means numba compiled (a cold cache): then the rest is compiled here too,
+        # since compiling in a thread while joint states arrive would starve the stream of the GIL
+        self._warm_later = time.perf_counter() - t_warm < 0.3
+        if not self._warm_later:
+            self._warm_up(rest=True)
 
         # The joint-state stream lives on a second, minimal node of the same process (one
         # subscription, two publishers), spun by its own executor thread (see main()): rclpy's
@@ -353,8 +359,15 @@ class DynamicsNode(Node):
             f"joint states on {self._cfg['joint_states_topic']}; ROS_DOMAIN_ID="
             f"{os.environ.get('ROS_DOMAIN_ID', '0')}, discovery "
             f"{os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE', 'default')}")
+        if self._warm_later:
+            self._warm_thread = threading.Thread(target=self._warm_up, kwargs={"rest": True},
+                                                 name="warm_up", daemon=True)
+            self._warm_thread.start()
 
     def destroy_node(self):
+        warm = getattr(self, "_warm_thread", None)
+        if warm is not None:
+            warm.join(timeout=5.0)  # not inside numba's loader when the process ends
         for helper in (getattr(self, "stream_node", None), getattr(self, "service_node", None)):
             try:
                 if helper is not None:
@@ -574,23 +587,33 @@ class DynamicsNode(Node):
         if rate > 0:
             self._markers_timer = self.create_timer(1.0 / rate, self._publish_markers)
 
-    def _warm_up(self):
-        """Run every core function once so the first request does not pay numba's load/compile."""
+    def _warm_up(self, rest=False):
+        """Run the core functions once so that no request pays numba's load of their kernels.
+
+        rest=False (before 'serving'): those of the joint-state stream (gravity, closed-loop
+        inverse dynamics on loop models) and inverse dynamics (same module). rest=True: the
+        others (forward dynamics, mass matrix, Jacobian, centre of mass, batch; about 50 ms on
+        arm7 with a warm cache), run by a thread started at 'serving' when the cache is warm so
+        that they do not delay the start: a client needs discovery (0.25 s typically) before its
+        first request reaches the node, by which time they are loaded; a request that comes
+        sooner waits for its module's import (Python's import lock), nothing worse."""
         st = self._state
         m = st.model
         q = np.asarray(m.neutral(), dtype=float)
         z = np.zeros(m.nv)
         try:
+            if rest:
+                dn.forward_dynamics(m, q, z, z)
+                dn.mass_matrix(m, q)
+                dn.jacobian(m, q, m.link_names[-1])
+                dn.inverse_dynamics_batch(m, q[None, :], z[None, :], z[None, :])
+                dn.center_of_mass(m, q)
+                return
             dn.inverse_dynamics(m, q, z, z)
             dn.gravity(m, q)
-            dn.forward_dynamics(m, q, z, z)
-            dn.mass_matrix(m, q)
-            dn.jacobian(m, q, m.link_names[-1])
-            dn.inverse_dynamics_batch(m, q[None, :], z[None, :], z[None, :])
-            dn.center_of_mass(m, q)
         except Exception as e:  # noqa: BLE001 - warm-up must never stop the node
             self.get_logger().warning(f"warm-up: {type(e).__name__}: {e}")
-        if st.loops:
+        if st.loops and not rest:
             fn = _closed_loop_fn("closed_loop_inverse_dynamics")
             try:
                 if fn is not None:
