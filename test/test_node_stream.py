@@ -192,8 +192,12 @@ def test_diagnostics_report_model_rate_requests_and_staleness(node, io):
     assert float(kv["rate_hz"]) > 10
     model_kv = {x.key: x.value for x in st[f"{NAME}: model"].values}
     assert model_kv["robot"] == "arm7" and model_kv["joints"] == "7"
-    comp = {x.key for x in st[f"{NAME}: computation"].values}
-    assert {"requests_served", "joint_state_time_us.p50", "joint_state_time_us.p99"} <= comp
+    comp = {x.key: x.value for x in st[f"{NAME}: computation"].values}
+    assert {"requests_served", "joint_state_time_us.p50", "joint_state_time_us.p99"} <= set(comp)
+    # every joint state since start (the bench's soak reads these): counted, percentiles ordered
+    assert int(comp["joint_state_time_us.all.count"]) >= int(kv["gravity_torques_published"]) - 1
+    p50, p99, mx = (float(comp[f"joint_state_time_us.all.{k}"]) for k in ("p50", "p99", "max"))
+    assert 0 < p50 <= p99 <= mx
     ns.drain(torques)
     # stale after joint_state_timeout without joint states
     time.sleep(STALE + 0.2)
@@ -285,3 +289,21 @@ def test_joint_states_topic_can_change_at_runtime(node, io, model):
         pub.publish(ns.joint_state(J, np.zeros(7), stamp_ns=100))
         got = ns.drain(torques, timeout=0.2)
     assert got and node.alive()
+
+
+def test_timings_histogram_percentiles_cover_every_duration():
+    """The node's cumulative stream-time histogram (1 us bins, overflow beyond 10 ms) gives the
+    percentiles of every duration since start to within a bin, unlike the last-2000 window."""
+    from dynamics_node.node import Timings
+    rng = np.random.default_rng(5)
+    d = np.concatenate([rng.exponential(120e-6, 20000), [0.05, 0.2]])  # two beyond the last bin
+    t = Timings(n=2000)
+    for x in d:
+        t.add(float(x))
+    n, (p50, p99, p999), mx = t.totals_us()
+    assert n == d.size and len(t.d) == 2000
+    for got, p in ((p50, 50), (p99, 99), (p999, 99.9)):
+        want = np.percentile(d * 1e6, p, method="inverted_cdf")
+        assert want <= got <= want + Timings.BIN_US
+    assert mx == pytest.approx(0.2e6)
+    assert Timings().totals_us() is None
