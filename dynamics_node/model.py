@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError
-from .joints import FREE
+from ._fast import AVAILABLE as SHIM_AVAILABLE
+from .joints import FREE, motion_subspace
 
+from .spatial import rbi_from_com
 from .layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, WORK_BODY, WORK_DOF, WORK_EXTRA  # noqa: F401
 
 
@@ -157,10 +159,8 @@ class Model:
         self.nq = int(self.q_src.max() + 1) if self.nqt else 0
         self.nv = int(self.v_src.max() + 1) if self.nvt else 0
         self.has_mimic = bool(spec.mimic)
-        from ._fast import AVAILABLE
-
         # user coordinates are the tree's and the C shim is built: calls may take the shortest route
-        self._direct = AVAILABLE and not self.has_mimic
+        self._direct = SHIM_AVAILABLE and not self.has_mimic
         G = np.zeros((self.nvt, self.nv))
         G[np.arange(self.nvt), self.v_src] = self.v_mul
         self.G = _ro(G)
@@ -189,8 +189,6 @@ class Model:
         B[:, 16:25] = Ib
         D = mf[HEADER_F + BODY_STRIDE * nb:].reshape(self.nvt, DOF_STRIDE)
         for i in range(nb):
-            from .joints import motion_subspace
-
             S = motion_subspace(spec.jtype[i], np.asarray(spec.axis[i], dtype=float))
             D[vi[i]:vi[i] + nvj[i], 0:6] = S.T
         D[:, 6] = spec.armature
@@ -314,8 +312,6 @@ class Model:
             return  # welded to the fixed base: no effect on the dynamics
         c = fr.R @ np.asarray(pl.com) + fr.p
         Ic = fr.R @ _inertia_matrix(pl.inertia) @ fr.R.T
-        from .spatial import rbi_from_com
-
         m, hh, Ibar = rbi_from_com(pl.mass, c, Ic)
         mass[fr.body] += m
         h[fr.body] += hh

@@ -23,6 +23,7 @@ import numpy as np
 
 from .errors import ModelError
 from .joints import FREE, PRISMATIC, REVOLUTE
+from .loop_joints import parse_loop_joints, parse_transmissions, validate_loop_bodies
 from .model import LinkFrame, Model, TreeSpec
 from .spatial import rbi_from_com, rpy_to_matrix
 
@@ -392,8 +393,6 @@ def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> 
     )
     model = Model(ts)
     if loops:
-        from .loop_joints import validate_loop_bodies
-
         validate_loop_bodies(loops, model.body_of, src)
     _warn_singular(model)
     return model
@@ -441,12 +440,6 @@ def _walk_children(lname, children, link_frames, add_body, weld, tree_joints, vi
 
 def _loops_and_transmissions(xml_root, link_names, tree_joint_names, joint_names, src):
     has_loops = xml_root.find("loop_joint") is not None
-    try:
-        from .loop_joints import parse_loop_joints, parse_transmissions
-    except ImportError:
-        if has_loops:
-            raise ModelError(f"{src}: <loop_joint> elements found but closed loops are not available in this build")
-        return (), tuple(joint_names)
     loops = tuple(parse_loop_joints(xml_root, link_names, tree_joint_names, src)) if has_loops else ()
     # transmissions may drive mimic followers or fixed joints (grippers): accept every URDF joint name,
     # keep the independent ones as the actuated set
