@@ -24,6 +24,8 @@ $(STAMP): requirements.txt requirements-ros.txt requirements-test.txt setup.py s
 	$(PIP) install -q -r requirements.txt -r requirements-ros.txt -r requirements-test.txt
 	$(PIP) install -q --no-deps --no-build-isolation -e .
 	$(PY) setup.py -q build_ext --inplace
+	@echo "compiling the dynamics kernels (numba, cached; about a minute the first time)"
+	$(PY) -c "import dynamics_node.algorithms.loops, dynamics_node.algorithms.hybrid, dynamics_node.algorithms.kinematics"
 	@touch $@
 
 $(IFACE_STAMP): $(STAMP) $(wildcard dynamics_interfaces/srv/*.srv dynamics_interfaces/msg/*.msg) dynamics_interfaces/CMakeLists.txt tools/build_interfaces.sh
