@@ -327,7 +327,7 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):
     this is Table 9.5's route). Models with mimic joints always use the CRBA route on G^T H G (§9.6).
     Raises SingularMassMatrixError (naming the link) when H is singular.
     """
-    if model._direct and data is None and not f_ext and method == "aba":
+    if model._direct and not f_ext and method == "aba":
         r = _call3(_ABA_C, model._kmi, model._kmf, model.nvt, q, qd, tau)
         if r.__class__ is _ndarray:
             return r

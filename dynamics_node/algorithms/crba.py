@@ -103,7 +103,7 @@ def mass_matrix_tree(model, q_tree, data=None):
 def mass_matrix(model, q, data=None):
     """The joint-space inertia matrix H(q) (nv x nv, symmetric positive definite unless a massless
     subtree makes it singular): Featherstone Table 6.2."""
-    if model._direct and data is None:
+    if model._direct:
         r = _call1m(_CRBA_C, model._kmi, model._kmf, model.nvt, q)
         if r.__class__ is _ndarray:
             return r

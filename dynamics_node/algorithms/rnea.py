@@ -198,7 +198,7 @@ def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
     f_ext: {link: (fx, fy, fz, tx, ty, tz)} acting on the link, link frame, about its origin.
     Returns tau (nv,), in the order of model.joint_names (after the 6 root entries of a floating base).
     """
-    if model._direct and data is None and not f_ext:
+    if model._direct and not f_ext:  # the shim brings its own per-thread work array
         r = _call3(_RNEA_C, model._kmi, model._kmf, model.nvt, q, qd, qdd)
         if r.__class__ is _ndarray:
             return r
@@ -238,7 +238,7 @@ def _inverse_dynamics(model, q, qd, qdd, f_ext, data):
 
 def gravity(model, q, data=None):
     """Gravity compensation torques: ID(q, 0, 0) (Featherstone §5.3)."""
-    if model._direct and data is None:
+    if model._direct:
         r = _call1(_GRAVITY_C, model._kmi, model._kmf, model.nvt, q)
         if r.__class__ is _ndarray:
             return r
