@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import pathlib
+import threading
 import warnings
 from types import SimpleNamespace
 import xml.etree.ElementTree as ET
@@ -108,6 +109,9 @@ def _check_numbers(root, src):
     walk(root, [])
 
 
+_PARSER_LOCK = threading.Lock()  # urdf_parser_py reports through a module-level handler we swap
+
+
 def _parse_with_urdf_parser(root, src):
     from urdf_parser_py import urdf as up
     from urdf_parser_py.xml_reflection import core
@@ -118,15 +122,16 @@ def _parse_with_urdf_parser(root, src):
             reduced.append(ch)
     if not reduced.get("name"):
         reduced.set("name", "robot")
-    old = core.on_error
-    core.on_error = lambda message: None  # unknown tags are ours to read; errors raise below
-    try:
-        return up.URDF.from_xml_string(ET.tostring(reduced, encoding="unicode"))
-    except Exception as e:  # ParseError carries the element path
-        msg = " ".join(str(e).split())
-        raise ModelError(f"{src}: {msg}") from None
-    finally:
-        core.on_error = old
+    with _PARSER_LOCK:
+        old = core.on_error
+        core.on_error = lambda message: None  # unknown tags are ours to read; errors raise below
+        try:
+            return up.URDF.from_xml_string(ET.tostring(reduced, encoding="unicode"))
+        except Exception as e:  # ParseError carries the element path
+            msg = " ".join(str(e).split())
+            raise ModelError(f"{src}: {msg}") from None
+        finally:
+            core.on_error = old
 
 
 def _pose(origin):
