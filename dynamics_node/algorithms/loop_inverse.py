@@ -1,0 +1,122 @@
+"""Inverse dynamics of a closed-loop system (Featherstone §8.12, Eqs. 8.61-8.63): actuator efforts
+for a motion that satisfies the loop constraints, and gravity compensation."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from .loop_constraints import (_assemble, _basis_from_K, _core, _matrix_rank, _names, _require_loops,
+                               _v_labels, _vec)
+
+
+# ---------------------------------------------------------------------------------------------
+# inverse dynamics (§8.12)
+
+
+def _actuated_mask(model, actuated):
+    if actuated is None:
+        actuated = getattr(model, "actuated_joints", None) or model.joint_names
+    mask = np.zeros(model.nv, dtype=bool)
+    for j in _names(actuated):
+        mask[model.v_slice(j)] = True
+    return mask
+
+
+def _describe_motion(model, m):
+    labels = _v_labels(model)
+    m = m / np.max(np.abs(m))
+    parts = [f"{labels[i]} {m[i]:+.3g}" for i in range(len(m)) if abs(m[i]) > 1e-6]
+    return "(" + ", ".join(parts) + ")"
+
+
+def closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches=None):
+    """Actuator efforts of a closed-loop system (Featherstone §8.12, Eqs. 8.61-8.63).
+
+    Returns tau over model.joint_names (nv entries) with zeros on unactuated joints.  ``actuated``:
+    joint names (default model.actuated_joints, from <transmission>, else all).  q, qd, qdd must
+    satisfy the loop constraints (close_loops / close_loop_velocities / constraint_basis).
+
+    * properly actuated: the unique u of G_u^T u = G^T tau_ID (Eq. 8.63);
+    * redundantly actuated: the minimum-norm u (no criterion in the book; ours: least squares);
+      or, with ``loop_wrenches`` {loop joint: (fx fy fz tx ty tz)} (predecessor on successor, world
+      axes, about the joint origin; loops not named are free), the efforts that produce those
+      loop-joint constraint forces: tau = tau_ID - K^T lambda (Eq. 8.61);
+    * under-actuated (rank G_u < n - r): InputError naming the freedoms no actuator controls.
+    """
+    dn = _core()
+    q = _vec(model, q, model.nq, "q")
+    qd = _vec(model, qd, model.nv, "qd")
+    qdd = _vec(model, qdd, model.nv, "qdd")
+    mask = _actuated_mask(model, actuated)
+    tau_id = np.asarray(dn.inverse_dynamics(model, q, qd, qdd), dtype=float)
+    loops = _require_loops(model)
+    if not loops:
+        if not np.all(mask):
+            bad = [j for j in model.joint_names if not np.all(mask[model.v_slice(j)])]
+            raise InputError(f"under-actuated: no actuator on joint(s) {', '.join(bad)} of the kinematic tree")
+        return tau_id
+    K, _, kin = _assemble(model, q, None, None, need_bias=False)  # Eq. 8.62 needs G, i.e. K only
+    return _actuator_efforts(model, K, kin, tau_id, mask, loop_wrenches)
+
+
+def _actuator_efforts(model, K, kin, tau_id, mask, loop_wrenches):
+    loops = _require_loops(model)
+    G, _, _ = _basis_from_K(model, K, np.zeros(K.shape[0]), None)
+    Gu = G[mask]
+    nfree = G.shape[1]
+    ru = _matrix_rank(Gu)
+    if ru < nfree:
+        # freedoms y with G_u y = 0: motions qd = G y no actuator can drive (Featherstone §8.12 case 1)
+        _, s, Vt = np.linalg.svd(Gu if Gu.size else np.zeros((1, nfree)))
+        null = Vt[ru:].T
+        motions = [_describe_motion(model, G @ null[:, i]) for i in range(null.shape[1])]
+        act = [j for j in model.joint_names if np.any(mask[model.v_slice(j)])]
+        raise InputError(
+            f"under-actuated: with actuators on {act or 'no joint'} the closed-loop system has "
+            f"{nfree - ru} freedom(s) no actuator controls, moving the joints as "
+            + "; ".join(motions) + " (Featherstone §8.12: rank(G_u) < n - r)")
+    tau = np.zeros(model.nv)
+    if loop_wrenches is None:
+        rhs = G.T @ tau_id  # Eq. 8.62
+        u, *_ = np.linalg.lstsq(Gu.T, rhs, rcond=None)  # Eq. 8.63; minimum norm if redundant
+        tau[mask] = u
+        return tau
+    # requested loop-joint constraint forces: tau = tau_ID - K^T lambda (Eq. 8.61)
+    unknown = dict(loop_wrenches)
+    lam_fixed = np.zeros(K.shape[0])
+    free_rows = np.zeros(K.shape[0], dtype=bool)
+    i = 0
+    for lj, L in zip(loops, kin):
+        nc = L["T_w"].shape[1]
+        if lj.name in unknown:
+            f = np.asarray(unknown.pop(lj.name), dtype=float).reshape(-1)
+            if f.shape != (6,) or not np.all(np.isfinite(f)):
+                raise InputError(f"loop_wrenches['{lj.name}'] must be 6 finite numbers (fx fy fz tx ty tz)")
+            lam = L["T_w"].T @ f  # T_w has orthonormal columns
+            resid = f - L["T_w"] @ lam
+            if np.linalg.norm(resid) > 1e-9 * (1.0 + np.linalg.norm(f)):
+                raise InputError(f"loop_wrenches['{lj.name}'] has a component along the joint's free motion "
+                                 f"({lj.type} joint): a constraint force cannot act there")
+            lam_fixed[i:i + nc] = lam
+        else:
+            free_rows[i:i + nc] = True
+        i += nc
+    if unknown:
+        raise InputError(f"loop_wrenches names unknown loop joint(s) {sorted(unknown)}; "
+                         f"loop joints: {list(model.loop_joints)}")
+    target = tau_id - K.T @ lam_fixed
+    # unknowns: u (actuated) and lambda of the loops not named; Q[u; 0] - K_free^T lam_free = target
+    Kf = K[free_rows]
+    M = np.hstack([np.eye(model.nv)[:, mask], -Kf.T])
+    sol, *_ = np.linalg.lstsq(M, target, rcond=None)
+    if np.linalg.norm(M @ sol - target) > 1e-8 * (1.0 + np.linalg.norm(target)):
+        raise InputError("the requested loop_wrenches cannot be produced by the actuated joints "
+                         f"{[j for j in model.joint_names if np.any(mask[model.v_slice(j)])]}")
+    tau[mask] = sol[:int(mask.sum())]
+    return tau
+
+
+def closed_loop_gravity(model, q, actuated=None):
+    """Gravity compensation of a closed-loop robot: actuator efforts (on the actuated joints only)
+    holding configuration q at rest (Featherstone §8.12 with qd = qdd = 0; Eq. 5.x gravity ID)."""
+    return closed_loop_inverse_dynamics(model, q, np.zeros(model.nv), np.zeros(model.nv), actuated=actuated)
