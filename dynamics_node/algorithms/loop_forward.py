@@ -442,7 +442,6 @@ def _fd_kernel(mi, mf, q, qd, tau, LI, LF, alpha, buf):
                 vJ = t0 * (vs[blk] - vp[blk]) + t1 * (vs[blk + 1] - vp[blk + 1]) + t2 * (vs[blk + 2] - vp[blk + 2])
                 kl -= 2.0 * alpha * vJ + alpha * alpha * dl[cc]                    # Eq. 8.22
             kk[rr] = kl
-            # constraint force basis for the wrench output (Eq. 8.30), kept in the wrench slots later
         row += nc
     sc = np.empty(nv + nv * m + 2 * m * m + 2 * m)
     rhs = sc[0:nv]
