@@ -85,6 +85,17 @@ def check_q(q, mi):
 
 
 @njit(cache=True, inline="always")
+def check_state(q, qd, qdd, mi):
+    """check_q(q), then qd and qdd: lengths nvt and finite."""
+    st = check_q(q, mi)
+    if st == 0:
+        st = check(qd, mi[1], A_QD)
+    if st == 0:
+        st = check(qdd, mi[1], A_QDD)
+    return st
+
+
+@njit(cache=True, inline="always")
 def work_views(w, nb, nvt):
     o = 0
     E = w[o:o + 9 * nb].reshape((nb, 9))

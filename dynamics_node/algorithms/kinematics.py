@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crm_t, load6, xm_t
-from ._common import (F1, I1, check_q, A_QD, A_QDD, check, fast_vec, raise_status, to_tree_q, to_tree_v)
+from ._common import (check_state, F1, I1, check_q, A_QD, A_QDD, fast_vec, raise_status, to_tree_q, to_tree_v)
 
 
 @njit(cache=True, inline="always")
@@ -124,12 +124,7 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
     point pl (body coordinates) of ``body``, from the outward RNEA pass (Eqs. 5.14-5.15) without
     gravity; classical = spatial + omega x v (Eq. 2.48)."""
     nb = mi[0]
-    nvt = mi[1]
-    st = check_q(q, mi)
-    if st == 0:
-        st = check(qd, nvt, A_QD)
-    if st == 0:
-        st = check(qdd, nvt, A_QDD)
+    st = check_state(q, qd, qdd, mi)
     if st != 0:
         return st
     for k in range(12):

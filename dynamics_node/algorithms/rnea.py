@@ -18,7 +18,7 @@ from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from .._fast import call1 as _call1, call3 as _call3
-from ._common import (SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, check, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
+from ._common import (check_state, SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True)
@@ -26,12 +26,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     """Table 5.1. Leaves X_i (E at w[9i], r at w[9nb+3i]), v_i (w[12nb+6i]), a_i (w[18nb+6i]) and
     f_i (w[24nb+6i]) in the work array, as algorithms/_common.work_views lays them out."""
     nb = mi[0]
-    nvt = mi[1]
-    st = check_q(q, mi)
-    if st == 0:
-        st = check(qd, nvt, A_QD)
-    if st == 0:
-        st = check(qdd, nvt, A_QDD)
+    st = check_state(q, qd, qdd, mi)
     if st != 0:
         return st
     hasfx = fx.shape[0] != 0
