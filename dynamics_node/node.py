@@ -366,8 +366,9 @@ class DynamicsNode(Node):
 
     def destroy_node(self):
         warm = getattr(self, "_warm_thread", None)
-        if warm is not None:
-            warm.join(timeout=5.0)  # not inside numba's loader when the process ends
+        if warm is not None:  # not inside numba's loader when the process ends, if time allows
+            deadline = getattr(self, "join_deadline", None)
+            warm.join(timeout=5.0 if deadline is None else max(0.0, deadline - time.monotonic()))
         for helper in (getattr(self, "stream_node", None), getattr(self, "service_node", None)):
             try:
                 if helper is not None:
@@ -1098,20 +1099,32 @@ def main(argv=None, fast_exit=True) -> int:
         except ParameterException as e:  # e.g. a parameter override of the wrong type
             print(f"dynamics_node: cannot start: bad parameter: {e}", file=sys.stderr, flush=True)
             return 2
-        helpers = spin_helpers(node)
+        # the main executor exists before the helpers start answering: a client's SIGTERM right
+        # after its first answer must not find it half-built
         executor = SingleThreadedExecutor()
         executor.add_node(node)
+        helpers = spin_helpers(node)
         _spin_until_shutdown(executor, node.context)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:  # noqa: BLE001
+        # SIGINT/SIGTERM may shut the context down while entities or executors are still being
+        # created (rclpy then raises RCLError 'context is not valid'): that is a clean stop
+        if rclpy.ok():
+            raise
     finally:
         # SIGINT/SIGTERM shut the context down, which wakes every executor; let the helper
         # threads leave rclpy before the nodes go (a thread still inside rcl at interpreter exit
         # aborts the process).
         rclpy.try_shutdown()
+        # One short budget for every join: a helper executor sometimes misses the shutdown wake-up
+        # and would hold the stop past 1 s; with fast_exit the process leaves by os._exit, which
+        # ends daemon threads without the interpreter teardown that makes a thread inside rcl abort.
+        deadline = time.monotonic() + (0.3 if fast_exit else 2.0)
         for _, thread in helpers:
-            thread.join(timeout=0.5)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if node is not None:
+            node.join_deadline = deadline
             try:
                 node.destroy_node()
             except Exception:  # noqa: BLE001 - shutting down anyway
