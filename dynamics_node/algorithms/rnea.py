@@ -21,6 +21,37 @@ from .._fast import call1 as _call1, call3 as _call3
 from ._common import (check_state, SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
 
 
+@njit(cache=True, inline="always")
+def inward_pass(mi, mf, w, tau, qd, qdd, joint_terms):
+    """Table 5.1's inward pass (Eqs. 5.17-5.18) over the forces f_i at w[24nb + 6i]:
+    tau_i = S_i^T f_i ; f_λ(i) += X_i^T f_i. With joint_terms, the model's rotor inertia
+    (armature qdd, Example 9.5) and friction (damping qd + Coulomb sign(qd)) are added to tau_i."""
+    nb = mi[0]
+    do0 = HEADER_F + BODY_STRIDE * nb
+    r0 = 9 * nb
+    f0 = 24 * nb
+    for i in range(nb - 1, -1, -1):
+        ii = HEADER_I + 5 * i
+        p = mi[ii]
+        vi = mi[ii + 3]
+        fo = f0 + 6 * i
+        for dof in range(vi, vi + mi[ii + 4]):
+            so = do0 + DOF_STRIDE * dof
+            t = (mf[so] * w[fo] + mf[so + 1] * w[fo + 1] + mf[so + 2] * w[fo + 2] + mf[so + 3] * w[fo + 3]
+                 + mf[so + 4] * w[fo + 4] + mf[so + 5] * w[fo + 5])
+            if joint_terms:
+                t += mf[so + 6] * qdd[dof] + mf[so + 7] * qd[dof]
+                cf = mf[so + 8]
+                if cf != 0.0:
+                    if qd[dof] > 0.0:
+                        t += cf
+                    elif qd[dof] < 0.0:
+                        t -= cf
+            tau[dof] = t
+        if p >= 0:
+            xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, fo), w, f0 + 6 * p)
+
+
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True)
 def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     """Table 5.1. Leaves X_i (E at w[9i], r at w[9nb+3i]), v_i (w[12nb+6i]), a_i (w[18nb+6i]) and
@@ -32,7 +63,6 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     hasfx = fx.shape[0] != 0
     if hasfx and fx.shape[0] != 6 * nb:
         return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
-    do0 = HEADER_F + BODY_STRIDE * nb
     r0 = 9 * nb
     v0 = 12 * nb
     a0 = 18 * nb
@@ -69,26 +99,8 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
         if hasfx:
             for k in range(6):
                 w[fo + k] -= fx[6 * i + k]
-    # Eqs. 5.17-5.18, inwards: tau_i = S_i^T f_i (+ rotor inertia and friction); f_λ(i) += X_i^T f_i
-    for i in range(nb - 1, -1, -1):
-        ii = HEADER_I + 5 * i
-        p = mi[ii]
-        vi = mi[ii + 3]
-        fo = f0 + 6 * i
-        for dof in range(vi, vi + mi[ii + 4]):
-            so = do0 + DOF_STRIDE * dof
-            t = (mf[so] * w[fo] + mf[so + 1] * w[fo + 1] + mf[so + 2] * w[fo + 2] + mf[so + 3] * w[fo + 3]
-                 + mf[so + 4] * w[fo + 4] + mf[so + 5] * w[fo + 5])
-            t += mf[so + 6] * qdd[dof] + mf[so + 7] * qd[dof]
-            cf_ = mf[so + 8]
-            if cf_ != 0.0:
-                if qd[dof] > 0.0:
-                    t += cf_
-                elif qd[dof] < 0.0:
-                    t -= cf_
-            tau[dof] = t
-        if p >= 0:
-            xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, fo), w, f0 + 6 * p)
+    # Eqs. 5.17-5.18, inwards
+    inward_pass(mi, mf, w, tau, qd, qdd, True)
     return 0
 
 
@@ -100,7 +112,6 @@ def gravity_kernel(mi, mf, q, tau, w):
     st = check_q(q, mi)
     if st != 0:
         return st
-    do0 = HEADER_F + BODY_STRIDE * nb
     r0 = 9 * nb
     a0 = 18 * nb
     f0 = 24 * nb
@@ -116,17 +127,7 @@ def gravity_kernel(mi, mf, q, tau, w):
         a = xm_t(w, eo, ro, load6(w, a0 + 6 * p) if p >= 0 else ag)  # a_i = X_i a_λ(i), a_0 = -a_g
         store6(w, ao, a)
         store6(w, f0 + 6 * i, rbi_mul_t(mf, bo, a))  # f_i = I_i a_i
-    for i in range(nb - 1, -1, -1):
-        ii = HEADER_I + 5 * i
-        p = mi[ii]
-        vi = mi[ii + 3]
-        fo = f0 + 6 * i
-        for dof in range(vi, vi + mi[ii + 4]):
-            s = do0 + DOF_STRIDE * dof
-            tau[dof] = (mf[s] * w[fo] + mf[s + 1] * w[fo + 1] + mf[s + 2] * w[fo + 2] + mf[s + 3] * w[fo + 3]
-                        + mf[s + 4] * w[fo + 4] + mf[s + 5] * w[fo + 5])
-        if p >= 0:
-            xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, fo), w, f0 + 6 * p)  # f_λ(i) += X_i^T f_i
+    inward_pass(mi, mf, w, tau, q, q, False)  # Eqs. 5.17-5.18 (no joint-rate terms at rest)
     return 0
 
 
