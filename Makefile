@@ -11,12 +11,11 @@ IFACE_STAMP := $(VENV)/.interfaces-done
 # No DDS traffic leaves this machine unless the caller says otherwise; each make run gets its own domain.
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 export ROS_DOMAIN_ID ?= $(shell echo $$(( $$$$ % 100 + 101 )))
-# numba keeps its compiled kernels next to the sources (cache=True): first run compiles, later runs load.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup run run-dual-arm test bench summary clean
+.PHONY: setup kernels run run-dual-arm test bench summary clean
 
-setup: $(STAMP) $(IFACE_STAMP)
+setup: $(STAMP) $(IFACE_STAMP) kernels
 
 $(STAMP): requirements.txt requirements-ros.txt requirements-test.txt setup.py setup.cfg dynamics_node/_fastcall.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,9 +23,13 @@ $(STAMP): requirements.txt requirements-ros.txt requirements-test.txt setup.py s
 	$(PIP) install -q -r requirements.txt -r requirements-ros.txt -r requirements-test.txt
 	$(PIP) install -q --no-deps --no-build-isolation -e .
 	$(PY) setup.py -q build_ext --inplace
-	@echo "compiling the dynamics kernels (numba, cached; about a minute the first time)"
-	$(PY) -c "import dynamics_node.algorithms.loops, dynamics_node.algorithms.hybrid, dynamics_node.algorithms.kinematics"
 	@touch $@
+
+# The compiled kernels, for the sources as they are now: numba's cache plus the ahead-of-time library
+# of the C callbacks (dynamics_node/_jit.py), both in ~/.cache/dynamics_node/<hash of the sources>.
+# Nothing to do when they exist; after an edit of a kernel, about a minute.
+kernels: $(STAMP)
+	@$(PY) -m dynamics_node._jit build --if-missing
 
 $(IFACE_STAMP): $(STAMP) $(wildcard dynamics_interfaces/srv/*.srv dynamics_interfaces/msg/*.msg) dynamics_interfaces/CMakeLists.txt tools/build_interfaces.sh
 	bash tools/build_interfaces.sh $(VENV)
@@ -42,7 +45,7 @@ summary: setup
 	$(VENV)/bin/dynamics_summary urdf/arm7.urdf
 
 test: setup
-	DYNAMICS_REQUIRE_ROS=1 $(PY) -m pytest -q test
+	DYNAMICS_REQUIRE_ROS=1 DYNAMICS_REQUIRE_AOT=1 $(PY) -m pytest -q test
 
 bench: setup
 	$(PY) bench/bench.py

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from ._jit import njit
 
 from .layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 

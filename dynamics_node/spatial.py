@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from ._jit import njit
 
 # --------------------------------------------------------------------------------------------
 # Plain-numpy helpers used while building a model (not on the hot path).

@@ -5,7 +5,7 @@ next to nothing), and the Python side of arguments (coercion, mimic mapping, err
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, njit, types
+from .._jit import carray, njit, types
 
 from ..errors import InputError, SingularMassMatrixError
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, WORK_BODY, WORK_DOF, WORK_EXTRA

@@ -21,7 +21,7 @@ body instead of producing inf or NaN.
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, cfunc, njit, types
+from .._jit import carray, cfunc, njit, types
 
 from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
@@ -37,28 +37,26 @@ def _sign(x):
 
 @njit(cache=True)
 def _invert_spd(A, n, out, tol):
-    """out = A^-1 for a small symmetric positive definite n x n (flat, stride 6) by Gauss-Jordan
-    with diagonal pivots. Returns False when a pivot is <= tol (singular)."""
-    M = np.empty((6, 12))
+    """out = A^-1 for a small symmetric positive definite n x n (flat, stride 6): Gauss-Jordan in
+    place with diagonal pivots (no allocation). Returns False when a pivot is <= tol (singular)."""
     for a in range(n):
         for b in range(n):
-            M[a, b] = A[6 * a + b]
-            M[a, 6 + b] = 1.0 if a == b else 0.0
+            out[6 * a + b] = A[6 * a + b]
     for k in range(n):
-        piv = M[k, k]
+        piv = out[7 * k]
         if not (piv > tol):
             return False
-        for b in range(12):
-            M[k, b] /= piv
+        out[7 * k] = 1.0
+        inv = 1.0 / piv
+        for b in range(n):
+            out[6 * k + b] *= inv
         for a in range(n):
             if a != k:
-                fac = M[a, k]
+                fac = out[6 * a + k]
                 if fac != 0.0:
-                    for b in range(12):
-                        M[a, b] -= fac * M[k, b]
-    for a in range(n):
-        for b in range(n):
-            out[6 * a + b] = M[a, 6 + b]
+                    out[6 * a + k] = 0.0
+                    for b in range(n):
+                        out[6 * a + b] -= fac * out[6 * k + b]
     return True
 
 

@@ -11,7 +11,7 @@ H of the independent coordinates is G^T H G (Eq. 3.19, §9.6).
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, cfunc, njit, types
+from .._jit import carray, cfunc, njit, types
 
 from ..joints import jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
@@ -92,6 +92,12 @@ _ndarray = np.ndarray
 
 def mass_matrix_tree(model, q_tree, data=None):
     """H over the tree coordinates (mimic followers included)."""
+    if data is None and _call1m is not None:  # the C callback works on the tree anyway
+        r = _call1m(_CRBA_C, model._kmi, model._kmf, model.nvt, q_tree)
+        if r.__class__ is _ndarray:
+            return r
+        if r is not NotImplemented:
+            raise_status(model, r, tree=True)
     w = data.work if data is not None else np.empty(model.work_size)
     H = np.empty(model.nvt * model.nvt)
     st = crba_kernel(model._kmi, model._kmf, q_tree, H, w)

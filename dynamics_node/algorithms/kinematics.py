@@ -13,7 +13,7 @@ omega x v (Featherstone Eq. 2.48).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from .._jit import njit, types
 
 from ..errors import InputError
 from ..joints import S_mul, jcalc

@@ -13,14 +13,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from .._jit import njit, types
 
 from ..errors import SingularMassMatrixError
 from .loop_constraints import _assemble, _check_stab, _constrained_index, _core, _require_loops, _vec
 
 # the core's compiled kernels (tree coordinates, packed model)
 from ._common import check as _check, A_TAU as _A_TAU, raise_status as _raise_status
-from ._common import unpack, work_views as _work_views
+from ._common import F1, I1, unpack, work_views as _work_views
 from .ltdl import dof_parents as _dof_parents, ltdl_factor as _ltdl_factor, ltdl_solve as _ltdl_solve
 from .crba import crba_kernel as _crba_kernel
 from .rnea import rnea_kernel as _rnea_kernel
@@ -170,9 +170,6 @@ _TYPE_CODE = {"fixed": 0, "revolute": 1, "continuous": 1, "prismatic": 2, "cylin
 _LI = 10  # per loop ints: body_p, body_s, type, nc, constrained indices (6)
 _LF = 24  # per loop floats: p_p (3), R_p (9), p_s (3), R_s (9): joint frame in body coordinates
 
-_HAVE_KERNELS = True
-
-
 @njit(cache=True)
 def _delta_code(code, Rp, op, Rs, os, out, idx, nc):
     """Table 8.1 on ^sX_p built from the aligned joint frames (Rp, op) and (Rs, os) in the world;
@@ -281,6 +278,7 @@ def _method2_sparse(H, lamp, tol, rhs, K, kk, qdd, lam, sc):
     return -1
 
 
+@njit(types.int64(I1, F1, F1, F1, F1, I1, F1, types.float64, F1), cache=True)  # others: TypeError
 def _fd_kernel(mi, mf, q, qd, tau, LI, LF, alpha, buf):
     """Closed-loop forward dynamics on the packed tree (Featherstone §8.5-8.7).
 
@@ -346,12 +344,12 @@ def _fd_kernel(mi, mf, q, qd, tau, LI, LF, alpha, buf):
     dl = np.empty(6)
     row = 0
     for l in range(nl):
-        base = 3 + 10 * l
+        base = 3 + _LI * l
         nc = LI[base + 3]
         for side in range(2):
             b = LI[base + side]
-            pj = LF[24 * l + 12 * side:24 * l + 12 * side + 3]
-            Rjb = LF[24 * l + 12 * side + 3:24 * l + 12 * side + 12]
+            pj = LF[_LF * l + 12 * side:_LF * l + 12 * side + 3]
+            Rjb = LF[_LF * l + 12 * side + 3:_LF * l + 12 * side + 12]
             for x in range(3):
                 if b < 0:
                     oj[side, x] = pj[x]
@@ -447,8 +445,8 @@ def _fd_kernel(mi, mf, q, qd, tau, LI, LF, alpha, buf):
     rhs = sc[0:nv]
     for i in range(nv):
         rhs[i] = tau[i] - C[i]
-    lamp = LI[3 + 10 * nl:3 + 10 * nl + nv]
-    ks = _method2_sparse(H, lamp, LF[24 * nl], rhs, K, kk, qdd, lam, sc[nv:])
+    lamp = LI[3 + _LI * nl:3 + _LI * nl + nv]
+    ks = _method2_sparse(H, lamp, LF[_LF * nl], rhs, K, kk, qdd, lam, sc[nv:])
     if ks >= 0:
         bsing = 0
         for i in range(nb):
@@ -458,10 +456,10 @@ def _fd_kernel(mi, mf, q, qd, tau, LI, LF, alpha, buf):
     # loop wrenches f_k = T_w lambda_k (Eq. 8.30); T_w's columns are the successor frame's axes
     row = 0
     for l in range(nl):
-        base = 3 + 10 * l
+        base = 3 + _LI * l
         nc = LI[base + 3]
         b = LI[base + 1]
-        Rjb = LF[24 * l + 15:24 * l + 24]
+        Rjb = LF[_LF * l + 15:_LF * l + 24]
         for k in range(6):
             Wr[6 * l + k] = 0.0
         for cc in range(nc):
@@ -478,13 +476,6 @@ def _fd_kernel(mi, mf, q, qd, tau, LI, LF, alpha, buf):
         row += nc
     return 0
 
-
-if _HAVE_KERNELS:  # explicit signature: other argument types raise TypeError (then converted)
-    from numba import types as _nbt
-
-    from ._common import F1 as _F1, I1 as _I1
-
-    _fd_kernel = njit(_nbt.int64(_I1, _F1, _F1, _F1, _F1, _I1, _F1, _nbt.float64, _F1), cache=True)(_fd_kernel)
 
 _PACK_CACHE: dict = {}
 
@@ -532,7 +523,7 @@ def _pack_loops(model):
 def _fast_ok(model):
     """The compiled path needs the core's kernels, no mimic joints (tree coordinates = user
     coordinates) and at least one loop."""
-    return (_HAVE_KERNELS and getattr(model, "loops", ()) != () and not getattr(model, "has_mimic", True)
+    return (getattr(model, "loops", ()) != () and not getattr(model, "has_mimic", True)
             and getattr(model, "nvt", -1) == model.nv)
 
 

@@ -8,7 +8,7 @@ the previous degree of freedom of the same joint, or the last degree of freedom 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from .._jit import njit, types
 
 from ._common import (F1, F2, I1)
 

@@ -12,7 +12,7 @@ the rotor inertia term armature * qdd (Example 9.5) and friction damping * qd + 
 from __future__ import annotations
 
 import numpy as np
-from numba import carray, cfunc, njit, types
+from .._jit import carray, cfunc, njit, types
 
 from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I

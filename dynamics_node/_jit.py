@@ -1,0 +1,359 @@
+"""The kernels' compiler, numba, loaded only when a kernel is needed that is not already compiled.
+
+Kernel modules declare their compiled functions with ``njit`` and ``cfunc`` from here, spelled as
+numba's own (``@njit(types.int64(I1, F1), cache=True)``). Nothing is compiled or loaded at import:
+
+* a C callback (``cfunc``) that the ahead-of-time library holds is served from there:
+  ``kernel.address`` is its address in ``kernels.so``, and numba is never imported. ``make setup``
+  builds that library (``python -m dynamics_node._jit build``, see ``build``). The C shim
+  (``_fastcall.c``) calls the kernels through these addresses, which is every hot path of the node
+  (gravity, inverse and forward dynamics, mass matrix). Importing numba and loading its cache costs
+  about a second, which was most of the node's start time;
+* anything else (a call to an ``njit`` kernel, or a ``cfunc`` when there is no library) imports
+  numba once and turns every declared kernel into its numba dispatcher (``materialize``). Modules
+  see the dispatchers in their globals afterwards, so later calls cost exactly what numba's cost.
+
+Kernels are compiled with numba's defaults plus ``error_model="numpy"`` (a division by zero gives
+inf or nan rather than raising: no Python exception machinery inside C callbacks; the kernels test
+their pivots and return status codes). The ahead-of-time library sits in the numba cache folder,
+which is named after a hash of the kernel sources (see ``dynamics_node/__init__.py``), so an edited
+kernel is never served from a stale library; it is also tied to the CPU it was compiled for.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+DEFAULTS = {"error_model": "numpy"}
+_lock = threading.RLock()
+_kernels: list = []   # every kernel declared so far, in order
+_numba = None         # the numba module, once materialized
+_aot = None           # {kernel name: address} of the ahead-of-time library, {} if there is none
+
+
+class _Type(str):
+    """A numba type written as the text numba parses: ``types.float64[:, ::1]`` and
+    ``types.int64(I1, F1)`` build "float64[:, ::1]" and "int64(int64[::1], float64[::1])"."""
+
+    def __getitem__(self, key):
+        keys = key if isinstance(key, tuple) else (key,)
+        return _Type(f"{self}[{', '.join('::1' if k.step == 1 else ':' for k in keys)}]")
+
+    def __call__(self, *args):
+        return _Type(f"{self}({', '.join(args)})")
+
+
+class types:  # noqa: N801 - spelled as numba.types
+    int64 = _Type("int64")
+    float64 = _Type("float64")
+    void = _Type("void")
+
+    @staticmethod
+    def CPointer(t):  # noqa: N802
+        return _Type(f"CPointer({t})")
+
+
+class _Carray:
+    """Stands for numba.carray in kernel modules until numba is loaded (then it is replaced)."""
+
+    def __repr__(self):
+        return "<numba.carray, not loaded yet>"
+
+
+carray = _Carray()
+
+
+class Kernel:
+    """A declared kernel: the Python function, its signature and options; ``real`` is the numba
+    dispatcher (or CFunc) once materialized."""
+
+    def __init__(self, py_func, kind, sig, options):
+        self.py_func = py_func
+        self.kind = kind
+        self.sig = sig
+        self.options = {**DEFAULTS, **options}
+        self.real = None
+        self.name = f"{py_func.__module__}.{py_func.__qualname__}"
+        self.__name__ = py_func.__name__
+        self.__qualname__ = py_func.__qualname__
+        self.__module__ = py_func.__module__
+        self.__doc__ = py_func.__doc__
+
+    def __call__(self, *args):
+        return (self.real or materialize(self))(*args)
+
+    @property
+    def address(self):
+        """Address of the C callback: from the ahead-of-time library if it has it, else numba's."""
+        a = aot_addresses().get(self.name)
+        return a if a is not None else (self.real or materialize(self)).address
+
+    def __getattr__(self, attr):  # py_func, signatures, inspect_llvm, ... of the numba object
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(self.real or materialize(self), attr)
+
+    def __repr__(self):
+        return f"<{self.kind} kernel {self.name}{'' if self.real is None else ' (compiled)'}>"
+
+
+def _declare(kind, sig, options):
+    def decorate(py_func):
+        with _lock:
+            k = Kernel(py_func, kind, sig, options)
+            _kernels.append(k)
+            if _numba is not None:  # numba is loaded already: what numba's decorator does
+                k.real = _numba_object(_numba, kind, sig, k.options, py_func)
+                return k.real
+            return k
+    return decorate
+
+
+def njit(sig=None, **options):
+    """numba.njit, deferred (see the module docstring)."""
+    if callable(sig) and not isinstance(sig, str):  # bare @njit
+        return _declare("njit", None, {})(sig)
+    return _declare("njit", sig, options)
+
+
+def cfunc(sig, **options):
+    """numba.cfunc, deferred; served from the ahead-of-time library when it has it."""
+    return _declare("cfunc", sig, options)
+
+
+def _numba_object(numba, kind, sig, options, py_func):
+    if kind == "cfunc":
+        return numba.cfunc(sig, **options)(py_func)
+    return numba.njit(sig, **options)(py_func) if sig is not None else numba.njit(**options)(py_func)
+
+
+def materialize(kernel=None):
+    """Import numba and replace every declared kernel by its numba object, in the globals of every
+    dynamics_node module. Returns the numba object of ``kernel`` when one is given."""
+    global _numba
+    with _lock:
+        if _numba is None:
+            import numba
+
+            pending = [k for k in _kernels if k.real is None]
+            # 1. a dispatcher for each njit kernel (nothing compiled yet), visible in every module,
+            #    so that compiling any of them finds its callees as numba functions
+            for k in pending:
+                if k.kind == "njit":
+                    k.real = numba.njit(**k.options)(k.py_func)
+            _rebind(numba)
+            # 2. the explicit signatures, compiled (or loaded from numba's cache) as numba.njit(sig)
+            #    would: then no other signature is compiled (the wrappers rely on the TypeError)
+            for k in pending:
+                if k.kind == "njit" and k.sig is not None:
+                    k.real.compile(k.sig)
+                    k.real.disable_compile()
+            for k in pending:
+                if k.kind == "cfunc":
+                    k.real = numba.cfunc(k.sig, **k.options)(k.py_func)
+            _rebind(numba)
+            _numba = numba
+        return None if kernel is None else kernel.real
+
+
+def _rebind(numba):
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not (name == "dynamics_node" or name.startswith("dynamics_node.")):
+            continue
+        d = mod.__dict__
+        for attr, value in list(d.items()):
+            if isinstance(value, Kernel) and value.real is not None:
+                d[attr] = value.real
+            elif isinstance(value, _Carray):
+                d[attr] = numba.carray
+
+
+def numba_loaded() -> bool:
+    return _numba is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# the ahead-of-time library
+def _aot_dir():
+    d = os.environ.get("NUMBA_CACHE_DIR")
+    return os.path.join(d, "aot") if d else None
+
+
+def cpu_key() -> str:
+    """The CPU the library is compiled for, as /proc/cpuinfo names it (model and flags): numba
+    compiles for the host CPU's features, so a library built elsewhere is not used."""
+    import hashlib
+
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [ln for ln in f.read().split("\n\n")[0].splitlines()
+                     if ln.split(":")[0].strip() in ("vendor_id", "model name", "flags")]
+    except OSError:
+        return ""
+    return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def aot_addresses() -> dict:
+    """{kernel name: address} of the ahead-of-time library of these sources on this CPU, loaded
+    once; {} if it is missing, stale or cannot be loaded (then numba compiles as usual)."""
+    global _aot
+    if _aot is not None:
+        return _aot
+    with _lock:
+        if _aot is not None:
+            return _aot
+        table = {}
+        d = _aot_dir()
+        if d and os.environ.get("DYNAMICS_NODE_NO_AOT") != "1":
+            try:
+                import ctypes
+                import json
+
+                with open(os.path.join(d, "kernels.json")) as f:
+                    manifest = json.load(f)
+                if manifest.get("cpu") == cpu_key():
+                    lib = ctypes.CDLL(os.path.join(d, manifest["library"]))
+                    table = {name: ctypes.cast(lib[sym], ctypes.c_void_p).value
+                             for name, sym in manifest["kernels"].items()}
+                    table["__library__"] = lib  # keeps it loaded
+            except (OSError, ValueError, KeyError, AttributeError):
+                table = {}
+        _aot = table
+        return _aot
+
+
+def aot_loaded() -> bool:
+    return bool(aot_addresses())
+
+
+_STUBS = r"""
+/* What numba's compiled code may call on its error paths, which the kernels never take (they
+   return status codes, and error_model="numpy" means no ZeroDivisionError): numba's runtime is not
+   loaded in a process that uses this library, so these report the impossible loudly instead. */
+#include <Python.h>
+#include <stdlib.h>
+void numba_gil_ensure(PyGILState_STATE *s) { *s = PyGILState_Ensure(); }
+void numba_gil_release(PyGILState_STATE *s) { PyGILState_Release(*s); }
+static void *fail(const char *what) {
+    if (!PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "dynamics_node ahead-of-time kernel: %s", what);
+    return NULL;
+}
+PyObject *numba_unpickle(const char *d, int n, const char *h) { return fail("raised an exception"); }
+PyObject *numba_runtime_build_excinfo_struct(PyObject *a, PyObject *b) { return fail("raised an exception"); }
+int numba_do_raise(PyObject *e) { fail("raised an exception"); return 0; }
+void *NRT_MemInfo_alloc_aligned(size_t size, unsigned align) {
+    fprintf(stderr, "dynamics_node ahead-of-time kernel: allocation outside numba\n");
+    abort();
+}
+void NRT_MemInfo_call_dtor(void *mi) {
+    fprintf(stderr, "dynamics_node ahead-of-time kernel: release outside numba\n");
+    abort();
+}
+void NRT_Free(void *p) { free(p); }
+"""
+
+
+def build(out_dir=None) -> str:
+    """Compile every declared C callback of the package into one shared library with numba and
+    llvmlite (the same machine code numba would JIT), for ``aot_addresses``. Run in a process of its
+    own with an empty numba cache (``python -m dynamics_node._jit build``): numba keeps a kernel's
+    LLVM IR only when it compiles it, not when it loads it from its cache."""
+    import importlib
+    import json
+    import pkgutil
+    import subprocess
+    import sysconfig
+    import tempfile
+
+    from dynamics_node import algorithms
+
+    for m in pkgutil.iter_modules(algorithms.__path__):
+        importlib.import_module(f"dynamics_node.algorithms.{m.name}")
+    materialize()
+    cfuncs = [k for k in _kernels if k.kind == "cfunc"]
+    import llvmlite.binding as ll
+
+    module = None
+    symbols = {}
+    for k in cfuncs:
+        m = ll.parse_assembly(k.real._library.get_llvm_str())
+        symbols[k.name] = k.real.native_name
+        if module is None:
+            module = m
+        else:
+            module.link_in(m)
+    module.verify()
+    allocating = [f.name for f in module.functions if f.name.startswith("NRT_MemInfo_alloc")]
+    if allocating:  # numba's allocator is not there when the library is used without numba
+        raise RuntimeError(f"a C callback allocates ({', '.join(allocating)}): kernels must use the work array")
+    # numba's own target machine is made for its JIT (static relocations); a shared library needs
+    # position-independent code, for the same CPU and features
+    codegen = cfuncs[0].real._library.codegen
+    tm = ll.Target.from_triple(ll.get_process_triple()).create_target_machine(
+        cpu=codegen._get_host_cpu_name(), features=codegen._tm_features, opt=3, reloc="pic",
+        codemodel="default")
+    obj = tm.emit_object(module)
+    out_dir = out_dir or _aot_dir()
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        o = os.path.join(tmp, "kernels.o")
+        c = os.path.join(tmp, "stubs.c")
+        with open(o, "wb") as f:
+            f.write(obj)
+        with open(c, "w") as f:
+            f.write(_STUBS)
+        so = os.path.join(tmp, "kernels.so")
+        cc = os.environ.get("CC", "cc")
+        subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so, o, c,
+                        "-I" + sysconfig.get_paths()["include"], "-lm"], check=True)
+        os.replace(so, os.path.join(out_dir, "kernels.so"))
+    manifest = {"library": "kernels.so", "cpu": cpu_key(), "kernels": symbols,
+                "sources": os.path.basename(os.path.dirname(out_dir)), "numba": _numba.__version__}
+    with open(os.path.join(out_dir, "kernels.json.tmp"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    os.replace(os.path.join(out_dir, "kernels.json.tmp"), os.path.join(out_dir, "kernels.json"))
+    return out_dir
+
+
+def _main(argv):
+    """python -m dynamics_node._jit build [--if-missing]: build the ahead-of-time library (in a fresh
+    numba cache, which then becomes the package's cache if it has none yet)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    import dynamics_node  # noqa: F401 - sets NUMBA_CACHE_DIR from the source hash
+
+    if not argv or argv[0] not in ("build", "_build_here"):
+        print(_main.__doc__, file=sys.stderr)
+        return 2
+    target = _aot_dir()
+    if target is None:
+        print("dynamics_node._jit: no NUMBA_CACHE_DIR (no home directory?): nothing built", file=sys.stderr)
+        return 1
+    if argv[0] == "_build_here":
+        build(argv[1])
+        return 0
+    if "--if-missing" in argv and aot_loaded():
+        return 0
+    cache = os.path.dirname(target)
+    with tempfile.TemporaryDirectory(prefix="dynamics_node_aot_") as tmp:
+        fresh = os.path.join(tmp, "numba")
+        env = {**os.environ, "NUMBA_CACHE_DIR": fresh}
+        r = subprocess.run([sys.executable, "-m", "dynamics_node._jit", "_build_here", target], env=env)
+        if r.returncode:
+            return r.returncode
+        if not os.path.isdir(cache) or not any(n != "aot" for n in os.listdir(cache)):
+            # numba's cache of this compile serves the kernels that are not C callbacks
+            for n in os.listdir(fresh):
+                shutil.move(os.path.join(fresh, n), os.path.join(cache, n))
+    print(f"dynamics_node: ahead-of-time kernels in {target}")
+    return 0
+
+
+if __name__ == "__main__":  # run as a script, this file is __main__: use the package's module
+    from dynamics_node import _jit
+
+    sys.exit(_jit._main(sys.argv[1:]))

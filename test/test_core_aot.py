@@ -1,0 +1,111 @@
+"""The ahead-of-time kernel library (dynamics_node/_jit.py): a process that only computes gravity,
+inverse and forward dynamics and the mass matrix never imports numba, and gets exactly what the
+numba-compiled kernels give; a library built for other sources or another CPU is not used.
+
+`make setup` builds the library; `make test` sets DYNAMICS_REQUIRE_AOT=1 so that a missing one fails
+here instead of being skipped.
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dynamics_node as dn
+from dynamics_node import _jit
+from dynamics_node.algorithms import aba, crba, rnea
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+ARM = REPO / "urdf" / "arm7.urdf"
+
+CHILD = r"""
+import json, sys
+import numpy as np
+import dynamics_node as dn
+from dynamics_node import _jit
+out = {}
+for path, floating in json.loads(sys.argv[1]):
+    m = dn.load_model(path, floating_base=floating)
+    rng = np.random.default_rng(3)
+    q = rng.uniform(-2, 2, m.nq)
+    if floating:  # the root's [x y z qx qy qz qw] come first
+        quat = rng.normal(size=4)
+        q[3:7] = quat / np.linalg.norm(quat)
+    qd, x = rng.uniform(-1, 1, m.nv), rng.uniform(-1, 1, m.nv)
+    out[path + str(floating)] = {
+        "q": q.tolist(), "qd": qd.tolist(), "x": x.tolist(),
+        "gravity": dn.gravity(m, q).tolist(),
+        "id": dn.inverse_dynamics(m, q, qd, x).tolist(),
+        "fd": dn.forward_dynamics(m, q, qd, x).tolist(),
+        "H": dn.mass_matrix(m, q).tolist()}
+print(json.dumps({"numba": "numba" in sys.modules, "aot": _jit.aot_loaded(), "results": out}))
+"""
+
+
+def _child(models, env=None):
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(models)], capture_output=True, text=True,
+                       env={**os.environ, **(env or {})}, timeout=300, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def built():
+    if not _jit.aot_loaded():
+        if os.environ.get("DYNAMICS_REQUIRE_AOT") == "1":
+            pytest.fail("the ahead-of-time kernel library is missing: `make kernels` builds it")
+        pytest.skip("no ahead-of-time kernel library (make kernels)")
+    return True
+
+
+def test_hot_paths_run_without_numba_and_match_the_numba_kernels(built, tmp_path):
+    floating = tmp_path / "floating.urdf"
+    floating.write_text(ARM.read_text())
+    got = _child([[str(ARM), False], [str(floating), True]])
+    assert got["aot"] and not got["numba"], got
+    for key, r in got["results"].items():
+        path, fl = key[:-5] if key.endswith("False") else key[:-4], key.endswith("True")
+        m = dn.load_model(path, floating_base=fl)
+        q, qd, x = (np.array(r[k]) for k in ("q", "qd", "x"))
+        # the numba dispatchers of the same kernels, called directly (the public functions would take
+        # the library's C callbacks in this process too)
+        mi, mf, n = m._kmi, m._kmf, m.nv
+        out = {"gravity": np.empty(n), "id": np.empty(n), "fd": np.empty(n), "H": np.empty(n * n)}
+        assert rnea.gravity_entry(mi, mf, q, out["gravity"]) == 0
+        assert rnea.rnea_entry(mi, mf, q, qd, x, out["id"]) == 0
+        assert aba.aba_entry(mi, mf, q, qd, x, out["fd"]) == 0
+        assert crba.crba_entry(mi, mf, q, out["H"]) == 0
+        for name, ours in out.items():
+            np.testing.assert_allclose(np.array(r[name]).reshape(-1), ours, rtol=1e-13, atol=1e-13,
+                                       err_msg=f"{key} {name}")
+    assert _jit.numba_loaded()
+
+
+def test_a_library_for_another_cpu_is_not_used(built, tmp_path):
+    src = pathlib.Path(os.environ["NUMBA_CACHE_DIR"]) / "aot"
+    dst = tmp_path / "cache" / "aot"
+    shutil.copytree(src, dst)
+    manifest = json.loads((dst / "kernels.json").read_text())
+    manifest["cpu"] = "another-cpu"
+    (dst / "kernels.json").write_text(json.dumps(manifest))
+    got = _child([[str(ARM), False]], env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")})
+    assert not got["aot"] and got["numba"]
+
+
+def test_no_library_means_numba_compiles(tmp_path):
+    got = _child([[str(ARM), False]], env={"DYNAMICS_NODE_NO_AOT": "1"})
+    assert not got["aot"] and got["numba"]
+
+
+def test_signatures_are_spelled_as_numba_parses_them():
+    from numba.core import sigutils
+
+    from dynamics_node.algorithms._common import F2, I1, SIG3
+
+    assert str(I1) == "int64[::1]" and str(F2) == "float64[:, ::1]"
+    args, ret = sigutils.normalize_signature(str(SIG3))
+    assert str(ret) == "int64" and len(args) == 11 and str(args[0]) == "int64*"
