@@ -324,8 +324,7 @@ def _main(argv):
     import subprocess
     import tempfile
 
-    import dynamics_node  # noqa: F401 - sets NUMBA_CACHE_DIR from the source hash
-
+    # the package is imported (it set NUMBA_CACHE_DIR from the source hash)
     if not argv or argv[0] not in ("build", "_build_here"):
         print(_main.__doc__, file=sys.stderr)
         return 2

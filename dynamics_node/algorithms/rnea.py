@@ -12,9 +12,10 @@ the rotor inertia term armature * qdd (Example 9.5) and friction damping * qd + 
 from __future__ import annotations
 
 import numpy as np
+
 from .._jit import carray, cfunc, njit, types
 
-from ..joints import S_mul, jcalc
+from ..joints import PRISMATIC, REVOLUTE, S_mul, jcalc, jcalc_sc, sincos_all
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from .._fast import call1 as _call1, call3 as _call3
@@ -52,7 +53,7 @@ def inward_pass(mi, mf, w, tau, qd, qdd, joint_terms):
             xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, fo), w, f0 + 6 * p)
 
 
-@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True)
+@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True, fastmath={'contract', 'reassoc', 'nsz', 'arcp'})
 def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     """Table 5.1. Leaves X_i (E at w[9i], r at w[9nb+3i]), v_i (w[12nb+6i]), a_i (w[18nb+6i]) and
     f_i (w[24nb+6i]) in the work array, as algorithms/_common.work_views lays them out."""
@@ -67,28 +68,56 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     v0 = 12 * nb
     a0 = 18 * nb
     f0 = 24 * nb
+    do0 = HEADER_F + BODY_STRIDE * nb
+    # sin q, cos q of every body's joint in one vectorised loop, in the slot c of work_views (unused here)
+    sc0 = 30 * nb
+    sincos_all(mi, q, w, sc0)
     ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])  # a_0 = -a_g (§5.3)
     for i in range(nb):
         ii = HEADER_I + 5 * i
         p = mi[ii]
+        jt = mi[ii + 1]
         bo = HEADER_F + BODY_STRIDE * i
         eo = 9 * i
         ro = r0 + 3 * i
-        jcalc(mi, mf, i, q, w, eo, ro)
-        vJ = S_mul(mi, mf, i, qd)  # v_J = S qd (c_J = 0 for every joint kernel)
-        sq = S_mul(mi, mf, i, qdd)
+        jcalc_sc(mi, mf, i, q, w, eo, ro, w[sc0 + i], w[sc0 + nb + i])
         if p >= 0:
             xv = xm_t(w, eo, ro, load6(w, v0 + 6 * p))
             xa = xm_t(w, eo, ro, load6(w, a0 + 6 * p))
         else:
             xv = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
             xa = xm_t(w, eo, ro, ag)
-        # Eq. 5.14: v_i = X_i v_λ(i) + v_J
-        v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
+        # Eq. 5.14: v_i = X_i v_λ(i) + v_J, v_J = S qd (c_J = 0 for every joint kernel)
         # Eq. 5.15: a_i = X_i a_λ(i) + S qdd + v_i x v_J
-        cv = crm_t(v, vJ)
-        a = (xa[0] + sq[0] + cv[0], xa[1] + sq[1] + cv[1], xa[2] + sq[2] + cv[2], xa[3] + sq[3] + cv[3],
-             xa[4] + sq[4] + cv[4], xa[5] + sq[5] + cv[5])
+        if jt == REVOLUTE or jt == PRISMATIC:
+            # one degree of freedom, S = [u; 0] (revolute) or [0; u] (prismatic), Table 4.1: v_J = u qd
+            # sits in one half and v_i x v_J = qd (omega_i x u; v_i,O x u) or qd (0; omega_i x u), Eq. 2.31
+            dof = mi[ii + 3]
+            so = do0 + DOF_STRIDE * dof + (0 if jt == REVOLUTE else 3)
+            x, y, z = mf[so], mf[so + 1], mf[so + 2]
+            qdi = qd[dof]
+            qddi = qdd[dof]
+            if jt == REVOLUTE:
+                v = (xv[0] + x * qdi, xv[1] + y * qdi, xv[2] + z * qdi, xv[3], xv[4], xv[5])
+                a = (xa[0] + x * qddi + qdi * (v[1] * z - v[2] * y),
+                     xa[1] + y * qddi + qdi * (v[2] * x - v[0] * z),
+                     xa[2] + z * qddi + qdi * (v[0] * y - v[1] * x),
+                     xa[3] + qdi * (v[4] * z - v[5] * y),
+                     xa[4] + qdi * (v[5] * x - v[3] * z),
+                     xa[5] + qdi * (v[3] * y - v[4] * x))
+            else:
+                v = (xv[0], xv[1], xv[2], xv[3] + x * qdi, xv[4] + y * qdi, xv[5] + z * qdi)
+                a = (xa[0], xa[1], xa[2],
+                     xa[3] + x * qddi + qdi * (v[1] * z - v[2] * y),
+                     xa[4] + y * qddi + qdi * (v[2] * x - v[0] * z),
+                     xa[5] + z * qddi + qdi * (v[0] * y - v[1] * x))
+        else:
+            vJ = S_mul(mi, mf, i, qd)
+            sq = S_mul(mi, mf, i, qdd)
+            v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
+            cv = crm_t(v, vJ)
+            a = (xa[0] + sq[0] + cv[0], xa[1] + sq[1] + cv[1], xa[2] + sq[2] + cv[2], xa[3] + sq[3] + cv[3],
+                 xa[4] + sq[4] + cv[4], xa[5] + sq[5] + cv[5])
         # Eq. 5.16: f_i = I_i a_i + v_i x* I_i v_i - f^x_i
         Ia = rbi_mul_t(mf, bo, a)
         cf = crf_t(v, rbi_mul_t(mf, bo, v))
