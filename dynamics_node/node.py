@@ -114,6 +114,12 @@ PARAMETERS = {
     "markers_rate": (2.0, _T.PARAMETER_DOUBLE,
                      "Rate [Hz] of ~/markers (centre of mass, payloads) while someone subscribes; "
                      "0 = off."),
+    "stream_thread_priority": (50, _T.PARAMETER_INTEGER,
+                               "Real-time priority (SCHED_FIFO, 1-99) of the thread that turns joint "
+                               "states into torques, as ros2_control's controller manager does for "
+                               "its loop; 0 = ordinary scheduling. Needs CAP_SYS_NICE or an rtprio "
+                               "limit (/etc/security/limits.conf); without, the node says so once "
+                               "and keeps ordinary scheduling. Applies without restart."),
 }
 MODEL_KEYS = ("robot_description", "urdf_path", "floating_base", "armature", "friction")
 PAYLOAD_KEYS = ("payload.link", "payload.mass", "payload.center_of_mass", "payload.inertia")
@@ -445,6 +451,8 @@ class DynamicsNode(Node):
         self._connect_topics(changed)
         if "markers_rate" in changed:
             self._reset_markers_timer()
+        if "stream_thread_priority" in changed:
+            self.apply_stream_priority()
         self.get_logger().info(f"parameters updated: {', '.join(sorted(changed))}")
         return SetParametersResult(successful=True)
 
@@ -482,6 +490,10 @@ class DynamicsNode(Node):
         r = float(cfg["markers_rate"])
         if not (math.isfinite(r) and 0 <= r <= 100):
             raise ConfigError(f"markers_rate: must be in [0, 100] Hz, got {r}")
+        prio = cfg["stream_thread_priority"]
+        if not (isinstance(prio, int) and 0 <= prio <= 99):
+            raise ConfigError(f"stream_thread_priority: must be an integer in [0, 99] (0 = ordinary "
+                              f"scheduling), got {prio!r}")
         _validate_topic(cfg["joint_states_topic"], "joint_states_topic", self.get_name(),
                         self.get_namespace(), allow_empty=False)
         _validate_topic(cfg["effort_command_topic"], "effort_command_topic", self.get_name(),
@@ -579,6 +591,20 @@ class DynamicsNode(Node):
             if self._cfg["effort_command_topic"]:
                 self._pub_cmd = self.stream_node.create_publisher(
                     Float64MultiArray, self.resolve_topic_name(self._cfg["effort_command_topic"]), 100)
+
+    def apply_stream_priority(self):
+        """Give the joint-state thread the scheduling of stream_thread_priority (once it runs)."""
+        tid = getattr(self, "stream_tid", None)
+        if tid is None:
+            return
+        prio = int(self._cfg["stream_thread_priority"])
+        why = set_thread_priority(tid, prio)
+        log = self.get_logger()
+        if why is None:
+            log.info(f"joint-state thread: {'SCHED_FIFO priority %d' % prio if prio else 'ordinary scheduling'}")
+        else:
+            log.warning(f"joint-state thread: cannot set SCHED_FIFO priority {prio} ({why}); it keeps "
+                        "ordinary scheduling, and other load on the machine shows in its latency")
 
     def _reset_markers_timer(self):
         if self._markers_timer is not None:
@@ -1058,6 +1084,29 @@ def _spin_until_shutdown(executor, context):
             return
 
 
+def set_thread_priority(tid: int, priority: int):
+    """SCHED_FIFO at priority (1-99) for the thread tid (a native thread id), or ordinary
+    scheduling for 0. Returns None when done, else why not (Linux only; needs CAP_SYS_NICE or an
+    RLIMIT_RTPRIO of at least priority)."""
+    try:
+        if priority > 0:
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+        else:
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+    except AttributeError:
+        return "this platform has no SCHED_FIFO"
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def _spin_stream(executor, node):
+    """The joint-state thread: its real-time priority first (stream_thread_priority), then spin."""
+    node.stream_tid = threading.get_native_id()
+    node.apply_stream_priority()
+    _spin_until_shutdown(executor, node.context)
+
+
 def spin_helpers(node: DynamicsNode):
     """Spin the node's stream and services nodes, each in a daemon thread with its own executor.
     Returns [(executor, thread)]; the caller spins `node` itself (parameters, timers)."""
@@ -1065,8 +1114,9 @@ def spin_helpers(node: DynamicsNode):
     for helper, label in ((node.stream_node, "joint_states"), (node.service_node, "services")):
         executor = SingleThreadedExecutor(context=node.context)
         executor.add_node(helper)
-        thread = threading.Thread(target=_spin_until_shutdown, args=(executor, node.context),
-                                  name=label, daemon=True)
+        target, args = ((_spin_stream, (executor, node)) if helper is node.stream_node
+                        else (_spin_until_shutdown, (executor, node.context)))
+        thread = threading.Thread(target=target, args=args, name=label, daemon=True)
         thread.start()
         out.append((executor, thread))
     return out

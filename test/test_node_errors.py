@@ -153,6 +153,9 @@ def test_bad_parameters_are_rejected_with_a_reason(node):
         ({"payload.inertia": [1.0, 0.0, 0.0]}, "payload.inertia"),
         ({"joint_states_topic": "bad topic name!"}, "joint_states_topic"),
         ({"markers_rate": -1.0}, "markers_rate"),
+        ({"stream_thread_priority": 100}, "stream_thread_priority"),
+        ({"stream_thread_priority": -1}, "stream_thread_priority"),
+        ({"stream_thread_priority": 50.0}, ""),          # wrong type: rclpy's own check
     ]
     failures = []
     for values, word in cases:

@@ -103,6 +103,7 @@ def test_parameter_files_hold_only_declared_parameters_of_the_declared_type(path
     params = data["dynamics_node"]["ros__parameters"]
     assert params, "empty parameter file"
     check = {
+        T.PARAMETER_INTEGER: lambda v: isinstance(v, int) and not isinstance(v, bool),
         T.PARAMETER_BOOL: lambda v: isinstance(v, bool),
         T.PARAMETER_DOUBLE: lambda v: isinstance(v, float),
         T.PARAMETER_STRING: lambda v: isinstance(v, str),

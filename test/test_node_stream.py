@@ -2,6 +2,8 @@
 diagnostics and markers of a running dynamics_node."""
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 import numpy as np
@@ -289,6 +291,84 @@ def test_joint_states_topic_can_change_at_runtime(node, io, model):
         pub.publish(ns.joint_state(J, np.zeros(7), stamp_ns=100))
         got = ns.drain(torques, timeout=0.2)
     assert got and node.alive()
+
+
+def _realtime_threads(pid):
+    """[(policy, rt_priority)] of the threads of process pid that are not ordinarily scheduled
+    (/proc/<pid>/task/<tid>/stat fields 41 and 40)."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is field 3
+        if int(fields[38]) != 0:
+            out.append((int(fields[38]), int(fields[37])))
+    return out
+
+
+def _may_use_fifo():
+    """Whether a thread of this machine's processes may take SCHED_FIFO (then gives it back)."""
+    got = []
+
+    def probe():
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+            got.append(True)
+        except (OSError, AttributeError):
+            got.append(False)
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join()
+    return got[0]
+
+
+def _wait_realtime(pid, expected, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while _realtime_threads(pid) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _realtime_threads(pid)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+def test_joint_state_thread_runs_at_the_real_time_priority_asked_for(node, io, model):
+    """stream_thread_priority (default 50): the joint-state thread, and only it, runs SCHED_FIFO;
+    the parameter changes it at run time, 0 gives ordinary scheduling back; where the machine does
+    not allow real-time scheduling, the node says so and keeps working."""
+    pid = node.proc.pid
+    if not _may_use_fifo():
+        assert "cannot set SCHED_FIFO priority 50" in node.output()
+        assert _realtime_threads(pid) == []
+        return
+    assert _realtime_threads(pid) == [(os.SCHED_FIFO, 50)]
+    c = ns.ros()
+    try:
+        assert c.set_parameters(NAME, stream_thread_priority=7) == [(True, "")]
+        assert _wait_realtime(pid, [(os.SCHED_FIFO, 7)]) == [(os.SCHED_FIFO, 7)]
+        assert c.set_parameters(NAME, stream_thread_priority=0) == [(True, "")]
+        assert _wait_realtime(pid, []) == []
+        (ok, reason), = c.set_parameters(NAME, stream_thread_priority=100)
+        assert not ok and "stream_thread_priority" in reason
+    finally:
+        c.set_parameters(NAME, stream_thread_priority=50)
+    assert _wait_realtime(pid, [(os.SCHED_FIFO, 50)]) == [(os.SCHED_FIFO, 50)]
+    # and the stream still answers
+    pub, torques, _ = io
+    ns.drain(torques)
+    q = np.linspace(0.1, 0.7, 7)
+    pub.publish(ns.joint_state(J, q, stamp_ns=424242))
+    deadline = time.monotonic() + 5
+    got = None
+    while got is None and time.monotonic() < deadline:
+        for m in ns.drain(torques, timeout=0.1):
+            if ns.stamp_ns(m) == 424242:
+                got = m
+    assert got is not None
+    import dynamics_node as dn
+    np.testing.assert_allclose(got.effort, dn.gravity(model, q), **TOL)
 
 
 def test_timings_histogram_percentiles_cover_every_duration():
