@@ -17,6 +17,11 @@ I1 = types.int64[::1]
 F1 = types.float64[::1]
 F2 = types.float64[:, ::1]
 
+# Floating-point freedoms of the hot kernels: contraction into fused multiply-adds, reassociation,
+# reciprocals and the sign of zero; never 'nnan'/'ninf' (the kernels test inputs for finiteness,
+# which those would let the compiler delete). Callees without their own flags inherit these.
+FASTMATH = {"contract", "reassoc", "nsz", "arcp"}  # a set: what numba accepts
+
 # C callbacks (numba cfunc) called through dynamics_node/_fastcall.c: pointers and lengths
 P_I = types.CPointer(types.int64)
 P_F = types.CPointer(types.float64)

@@ -27,7 +27,7 @@ from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from .._fast import call3 as _call3
-from ._common import (SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, check, fast_vec, fext_array, raise_status)
+from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, check, fast_vec, fext_array, raise_status)
 
 
 @njit(cache=True, inline="always")
@@ -60,7 +60,7 @@ def _invert_spd(A, n, out, tol):
     return True
 
 
-@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1, I1, F1, F1), cache=True)
+@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1, I1, F1, F1), cache=True, fastmath=FASTMATH)
 def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     """Tables 7.1 / 9.3 on flat offsets into the work array, laid out as _common.work_views:
     E, r at 0 and 9nb; v 12nb; a 18nb; c 30nb; I^A 36nb (36 each); p^A 72nb; D^-1 90nb (36 each);

@@ -17,10 +17,10 @@ from ..joints import jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import rbi_mul_t, rbi_to_parent_add, xtf_t
 from .._fast import call1m as _call1m
-from ._common import (SIG1, model_from_pointers, F1, I1, check_q, new_work, fast_vec, raise_status, to_tree_q)
+from ._common import (FASTMATH, SIG1, model_from_pointers, F1, I1, check_q, new_work, fast_vec, raise_status, to_tree_q)
 
 
-@njit(types.int64(I1, F1, F1, F1, F1), cache=True)
+@njit(types.int64(I1, F1, F1, F1, F1), cache=True, fastmath=FASTMATH)
 def crba_kernel(mi, mf, q, H, w):
     """Table 6.2 on flat offsets. The composite inertia I_i^c is kept as rbi [m, h, Ibar] at
     w[36nb + 36i] (the articulated-inertia slot of work_views, unused here)."""

@@ -19,7 +19,7 @@ from ..joints import PRISMATIC, REVOLUTE, S_mul, jcalc, jcalc_sc, sincos_all
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from .._fast import call1 as _call1, call3 as _call3
-from ._common import (check_state, SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
+from ._common import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
 
 
 @njit(cache=True, inline="always")
@@ -53,7 +53,7 @@ def inward_pass(mi, mf, w, tau, qd, qdd, joint_terms):
             xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, fo), w, f0 + 6 * p)
 
 
-@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True, fastmath={'contract', 'reassoc', 'nsz', 'arcp'})
+@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True, fastmath=FASTMATH)
 def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     """Table 5.1. Leaves X_i (E at w[9i], r at w[9nb+3i]), v_i (w[12nb+6i]), a_i (w[18nb+6i]) and
     f_i (w[24nb+6i]) in the work array, as algorithms/_common.work_views lays them out."""
@@ -133,7 +133,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     return 0
 
 
-@njit(types.int64(I1, F1, F1, F1, F1), cache=True)
+@njit(types.int64(I1, F1, F1, F1, F1), cache=True, fastmath=FASTMATH)
 def gravity_kernel(mi, mf, q, tau, w):
     """Table 5.1 with qd = qdd = 0: only a_i = X_i a_λ(i) and f_i = I_i a_i remain (Eqs. 5.12-5.13).
     Scalar arithmetic on flat offsets: this is the controllers' hot path."""
