@@ -443,6 +443,9 @@ def test_inputs_are_checked(fourbar):
         dn.closed_loop_forward_dynamics(m, q, np.full(m.nv, np.nan), np.zeros(m.nv))
     with pytest.raises(dn.InputError):
         dn.closed_loop_forward_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv), stabilization_time=0)
+    for bad in (np.array([0.1, 0.1]), "0.1s", float("nan"), -0.1):
+        with pytest.raises(dn.InputError, match="stabilization_time"):
+            dn.closed_loop_forward_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv), stabilization_time=bad)
     with pytest.raises(dn.InputError):
         dn.closed_loop_inverse_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv), actuated=["nope"])
 

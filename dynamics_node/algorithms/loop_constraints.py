@@ -226,7 +226,10 @@ def _assemble(model, q, qd, stabilization_time, need_bias=True):
 def _check_stab(stabilization_time):
     if stabilization_time is None:
         return None
-    st = float(stabilization_time)
+    try:
+        st = float(stabilization_time)
+    except (TypeError, ValueError):
+        st = float("nan")
     if not (st > 0.0) or not math.isfinite(st):
         raise InputError(f"stabilization_time must be a positive number of seconds, got {stabilization_time!r}")
     return st
@@ -308,8 +311,9 @@ def _gauss_complete_pivot(K, k, allowed_cols):
     """Featherstone §8.8: solve K x = k as x = G y + g by Gaussian elimination with complete pivoting
     (row and column swaps), pivot columns restricted to ``allowed_cols`` (the dependent variables;
     with every column allowed this is the book's algorithm, with a user choice of independent
-    variables it is the partial-pivoting variant the section mentions).  Returns (G, g, dep, indep)
-    where dep are the pivot columns (x_1 of Eq. 8.50) and indep the rest (y = x_2, Eq. 8.51)."""
+    variables it is the partial-pivoting variant the section mentions).  Returns (G, g, dep, indep,
+    pivot_rows) where dep are the pivot columns (x_1 of Eq. 8.50), indep the rest (y = x_2, Eq. 8.51)
+    and pivot_rows the rows of K that were used as pivots (the others are redundant)."""
     m, n = K.shape
     A = np.array(K, dtype=float)
     b = np.array(k, dtype=float)

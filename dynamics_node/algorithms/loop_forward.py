@@ -544,7 +544,10 @@ def _fd_fast(model, q, qd, tau, alpha):
     return buf[:nv], {name: W[6 * i:6 * i + 6] for i, name in enumerate(names)}
 
 
-def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=0.1, f_ext=None):
+_STAB_DEFAULT = 0.1  # s; the default object is recognised by identity, any other value is checked
+
+
+def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=_STAB_DEFAULT, f_ext=None):
     """Forward dynamics of the closed-loop system (Featherstone §8.5, Method 2, Eqs. 8.34-8.41).
 
     Returns (qdd, loop_wrenches).  ``loop_wrenches`` maps every loop joint's name to the wrench
@@ -555,7 +558,7 @@ def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=0.1, f_ex
     handled with the pseudo-inverse of Eq. 8.41; the indeterminate constraint forces are then the
     minimum-norm ones.  ``f_ext`` as in dn.forward_dynamics.
     """
-    st = 0.1 if stabilization_time == 0.1 else _check_stab(stabilization_time)
+    st = _STAB_DEFAULT if stabilization_time is _STAB_DEFAULT else _check_stab(stabilization_time)
     if f_ext is None and _fast_ok(model):
         return _fd_fast(model, q, qd, tau, 0.0 if st is None else 1.0 / st)
     return _closed_loop_fd_generic(model, q, qd, tau, st, f_ext)
