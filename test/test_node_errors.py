@@ -8,11 +8,9 @@ the node within a second.
 """
 from __future__ import annotations
 
-import math
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import pathlib
 import sys
 import types
 
