@@ -220,54 +220,148 @@ def rbi_to_dense(mf, bo, w, o):
 
 
 @njit(cache=True, inline="always")
-def dense_to_parent_add(w, eo, ro, ia, out, t):
+def dense_to_parent_add(w, eo, ro, ia, out):
     """w[out:out+36] += X^T Ia X, Ia = w[ia:ia+36] (dense symmetric, flat), X = rot(E) xlt(r) with E at
-    w[eo], r at w[ro]; scratch w[t:t+63]. Featherstone Eq. 2.66 by blocks (Ia = [[A, B], [B^T, C]]):
-    rotate A1 = E^T A E etc., then with R = r x: A' = A1 - B1 R + R B1^T - R C1 R, B' = B1 + R C1,
-    C' = C1. Only
-    the blocks A, B and C are rotated (the lower-left one is B^T), each as (E^T (A E))."""
-    for bi, bj in ((0, 0), (0, 1), (1, 1)):
-        base = ia + 18 * bi + 3 * bj
-        for k in range(3):
-            # row k of (A E), kept in scalars
-            a0, a1, a2 = w[base + 6 * k], w[base + 6 * k + 1], w[base + 6 * k + 2]
-            x0 = a0 * w[eo] + a1 * w[eo + 3] + a2 * w[eo + 6]
-            x1 = a0 * w[eo + 1] + a1 * w[eo + 4] + a2 * w[eo + 7]
-            x2 = a0 * w[eo + 2] + a1 * w[eo + 5] + a2 * w[eo + 8]
-            w[t + 36 + 3 * k] = x0
-            w[t + 36 + 3 * k + 1] = x1
-            w[t + 36 + 3 * k + 2] = x2
-        ob = t + 18 * bi + 3 * bj
-        for a in range(3):
-            e0, e1, e2 = w[eo + a], w[eo + 3 + a], w[eo + 6 + a]
-            for b in range(3):
-                w[ob + 6 * a + b] = e0 * w[t + 36 + b] + e1 * w[t + 39 + b] + e2 * w[t + 42 + b]
+    w[eo], r at w[ro]: Featherstone Eq. 2.66 by 3x3 blocks, Ia = [[A, B], [B^T, C]]. Rotated first,
+    A1 = E^T A E, B1 = E^T B E, C1 = E^T C E; then with R = r x (and Q = B1 R):
+    A' = A1 - Q - Q^T - R C1 R, B' = B1 + R C1, C' = C1. In scalars (registers, no scratch), and
+    only the 6 distinct entries of the symmetric A', C' computed."""
+    E00, E01, E02, E10, E11, E12, E20, E21, E22 = (w[eo], w[eo + 1], w[eo + 2], w[eo + 3], w[eo + 4], w[eo + 5],
+                                                  w[eo + 6], w[eo + 7], w[eo + 8])
     r0, r1, r2 = w[ro], w[ro + 1], w[ro + 2]
-    R = t + 36
-    w[R], w[R + 1], w[R + 2] = 0.0, -r2, r1
-    w[R + 3], w[R + 4], w[R + 5] = r2, 0.0, -r0
-    w[R + 6], w[R + 7], w[R + 8] = -r1, r0, 0.0
-    RC = t + 45
-    BR = t + 54
-    for a in range(3):
-        for b in range(3):
-            s1 = 0.0
-            s2 = 0.0
-            for k in range(3):
-                s1 += w[R + 3 * a + k] * w[t + 6 * (3 + k) + 3 + b]
-                s2 += w[t + 6 * a + 3 + k] * w[R + 3 * k + b]
-            w[RC + 3 * a + b] = s1
-            w[BR + 3 * a + b] = s2
-    for a in range(3):
-        for b in range(3):
-            s = w[t + 6 * a + b] - w[BR + 3 * a + b] - w[BR + 3 * b + a]
-            for k in range(3):
-                s -= w[RC + 3 * a + k] * w[R + 3 * k + b]
-            w[out + 6 * a + b] += s
-            bp = w[t + 6 * a + 3 + b] + w[RC + 3 * a + b]
-            w[out + 6 * a + 3 + b] += bp
-            w[out + 6 * (3 + b) + a] += bp
-            w[out + 6 * (3 + a) + 3 + b] += w[t + 6 * (3 + a) + 3 + b]
+    # the blocks of I^a = [[A, B], [B^T, C]] (A, C symmetric)
+    A00, A01, A02, A11, A12, A22 = w[ia], w[ia + 1], w[ia + 2], w[ia + 7], w[ia + 8], w[ia + 14]
+    B00, B01, B02 = w[ia + 3], w[ia + 4], w[ia + 5]
+    B10, B11, B12 = w[ia + 9], w[ia + 10], w[ia + 11]
+    B20, B21, B22 = w[ia + 15], w[ia + 16], w[ia + 17]
+    C00, C01, C02, C11, C12, C22 = w[ia + 21], w[ia + 22], w[ia + 23], w[ia + 28], w[ia + 29], w[ia + 35]
+    # rotated: A1 = E^T A E, B1 = E^T B E, C1 = E^T C E (via T = A E etc.)
+    tA00 = A00 * E00 + A01 * E10 + A02 * E20
+    tA01 = A00 * E01 + A01 * E11 + A02 * E21
+    tA02 = A00 * E02 + A01 * E12 + A02 * E22
+    tA10 = A01 * E00 + A11 * E10 + A12 * E20
+    tA11 = A01 * E01 + A11 * E11 + A12 * E21
+    tA12 = A01 * E02 + A11 * E12 + A12 * E22
+    tA20 = A02 * E00 + A12 * E10 + A22 * E20
+    tA21 = A02 * E01 + A12 * E11 + A22 * E21
+    tA22 = A02 * E02 + A12 * E12 + A22 * E22
+    A1_00 = E00 * tA00 + E10 * tA10 + E20 * tA20
+    A1_01 = E00 * tA01 + E10 * tA11 + E20 * tA21
+    A1_02 = E00 * tA02 + E10 * tA12 + E20 * tA22
+    A1_11 = E01 * tA01 + E11 * tA11 + E21 * tA21
+    A1_12 = E01 * tA02 + E11 * tA12 + E21 * tA22
+    A1_22 = E02 * tA02 + E12 * tA12 + E22 * tA22
+    tC00 = C00 * E00 + C01 * E10 + C02 * E20
+    tC01 = C00 * E01 + C01 * E11 + C02 * E21
+    tC02 = C00 * E02 + C01 * E12 + C02 * E22
+    tC10 = C01 * E00 + C11 * E10 + C12 * E20
+    tC11 = C01 * E01 + C11 * E11 + C12 * E21
+    tC12 = C01 * E02 + C11 * E12 + C12 * E22
+    tC20 = C02 * E00 + C12 * E10 + C22 * E20
+    tC21 = C02 * E01 + C12 * E11 + C22 * E21
+    tC22 = C02 * E02 + C12 * E12 + C22 * E22
+    C1_00 = E00 * tC00 + E10 * tC10 + E20 * tC20
+    C1_01 = E00 * tC01 + E10 * tC11 + E20 * tC21
+    C1_02 = E00 * tC02 + E10 * tC12 + E20 * tC22
+    C1_11 = E01 * tC01 + E11 * tC11 + E21 * tC21
+    C1_12 = E01 * tC02 + E11 * tC12 + E21 * tC22
+    C1_22 = E02 * tC02 + E12 * tC12 + E22 * tC22
+    tB00 = B00 * E00 + B01 * E10 + B02 * E20
+    tB01 = B00 * E01 + B01 * E11 + B02 * E21
+    tB02 = B00 * E02 + B01 * E12 + B02 * E22
+    tB10 = B10 * E00 + B11 * E10 + B12 * E20
+    tB11 = B10 * E01 + B11 * E11 + B12 * E21
+    tB12 = B10 * E02 + B11 * E12 + B12 * E22
+    tB20 = B20 * E00 + B21 * E10 + B22 * E20
+    tB21 = B20 * E01 + B21 * E11 + B22 * E21
+    tB22 = B20 * E02 + B21 * E12 + B22 * E22
+    B1_00 = E00 * tB00 + E10 * tB10 + E20 * tB20
+    B1_01 = E00 * tB01 + E10 * tB11 + E20 * tB21
+    B1_02 = E00 * tB02 + E10 * tB12 + E20 * tB22
+    B1_10 = E01 * tB00 + E11 * tB10 + E21 * tB20
+    B1_11 = E01 * tB01 + E11 * tB11 + E21 * tB21
+    B1_12 = E01 * tB02 + E11 * tB12 + E21 * tB22
+    B1_20 = E02 * tB00 + E12 * tB10 + E22 * tB20
+    B1_21 = E02 * tB01 + E12 * tB11 + E22 * tB21
+    B1_22 = E02 * tB02 + E12 * tB12 + E22 * tB22
+    # R = r x: B' = B1 + R C1 ; A' = A1 - Q - Q^T - (R C1) R with Q = B1 R (Featherstone Eq. 2.66)
+    RC_00 = r1 * C1_02 - r2 * C1_01
+    RC_10 = r2 * C1_00 - r0 * C1_02
+    RC_20 = r0 * C1_01 - r1 * C1_00
+    RC_01 = r1 * C1_12 - r2 * C1_11
+    RC_11 = r2 * C1_01 - r0 * C1_12
+    RC_21 = r0 * C1_11 - r1 * C1_01
+    RC_02 = r1 * C1_22 - r2 * C1_12
+    RC_12 = r2 * C1_02 - r0 * C1_22
+    RC_22 = r0 * C1_12 - r1 * C1_02
+    Q00 = (B1_01 * r2 - B1_02 * r1)
+    Q01 = (B1_02 * r0 - B1_00 * r2)
+    Q02 = (B1_00 * r1 - B1_01 * r0)
+    Q10 = (B1_11 * r2 - B1_12 * r1)
+    Q11 = (B1_12 * r0 - B1_10 * r2)
+    Q12 = (B1_10 * r1 - B1_11 * r0)
+    Q20 = (B1_21 * r2 - B1_22 * r1)
+    Q21 = (B1_22 * r0 - B1_20 * r2)
+    Q22 = (B1_20 * r1 - B1_21 * r0)
+    S00 = (RC_01 * r2 - RC_02 * r1)
+    S01 = (RC_02 * r0 - RC_00 * r2)
+    S02 = (RC_00 * r1 - RC_01 * r0)
+    S11 = (RC_12 * r0 - RC_10 * r2)
+    S12 = (RC_10 * r1 - RC_11 * r0)
+    S22 = (RC_20 * r1 - RC_21 * r0)
+    a00 = A1_00 - Q00 - Q00 - S00
+    a01 = A1_01 - Q01 - Q10 - S01
+    a02 = A1_02 - Q02 - Q20 - S02
+    a11 = A1_11 - Q11 - Q11 - S11
+    a12 = A1_12 - Q12 - Q21 - S12
+    a22 = A1_22 - Q22 - Q22 - S22
+    # accumulate into the parent, both triangles
+    w[out + 0] += a00
+    w[out + 1] += a01
+    w[out + 2] += a02
+    w[out + 6] += a01
+    w[out + 7] += a11
+    w[out + 8] += a12
+    w[out + 12] += a02
+    w[out + 13] += a12
+    w[out + 14] += a22
+    b00 = B1_00 + RC_00
+    w[out + 3] += b00
+    w[out + 18] += b00
+    b01 = B1_01 + RC_01
+    w[out + 4] += b01
+    w[out + 24] += b01
+    b02 = B1_02 + RC_02
+    w[out + 5] += b02
+    w[out + 30] += b02
+    b10 = B1_10 + RC_10
+    w[out + 9] += b10
+    w[out + 19] += b10
+    b11 = B1_11 + RC_11
+    w[out + 10] += b11
+    w[out + 25] += b11
+    b12 = B1_12 + RC_12
+    w[out + 11] += b12
+    w[out + 31] += b12
+    b20 = B1_20 + RC_20
+    w[out + 15] += b20
+    w[out + 20] += b20
+    b21 = B1_21 + RC_21
+    w[out + 16] += b21
+    w[out + 26] += b21
+    b22 = B1_22 + RC_22
+    w[out + 17] += b22
+    w[out + 32] += b22
+    w[out + 21] += C1_00
+    w[out + 22] += C1_01
+    w[out + 23] += C1_02
+    w[out + 27] += C1_01
+    w[out + 28] += C1_11
+    w[out + 29] += C1_12
+    w[out + 33] += C1_02
+    w[out + 34] += C1_12
+    w[out + 35] += C1_22
+
 
 
 @njit(cache=True, inline="always")

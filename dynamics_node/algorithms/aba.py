@@ -96,7 +96,6 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     pa = t0 + 36
     Dm = t0 + 42
     ap = t0 + 78
-    xt = t0 + 84
     # ---- pass 1 (Eqs. 7.34-7.38)
     for i in range(nb):
         ii = HEADER_I + 5 * i
@@ -235,7 +234,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
             w[pao + k] += (w[b] * w[co] + w[b + 1] * w[co + 1] + w[b + 2] * w[co + 2] + w[b + 3] * w[co + 3]
                            + w[b + 4] * w[co + 4] + w[b + 5] * w[co + 5])
         # I_λ(i)^A += X^T I^a X ;  p_λ(i)^A += X^T p^a
-        dense_to_parent_add(w, 9 * i, r0 + 3 * i, Iao, I0 + 36 * p, xt)
+        dense_to_parent_add(w, 9 * i, r0 + 3 * i, Iao, I0 + 36 * p)
         xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, pao), w,
                   P0 + 6 * p)
     # ---- pass 3 (Eqs. 7.49-7.50), a_0 = -a_g
