@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from .._jit import carray, cfunc, njit, types
 
-from ..joints import S_mul, jcalc
+from ..joints import S_mul, jcalc_sc, sincos_all
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from .._fast import call3 as _call3
@@ -96,6 +96,8 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     pa = t0 + 36
     Dm = t0 + 42
     ap = t0 + 78
+    sc0 = 24 * nb  # sin, cos of the joint angles (joints.sincos_all) in the slot f, unused here
+    sincos_all(mi, q, w, sc0)
     # ---- pass 1 (Eqs. 7.34-7.38)
     for i in range(nb):
         ii = HEADER_I + 5 * i
@@ -105,7 +107,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
         bo = HEADER_F + BODY_STRIDE * i
         eo = 9 * i
         ro = r0 + 3 * i
-        jcalc(mi, mf, i, q, w, eo, ro)
+        jcalc_sc(mi, mf, i, q, w, eo, ro, w[sc0 + i], w[sc0 + nb + i])
         vJ = S_mul(mi, mf, i, qd)
         if p >= 0:
             pv = v0 + 6 * p

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from .._jit import carray, cfunc, njit, types
 
-from ..joints import jcalc
+from ..joints import jcalc_sc, sincos_all
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import rbi_mul_t, rbi_to_parent_add, xtf_t
 from .._fast import call1m as _call1m
@@ -32,10 +32,12 @@ def crba_kernel(mi, mf, q, H, w):
     do0 = HEADER_F + BODY_STRIDE * nb
     r0 = 9 * nb
     c0 = 36 * nb
+    sc0 = 30 * nb  # sin, cos of the joint angles (joints.sincos_all) in the unused slot c
+    sincos_all(mi, q, w, sc0)
     for i in range(nb):
         ii = HEADER_I + 5 * i
         bo = HEADER_F + BODY_STRIDE * i
-        jcalc(mi, mf, i, q, w, 9 * i, r0 + 3 * i)
+        jcalc_sc(mi, mf, i, q, w, 9 * i, r0 + 3 * i, w[sc0 + i], w[sc0 + nb + i])
         co = c0 + 36 * i
         for k in range(13):
             w[co + k] = mf[bo + 12 + k]  # I_i^c = I_i (Eq. 6.13, before the children are added)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .._jit import carray, cfunc, njit, types
 
-from ..joints import PRISMATIC, REVOLUTE, S_mul, jcalc, jcalc_sc, sincos_all
+from ..joints import PRISMATIC, REVOLUTE, S_mul, jcalc_sc, sincos_all
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from .._fast import call1 as _call1, call3 as _call3
@@ -144,6 +144,8 @@ def gravity_kernel(mi, mf, q, tau, w):
     r0 = 9 * nb
     a0 = 18 * nb
     f0 = 24 * nb
+    sc0 = 30 * nb  # sin, cos of the joint angles in the unused slot c of work_views
+    sincos_all(mi, q, w, sc0)
     ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])
     for i in range(nb):
         ii = HEADER_I + 5 * i
@@ -152,7 +154,7 @@ def gravity_kernel(mi, mf, q, tau, w):
         eo = 9 * i
         ro = r0 + 3 * i
         ao = a0 + 6 * i
-        jcalc(mi, mf, i, q, w, eo, ro)
+        jcalc_sc(mi, mf, i, q, w, eo, ro, w[sc0 + i], w[sc0 + nb + i])
         a = xm_t(w, eo, ro, load6(w, a0 + 6 * p) if p >= 0 else ag)  # a_i = X_i a_λ(i), a_0 = -a_g
         store6(w, ao, a)
         store6(w, f0 + 6 * i, rbi_mul_t(mf, bo, a))  # f_i = I_i a_i
