@@ -298,9 +298,12 @@ def main(argv=None):
           f"python {sys.version.split()[0]}  |  cpus {os.cpu_count()}  |  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
     try:
         import dynamics_node as dn  # noqa: F401
+        from dynamics_node import _jit
     except Exception as e:
         print(f"dynamics_node cannot be imported: {type(e).__name__}: {e}")
         return 1
+    print("kernels: " + ("the ahead-of-time library (C callbacks), numba for the rest" if _jit.aot_loaded()
+                         else "numba only (no ahead-of-time library for these sources: make kernels)"))
     print()
     benches = []
     label, xml, path = arm()
