@@ -522,8 +522,8 @@ def _short(c, proc, procs, node_name, js_topic, names, rng, calls, messages, poi
         f"rounds of {calls} calls: median {s['median_ms']:.3f} ms, p99 {s['p99_ms']:.3f} ms, max "
         f"{s['max_ms']:.2f} ms [target median <= 0.5 ms, p99 <= 1.5 ms: {'PASS' if s['pass'] else 'FAIL'}]")
     say("      every round (median/p99 ms): " + ", ".join(f"{m:.3f}/{p:.3f}" for m, p in s["rounds"]))
-    say(f"      baseline, an rclpy service of the same type that only copies its request, called "
-        f"alternately: " + ", ".join(f"{m:.3f}/{p:.3f}" for m, p in s["baseline_rounds"]))
+    say("      baseline, an rclpy service of the same type that only copies its request, called "
+        "alternately: " + ", ".join(f"{m:.3f}/{p:.3f}" for m, p in s["baseline_rounds"]))
 
     sent, (rn,), rate = c.stream(js_topic, [f"/{node_name}/gravity_torques"], messages, names, rng)
     diag = c.node_diagnostics(node_name)
