@@ -81,18 +81,20 @@ class Kernel:
         self.__doc__ = py_func.__doc__
 
     def __call__(self, *args):
-        return (self.real or materialize(self))(*args)
+        # the numba object only once materialize() has finished (it runs under the lock, so another
+        # thread's call waits for it instead of catching a dispatcher before its signature is fixed)
+        return (self.real if _numba is not None else materialize(self))(*args)
 
     @property
     def address(self):
         """Address of the C callback: from the ahead-of-time library if it has it, else numba's."""
         a = aot_addresses().get(self.name)
-        return a if a is not None else (self.real or materialize(self)).address
+        return a if a is not None else (self.real if _numba is not None else materialize(self)).address
 
     def __getattr__(self, attr):  # py_func, signatures, inspect_llvm, ... of the numba object
         if attr.startswith("__"):
             raise AttributeError(attr)
-        return getattr(self.real or materialize(self), attr)
+        return getattr(self.real if _numba is not None else materialize(self), attr)
 
     def __repr__(self):
         return f"<{self.kind} kernel {self.name}{'' if self.real is None else ' (compiled)'}>"
