@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .loop_constraints import (_assemble, _basis_from_K, _core, _matrix_rank, _names, _require_loops,
+from .loop_constraints import (_assemble, _core, _matrix_rank, _names, _rank_tol, _require_loops,
                                _v_labels, _vec)
 
 
@@ -61,7 +61,10 @@ def closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches
 
 def _actuator_efforts(model, K, kin, tau_id, mask, loop_wrenches):
     loops = _require_loops(model)
-    G, _, _ = _basis_from_K(model, K, np.zeros(K.shape[0]), None)
+    # G: any basis of the admissible motions (null space of K, Eq. 8.52) serves Eqs. 8.62-8.63,
+    # whose solutions do not depend on the basis; the SVD's is the cheapest (no Python elimination)
+    _, sv, Vt = np.linalg.svd(K)
+    G = Vt[int(np.sum(sv > _rank_tol(K))):].T
     Gu = G[mask]
     nfree = G.shape[1]
     ru = _matrix_rank(Gu)
