@@ -30,6 +30,7 @@ _lock = threading.RLock()
 _kernels: list = []   # every kernel declared so far, in order
 _numba = None         # the numba module, once materialized
 _aot = None           # {kernel name: address} of the ahead-of-time library, {} if there is none
+_owner = None         # the thread running materialize(), while it runs
 
 
 class _Type(str):
@@ -91,9 +92,19 @@ class Kernel:
         a = aot_addresses().get(self.name)
         return a if a is not None else (self.real if _numba is not None else materialize(self)).address
 
+    @property
+    def _numba_type_(self):
+        # how numba types this object where a kernel module's global still holds it while
+        # materialize() compiles: as its dispatcher (see materialize)
+        if self.real is None:
+            raise AttributeError("_numba_type_")
+        return self.real._numba_type_
+
     def __getattr__(self, attr):  # py_func, signatures, inspect_llvm, ... of the numba object
         if attr.startswith("__"):
             raise AttributeError(attr)
+        if self.real is not None and _owner == threading.get_ident():
+            return getattr(self.real, attr)  # numba's compiler, within materialize(), inspecting a callee
         return getattr(self.real if _numba is not None else materialize(self), attr)
 
     def __repr__(self):
@@ -133,39 +144,52 @@ def _numba_object(numba, kind, sig, options, py_func):
 def materialize(kernel=None):
     """Import numba and replace every declared kernel by its numba object, in the globals of every
     dynamics_node module. Returns the numba object of ``kernel`` when one is given."""
-    global _numba
+    global _numba, _owner
     with _lock:
         if _numba is None:
             import numba
 
+            _owner = threading.get_ident()
             pending = [k for k in _kernels if k.real is None]
-            # 1. a dispatcher for each njit kernel (nothing compiled yet), visible in every module,
-            #    so that compiling any of them finds its callees as numba functions
-            for k in pending:
-                if k.kind == "njit":
-                    k.real = numba.njit(**k.options)(k.py_func)
-            _rebind(numba)
-            # 2. the explicit signatures, compiled (or loaded from numba's cache) as numba.njit(sig)
-            #    would: then no other signature is compiled (the wrappers rely on the TypeError)
-            for k in pending:
-                if k.kind == "njit" and k.sig is not None:
-                    k.real.compile(k.sig)
-                    k.real.disable_compile()
-            for k in pending:
-                if k.kind == "cfunc":
-                    k.real = numba.cfunc(k.sig, **k.options)(k.py_func)
-            _rebind(numba)
-            _numba = numba
+            try:
+                # 1. a dispatcher for each njit kernel, nothing compiled yet. Module globals keep the
+                #    Kernel objects, which numba types as their dispatchers (Kernel._numba_type_), so
+                #    compiling a kernel finds its callees; no other thread can reach a dispatcher yet.
+                for k in pending:
+                    if k.kind == "njit":
+                        k.real = numba.njit(**k.options)(k.py_func)
+                _rebind(numba, kernels=False)
+                # 2. the explicit signatures, compiled (or loaded from numba's cache) as numba.njit(sig)
+                #    would: then no other signature is compiled (the wrappers rely on the TypeError)
+                for k in pending:
+                    if k.kind == "njit" and k.sig is not None:
+                        k.real.compile(k.sig)
+                        k.real.disable_compile()
+                for k in pending:
+                    if k.kind == "cfunc":
+                        k.real = numba.cfunc(k.sig, **k.options)(k.py_func)
+                # 3. only now, with every signature compiled and fixed, the dispatchers replace the
+                #    Kernel objects in the modules. Before, another thread calling a kernel through a
+                #    module global could reach a dispatcher between its compile() and disable_compile()
+                #    and fail with "compilation disabled" (the node's warm-up thread against a request).
+                _rebind(numba)
+                _numba = numba
+            except BaseException:  # as if nothing had been loaded: the next call tries again
+                for k in pending:
+                    k.real = None
+                raise
+            finally:
+                _owner = None
         return None if kernel is None else kernel.real
 
 
-def _rebind(numba):
+def _rebind(numba, kernels=True):
     for name, mod in list(sys.modules.items()):
         if mod is None or not (name == "dynamics_node" or name.startswith("dynamics_node.")):
             continue
         d = mod.__dict__
         for attr, value in list(d.items()):
-            if isinstance(value, Kernel) and value.real is not None:
+            if kernels and isinstance(value, Kernel) and value.real is not None:
                 d[attr] = value.real
             elif isinstance(value, _Carray):
                 d[attr] = numba.carray

@@ -109,3 +109,84 @@ def test_signatures_are_spelled_as_numba_parses_them():
     assert str(I1) == "int64[::1]" and str(F2) == "float64[:, ::1]"
     args, ret = sigutils.normalize_signature(str(SIG3))
     assert str(ret) == "int64" and len(args) == 11 and str(args[0]) == "int64*"
+
+
+# Loading numba while other threads compute. With the library, a process imports numba only when it
+# first needs a kernel the library does not hold (a Jacobian, say); the node does that in a warm-up
+# thread while it serves requests. A request reaching a kernel's numba dispatcher between its
+# compile() and disable_compile() failed with "RuntimeError: compilation disabled" (seen in CI: the
+# warm-up against an inverse-dynamics request with an external wrench, a numba-only path).
+
+WATCH = r"""
+import sys
+from numba.core import dispatcher  # numba itself, not yet our kernels
+seen = []
+orig = dispatcher.Dispatcher.compile
+def compile(self, sig):
+    if _jit._numba is None:  # inside materialize(): no module may expose a dispatcher yet
+        for name, mod in list(sys.modules.items()):
+            if name.startswith("dynamics_node") and mod is not None:
+                seen.extend(f"{name}.{a}" for a, v in vars(mod).items() if isinstance(v, dispatcher.Dispatcher))
+    return orig(self, sig)
+dispatcher.Dispatcher.compile = compile
+
+import dynamics_node as dn
+from dynamics_node import _jit
+from dynamics_node.algorithms import rnea
+m = dn.load_model(sys.argv[1])
+assert _jit.aot_loaded() and not _jit.numba_loaded()
+dn.jacobian(m, [0.1] * 7, "tool0")  # not in the library: materialize()
+assert _jit.numba_loaded() and not isinstance(rnea.rnea_kernel, _jit.Kernel)  # the modules have them now
+print("EXPOSED" if seen else "OK", sorted(set(seen))[:5])
+"""
+
+STRESS = r"""
+import sys, threading
+import numpy as np
+import dynamics_node as dn
+from dynamics_node import _jit
+
+m = dn.load_model(sys.argv[1])
+q = np.array([0.1, 0.7, -0.3, -1.1, 0.4, 0.9, -0.2])
+assert _jit.aot_loaded() and not _jit.numba_loaded()
+errors, go = [], threading.Event()
+
+def requests():  # a service thread, started while the warm-up loads numba
+    go.wait()
+    try:
+        for _ in range(300):
+            dn.inverse_dynamics(m, q, np.zeros(7), np.ones(7), {"tool0": (0, 0, -20, 0, 0, 0)})
+            dn.link_poses(m, q)
+    except Exception as e:
+        errors.append(f"{type(e).__name__}: {e}")
+
+def warm_up():
+    go.set()
+    dn.jacobian(m, q, "tool0")
+    dn.mass_matrix(m, q)
+
+ts = [threading.Thread(target=requests) for _ in range(2)] + [threading.Thread(target=warm_up)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print("ERRORS" if errors else "OK", errors[:3])
+"""
+
+
+def _last_line(code):
+    r = subprocess.run([sys.executable, "-c", code, str(ARM)], capture_output=True, text=True, timeout=600,
+                       cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip().splitlines()[-1]
+
+
+def test_no_module_exposes_a_dispatcher_while_numba_compiles(built):
+    out = _last_line(WATCH)
+    assert out.startswith("OK"), out
+
+
+def test_requests_while_numba_loads_all_succeed(built):
+    for _ in range(3):
+        out = _last_line(STRESS)
+        assert out.startswith("OK"), out
