@@ -65,29 +65,48 @@ _C4, _C5, _C6 = -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.1359
 _ROUND = 6755399441055744.0  # 1.5 * 2**52: (x + _ROUND) - _ROUND is x rounded to an integer
 
 
+@njit(cache=True, inline="always")
+def _sincos_reduced(x):
+    """(sin x, cos x) by the reduction and polynomials above; for |x| < 1e5 (beyond, the callers use
+    libm). Inlined only into callers compiled without fastmath (reassociation would undo the
+    reduction)."""
+    fn = (x * _INVPIO2 + _ROUND) - _ROUND
+    r = (((x - fn * _PIO2_1) - fn * _PIO2_2) - fn * _PIO2_3) - fn * _PIO2_3T
+    z = r * r
+    s = r + r * z * (_S1 + z * (_S2 + z * (_S3 + z * (_S4 + z * (_S5 + z * _S6)))))
+    c = 1.0 - 0.5 * z + z * z * (_C1 + z * (_C2 + z * (_C3 + z * (_C4 + z * (_C5 + z * _C6)))))
+    quadrant = int(fn)  # x = quadrant pi/2 + r
+    odd = (quadrant & 1) != 0
+    s1 = c if odd else s
+    c1 = s if odd else c
+    return (-s1 if (quadrant & 2) != 0 else s1), (-c1 if ((quadrant + 1) & 2) != 0 else c1)
+
+
 @njit(cache=True, fastmath=False)  # explicit: a fastmath caller's flags would undo the reduction
 def sincos_all(mi, q, w, so):
     """w[so + i] = sin q and w[so + nb + i] = cos q of the first coordinate q of every body's joint
     (used for the revolute ones), in one loop that LLVM vectorises; libm beyond |q| >= 1e5."""
     nb = mi[0]
     for i in range(nb):
-        x = q[mi[HEADER_I + 5 * i + 2]]
-        fn = (x * _INVPIO2 + _ROUND) - _ROUND
-        r = (((x - fn * _PIO2_1) - fn * _PIO2_2) - fn * _PIO2_3) - fn * _PIO2_3T
-        z = r * r
-        s = r + r * z * (_S1 + z * (_S2 + z * (_S3 + z * (_S4 + z * (_S5 + z * _S6)))))
-        c = 1.0 - 0.5 * z + z * z * (_C1 + z * (_C2 + z * (_C3 + z * (_C4 + z * (_C5 + z * _C6)))))
-        quadrant = int(fn)  # x = quadrant pi/2 + r
-        odd = (quadrant & 1) != 0
-        s1 = c if odd else s
-        c1 = s if odd else c
-        w[so + i] = -s1 if (quadrant & 2) != 0 else s1
-        w[so + nb + i] = -c1 if ((quadrant + 1) & 2) != 0 else c1
+        w[so + i], w[so + nb + i] = _sincos_reduced(q[mi[HEADER_I + 5 * i + 2]])
     for i in range(nb):
         x = q[mi[HEADER_I + 5 * i + 2]]
         if not (abs(x) < 1.0e5):
             w[so + i] = math.sin(x)
             w[so + nb + i] = math.cos(x)
+
+
+@njit(cache=True, fastmath=False)
+def sincos_row(w, xo, so, co, n):
+    """w[so + k], w[co + k] = sin, cos of w[xo + k] for k < n: sincos_all over a row of states (the
+    layout of algorithms/rnea_batch); libm beyond |x| >= 1e5. Unsigned indices: see rnea_batch._u."""
+    for k in range(n):
+        w[np.uint64(so + k)], w[np.uint64(co + k)] = _sincos_reduced(w[np.uint64(xo + k)])
+    for k in range(n):
+        x = w[np.uint64(xo + k)]
+        if not (abs(x) < 1.0e5):
+            w[np.uint64(so + k)] = math.sin(x)
+            w[np.uint64(co + k)] = math.cos(x)
 
 
 @njit(cache=True, inline="always")

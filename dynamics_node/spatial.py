@@ -66,16 +66,25 @@ def rbi_from_com(mass: float, com, I_com) -> tuple[float, np.ndarray, np.ndarray
 @njit(cache=True, inline="always")
 def xm_t(w, eo, ro, m):
     """X m for X = rot(E) xlt(r) (Table A.3), m a 6-tuple."""
-    rx, ry, rz = w[ro], w[ro + 1], w[ro + 2]
+    return xm_s(w, eo, ro, m, 1)
+
+
+@njit(cache=True, inline="always")
+def xm_s(w, eo, ro, m, s):
+    """xm_t with E's entries s apart in w (E_jk at w[eo + (3j+k)s]) and r's too (r_j at w[ro + js]):
+    the layout of algorithms/rnea_batch, where s states sit side by side."""
+    rx, ry, rz = w[ro], w[ro + s], w[ro + 2 * s]
     l0 = m[3] - (ry * m[2] - rz * m[1])
     l1 = m[4] - (rz * m[0] - rx * m[2])
     l2 = m[5] - (rx * m[1] - ry * m[0])
-    return (w[eo] * m[0] + w[eo + 1] * m[1] + w[eo + 2] * m[2],
-            w[eo + 3] * m[0] + w[eo + 4] * m[1] + w[eo + 5] * m[2],
-            w[eo + 6] * m[0] + w[eo + 7] * m[1] + w[eo + 8] * m[2],
-            w[eo] * l0 + w[eo + 1] * l1 + w[eo + 2] * l2,
-            w[eo + 3] * l0 + w[eo + 4] * l1 + w[eo + 5] * l2,
-            w[eo + 6] * l0 + w[eo + 7] * l1 + w[eo + 8] * l2)
+    e0, e1, e2, e3, e4, e5, e6, e7, e8 = (w[eo], w[eo + s], w[eo + 2 * s], w[eo + 3 * s], w[eo + 4 * s],
+                                          w[eo + 5 * s], w[eo + 6 * s], w[eo + 7 * s], w[eo + 8 * s])
+    return (e0 * m[0] + e1 * m[1] + e2 * m[2],
+            e3 * m[0] + e4 * m[1] + e5 * m[2],
+            e6 * m[0] + e7 * m[1] + e8 * m[2],
+            e0 * l0 + e1 * l1 + e2 * l2,
+            e3 * l0 + e4 * l1 + e5 * l2,
+            e6 * l0 + e7 * l1 + e8 * l2)
 
 
 @njit(cache=True, inline="always")
@@ -118,11 +127,18 @@ def crf_t(v, f):
 @njit(cache=True, inline="always")
 def rbi_mul_t(mf, bo, v):
     """rbi(m, h, Ibar) v (Eq. 2.63) with m, h, Ibar at mf[bo+12], mf[bo+13:16], mf[bo+16:25]."""
-    m, h0, h1, h2 = mf[bo + 12], mf[bo + 13], mf[bo + 14], mf[bo + 15]
-    I = bo + 16
-    return (mf[I] * v[0] + mf[I + 1] * v[1] + mf[I + 2] * v[2] + h1 * v[5] - h2 * v[4],
-            mf[I + 3] * v[0] + mf[I + 4] * v[1] + mf[I + 5] * v[2] + h2 * v[3] - h0 * v[5],
-            mf[I + 6] * v[0] + mf[I + 7] * v[1] + mf[I + 8] * v[2] + h0 * v[4] - h1 * v[3],
+    return rbi_mul_c((mf[bo + 12], mf[bo + 13], mf[bo + 14], mf[bo + 15], mf[bo + 16], mf[bo + 17],
+                      mf[bo + 18], mf[bo + 19], mf[bo + 20], mf[bo + 21], mf[bo + 22], mf[bo + 23],
+                      mf[bo + 24]), v)
+
+
+@njit(cache=True, inline="always")
+def rbi_mul_c(c, v):
+    """rbi(m, h, Ibar) v (Eq. 2.63) with c = (m, h0, h1, h2, Ibar row-major) a 13-tuple."""
+    m, h0, h1, h2 = c[0], c[1], c[2], c[3]
+    return (c[4] * v[0] + c[5] * v[1] + c[6] * v[2] + h1 * v[5] - h2 * v[4],
+            c[7] * v[0] + c[8] * v[1] + c[9] * v[2] + h2 * v[3] - h0 * v[5],
+            c[10] * v[0] + c[11] * v[1] + c[12] * v[2] + h0 * v[4] - h1 * v[3],
             m * v[3] - (h1 * v[2] - h2 * v[1]),
             m * v[4] - (h2 * v[0] - h0 * v[2]),
             m * v[5] - (h0 * v[1] - h1 * v[0]))
@@ -131,13 +147,21 @@ def rbi_mul_t(mf, bo, v):
 @njit(cache=True, inline="always")
 def xtf_t(w, eo, ro, f):
     """X^T f as a tuple (child force to parent, Table A.3)."""
-    F0 = w[eo] * f[3] + w[eo + 3] * f[4] + w[eo + 6] * f[5]
-    F1 = w[eo + 1] * f[3] + w[eo + 4] * f[4] + w[eo + 7] * f[5]
-    F2 = w[eo + 2] * f[3] + w[eo + 5] * f[4] + w[eo + 8] * f[5]
-    rx, ry, rz = w[ro], w[ro + 1], w[ro + 2]
-    return (w[eo] * f[0] + w[eo + 3] * f[1] + w[eo + 6] * f[2] + ry * F2 - rz * F1,
-            w[eo + 1] * f[0] + w[eo + 4] * f[1] + w[eo + 7] * f[2] + rz * F0 - rx * F2,
-            w[eo + 2] * f[0] + w[eo + 5] * f[1] + w[eo + 8] * f[2] + rx * F1 - ry * F0,
+    return xtf_s(w, eo, ro, f, 1)
+
+
+@njit(cache=True, inline="always")
+def xtf_s(w, eo, ro, f, s):
+    """xtf_t with E's and r's entries s apart in w (see xm_s)."""
+    e0, e1, e2, e3, e4, e5, e6, e7, e8 = (w[eo], w[eo + s], w[eo + 2 * s], w[eo + 3 * s], w[eo + 4 * s],
+                                          w[eo + 5 * s], w[eo + 6 * s], w[eo + 7 * s], w[eo + 8 * s])
+    F0 = e0 * f[3] + e3 * f[4] + e6 * f[5]
+    F1 = e1 * f[3] + e4 * f[4] + e7 * f[5]
+    F2 = e2 * f[3] + e5 * f[4] + e8 * f[5]
+    rx, ry, rz = w[ro], w[ro + s], w[ro + 2 * s]
+    return (e0 * f[0] + e3 * f[1] + e6 * f[2] + ry * F2 - rz * F1,
+            e1 * f[0] + e4 * f[1] + e7 * f[2] + rz * F0 - rx * F2,
+            e2 * f[0] + e5 * f[1] + e8 * f[2] + rx * F1 - ry * F0,
             F0, F1, F2)
 
 

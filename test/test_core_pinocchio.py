@@ -195,9 +195,13 @@ def test_hybrid_all_forward_is_fd_all_inverse_is_id(fixed_case, dn):
 
 
 def test_batch(case, dn):
-    Q = np.array([s[0] for s in case.states])
-    QD = np.array([s[1] for s in case.states])
-    QDD = np.array([s[2] for s in case.states])
+    """The batch functions compute rnea_batch.LANES states side by side: 70 states are two full
+    groups and a partial one (padded), each row checked against the oracle."""
+    rng = np.random.default_rng(11)
+    states = case.states + [ug.random_state(case.model, rng) for _ in range(67)]
+    Q = np.array([s[0] for s in states])
+    QD = np.array([s[1] for s in states])
+    QDD = np.array([s[2] for s in states])
     TAU = dn.inverse_dynamics_batch(case.model, Q, QD, QDD)
     G = dn.gravity_batch(case.model, Q)
     assert np.shape(TAU) == (len(Q), case.model.nv)
@@ -205,6 +209,19 @@ def test_batch(case, dn):
     for k in range(len(Q)):
         assert_close(TAU[k], case.oracle.rnea(Q[k], QD[k], QDD[k]), what=f"inverse_dynamics_batch row {k}")
         assert_close(G[k], case.oracle.gravity(Q[k]), what=f"gravity_batch row {k}")
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33])
+def test_batch_sizes_around_a_group(dn, n):
+    c = get_case("random_floating_10")
+    rng = np.random.default_rng(n)
+    states = [ug.random_state(c.model, rng) for _ in range(n)]
+    Q, QD, QDD = (np.array([s[j] for s in states]) for j in range(3))
+    TAU = dn.inverse_dynamics_batch(c.model, Q, QD, QDD)
+    assert TAU.shape == (n, c.model.nv)
+    for k in range(n):
+        assert_close(TAU[k], c.oracle.rnea(Q[k], QD[k], QDD[k]), what=f"row {k} of {n}")
+    assert dn.inverse_dynamics_batch(c.model, Q[:0], QD[:0], QDD[:0]).shape == (0, c.model.nv)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -276,6 +293,9 @@ def test_armature(dn, name):
             assert_close(dn.inverse_dynamics(m, q, qd, qdd), o.rnea(q, qd, qdd), what=f"ID armature={spec}")
             assert_close(dn.forward_dynamics(m, q, qd, tau), o.aba(q, qd, tau), what=f"FD armature={spec}")
             assert_close(dn.gravity(m, q), o.gravity(q), what="gravity unaffected by armature")
+        Q, QD, QDD = (np.array([s[j] for s in c.states]) for j in range(3))
+        for k, tau in enumerate(dn.inverse_dynamics_batch(m, Q, QD, QDD)):
+            assert_close(tau, o.rnea(Q[k], QD[k], QDD[k]), what=f"batch ID armature={spec}")
 
 
 def test_friction_damping(dn):
@@ -290,16 +310,22 @@ def test_friction_damping(dn):
         d[m.v_slice(j)] = info["damping"][j]
         fr[m.v_slice(j)] = info["friction"][j]
     rng = np.random.default_rng(5)
+    rows = []
     for _ in range(3):
         q, qd, qdd, tau = ug.random_state(m, rng)
         qd[0] = 0.0  # sign(0) = 0: no Coulomb force at rest
         extra = d * qd + fr * np.sign(qd)
+        rows.append((q, qd, qdd, o.rnea(q, qd, qdd) + extra))
         assert_close(dn.inverse_dynamics(m, q, qd, qdd), o.rnea(q, qd, qdd) + extra, what="ID with friction")
         assert_close(dn.inverse_dynamics(m0, q, qd, qdd), o.rnea(q, qd, qdd), what="ID friction=False ignores <dynamics>")
         assert_close(dn.bias_forces(m, q, qd), o.nle(q, qd) + extra, what="bias_forces with friction")
         assert_close(dn.gravity(m, q), o.gravity(q), what="gravity with friction (qd = 0)")
         assert_close(dn.mass_matrix(m, q), o.crba(q), what="H with friction")
         assert_close(dn.forward_dynamics(m, q, qd, tau), o.aba(q, qd, tau - extra), what="FD with friction")
+    Q, QD, QDD, want = (np.array([r[j] for r in rows]) for j in range(4))
+    got = dn.inverse_dynamics_batch(m, Q, QD, QDD)
+    for k in range(len(rows)):
+        assert_close(got[k], want[k], what=f"batch ID with friction, row {k}")
 
 
 def _fixed_child(c):

@@ -1,11 +1,12 @@
-"""joints.sincos_all (the RNEA's vectorised sin/cos of the joint angles) against libm, on the angles
-where a reduction by pi/2 goes wrong first: multiples of pi/2 and their neighbours, tiny and large
-angles, and beyond 1e5 where it hands over to libm."""
+"""joints.sincos_all (the RNEA's vectorised sin/cos of the joint angles) and joints.sincos_row (the
+same over a row of states, for the batch RNEA) against libm, on the angles where a reduction by pi/2
+goes wrong first: multiples of pi/2 and their neighbours, tiny and large angles, and beyond 1e5
+where they hand over to libm."""
 import math
 
 import numpy as np
 
-from dynamics_node.joints import sincos_all
+from dynamics_node.joints import sincos_all, sincos_row
 from dynamics_node.layout import HEADER_I
 
 
@@ -19,14 +20,24 @@ def _sincos(angles):
     return w[3:3 + n], w[3 + n:3 + 2 * n]
 
 
-def test_sincos_all_agrees_with_libm():
+def _angles():
     rng = np.random.default_rng(7)
     k = np.arange(-400, 401)
     edges = np.concatenate([k * (math.pi / 2), np.nextafter(k * (math.pi / 2), np.inf),
                             np.nextafter(k * (math.pi / 2), -np.inf)])
-    angles = np.concatenate([edges, rng.uniform(-10, 10, 20000), rng.uniform(-1e5, 1e5, 20000),
-                             [0.0, -0.0, 1e-300, -1e-300, 5e-324, 1e-8, 99999.9, 1e5, -1e5, 3e5, 1e12, -7e15]])
-    s, c = _sincos(angles)
+    return np.concatenate([edges, rng.uniform(-10, 10, 20000), rng.uniform(-1e5, 1e5, 20000),
+                           [0.0, -0.0, 1e-300, -1e-300, 5e-324, 1e-8, 99999.9, 1e5, -1e5, 3e5, 1e12, -7e15]])
+
+
+def _row(angles):
+    n = len(angles)
+    w = np.full(3 * n + 5, np.nan)
+    w[5:5 + n] = angles
+    sincos_row(w, 5, 5 + n, 5 + 2 * n, n)
+    return w[5 + n:5 + 2 * n], w[5 + 2 * n:5 + 3 * n]
+
+
+def _check(angles, s, c):
     s_ref = np.array([math.sin(x) for x in angles])
     c_ref = np.array([math.cos(x) for x in angles])
     # within a couple of ulp of libm: absolute 4e-16 (the values are at most 1 in magnitude), or
@@ -35,3 +46,13 @@ def test_sincos_all_agrees_with_libm():
     np.testing.assert_allclose(c, c_ref, rtol=4e-16, atol=4e-16)
     tiny = np.abs(angles) < 1e-6
     np.testing.assert_allclose(s[tiny], s_ref[tiny], rtol=2.3e-16, atol=0)
+
+
+def test_sincos_all_agrees_with_libm():
+    angles = _angles()
+    _check(angles, *_sincos(angles))
+
+
+def test_sincos_row_agrees_with_libm():
+    angles = _angles()
+    _check(angles, *_row(angles))

@@ -19,7 +19,8 @@ from ..joints import PRISMATIC, REVOLUTE, S_mul, jcalc_sc, sincos_all
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from .._fast import call1 as _call1, call3 as _call3
-from ._common import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, F2, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
+from .rnea_batch import rnea_lanes_kernel, work_size as lanes_work_size
+from ._common import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
 
 
 @njit(cache=True, inline="always")
@@ -162,28 +163,6 @@ def gravity_kernel(mi, mf, q, tau, w):
     return 0
 
 
-@njit(types.int64(I1, F1, F2, F2, F2, F2, F1), cache=True)
-def rnea_batch_kernel(mi, mf, Q, QD, QDD, TAU, w):
-    n = Q.shape[0]
-    if QD.shape[0] != n or QDD.shape[0] != n:
-        return BAD_LENGTH * 100000000 + A_QD * 100000 + min(QD.shape[0], 99999)
-    nofx = np.zeros(0)
-    for k in range(n):
-        st = rnea_kernel(mi, mf, Q[k], QD[k], QDD[k], nofx, TAU[k], w)
-        if st != 0:
-            return st
-    return 0
-
-
-@njit(types.int64(I1, F1, F2, F2, F1), cache=True)
-def gravity_batch_kernel(mi, mf, Q, TAU, w):
-    for k in range(Q.shape[0]):
-        st = gravity_kernel(mi, mf, Q[k], TAU[k], w)
-        if st != 0:
-            return st
-    return 0
-
-
 # ---------------------------------------------------------------------------------------------
 @njit(types.int64(I1, F1, F1, F1, F1, F1), cache=True)
 def rnea_entry(mi, mf, q, qd, qdd, tau):
@@ -309,7 +288,8 @@ def _as_batch(model, X, name, ncols):
 
 
 def inverse_dynamics_batch(model, Q, QD, QDD):
-    """Inverse dynamics of N states at once (rows of N x nq / N x nv arrays): one compiled loop."""
+    """Inverse dynamics of N states at once (rows of N x nq / N x nv arrays), computed side by side
+    in groups of rnea_batch.LANES states (algorithms/rnea_batch.py)."""
     Q = _as_batch(model, Q, "Q", model.nq)
     QD = _as_batch(model, QD, "QD", model.nv)
     QDD = _as_batch(model, QDD, "QDD", model.nv)
@@ -322,19 +302,21 @@ def inverse_dynamics_batch(model, Q, QD, QDD):
         QD = np.ascontiguousarray(QD[:, model.v_src] * model.v_mul)
         QDD = np.ascontiguousarray(QDD[:, model.v_src] * model.v_mul)
     TAU = np.empty((Q.shape[0], model.nvt))
-    st = rnea_batch_kernel(model._kmi, model._kmf, Q, QD, QDD, TAU, np.empty(model.work_size))
+    st = rnea_lanes_kernel(model._kmi, model._kmf, Q, QD, QDD, TAU, np.empty(lanes_work_size(model)))
     if st:
         _raise_batch(model, st, Q, QD, QDD)
     return TAU @ model.G if model.has_mimic else TAU
 
 
 def gravity_batch(model, Q):
-    """Gravity torques of N configurations (rows of an N x nq array)."""
+    """Gravity torques of N configurations (rows of an N x nq array): the batch inverse dynamics
+    with qd = qdd = 0, which side by side costs less than gravity_kernel one state at a time."""
     Q = _as_batch(model, Q, "Q", model.nq)
     if model.has_mimic:
         Q = np.ascontiguousarray(Q[:, model.q_src] * model.q_mul + model.q_off)
     TAU = np.empty((Q.shape[0], model.nvt))
-    st = gravity_batch_kernel(model._kmi, model._kmf, Q, TAU, np.empty(model.work_size))
+    Z = np.zeros((Q.shape[0], model.nvt))  # qd = qdd = 0: ID(q, 0, 0), every state side by side
+    st = rnea_lanes_kernel(model._kmi, model._kmf, Q, Z, Z, TAU, np.empty(lanes_work_size(model)))
     if st:
         _raise_batch(model, st, Q)
     return TAU @ model.G if model.has_mimic else TAU
