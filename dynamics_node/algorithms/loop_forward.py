@@ -30,6 +30,23 @@ from .rnea import rnea_kernel as _rnea_kernel
 # forward dynamics (§8.5, Method 2)
 
 
+@njit(cache=True, inline="always")
+def _cholesky_solve(L, b, y, x):
+    """x = (L L^T)^-1 b for a lower-triangular Cholesky factor L: L y = b, then L^T x = y (y and x
+    may be the same array)."""
+    n = b.shape[0]
+    for i in range(n):
+        t = b[i]
+        for p in range(i):
+            t -= L[i, p] * y[p]
+        y[i] = t / L[i, i]
+    for i in range(n - 1, -1, -1):
+        t = y[i]
+        for p in range(i + 1, n):
+            t -= L[p, i] * x[p]
+        x[i] = t / L[i, i]
+
+
 @njit(cache=True)
 def _lambda_solve(A, b, lam, LA, y):
     """A lambda = b for the small symmetric positive semi-definite A of Eq. 8.37: Cholesky when A is
@@ -55,16 +72,7 @@ def _lambda_solve(A, b, lam, LA, y):
                 t -= LA[i, p] * LA[j, p]
             LA[i, j] = t / d
     if full:
-        for i in range(m):
-            t = b[i]
-            for p in range(i):
-                t -= LA[i, p] * y[p]
-            y[i] = t / LA[i, i]
-        for i in range(m - 1, -1, -1):
-            t = y[i]
-            for p in range(i + 1, m):
-                t -= LA[p, i] * lam[p]
-            lam[i] = t / LA[i, i]
+        _cholesky_solve(LA, b, y, lam)
         return
     w, V = np.linalg.eigh(A)
     wmax = max(w[m - 1], 0.0)
@@ -133,16 +141,7 @@ def _method2(H, rhs, K, kk, qdd, lam):
         for c in range(m):
             t += K[c, i] * lam[c]
         z[i] = t
-    for i in range(n):
-        t = z[i]
-        for p in range(i):
-            t -= L[i, p] * qdd[p]
-        qdd[i] = t / L[i, i]
-    for i in range(n - 1, -1, -1):
-        t = qdd[i]
-        for p in range(i + 1, n):
-            t -= L[p, i] * qdd[p]
-        qdd[i] = t / L[i, i]
+    _cholesky_solve(L, z, qdd, qdd)
     return 0
 
 

@@ -80,6 +80,21 @@ def _st6(w, o, t):
 
 
 @njit(cache=True, inline="always")
+def _dof_constants(mf, so):
+    """(S 6-vector, armature, damping, Coulomb friction) of the degree of freedom at mf[so]."""
+    return (mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5], mf[so + 6], mf[so + 7],
+            mf[so + 8])
+
+
+@njit(cache=True, inline="always")
+def _joint_force(c, f, qd, qdd):
+    """tau = S^T f (Eq. 5.17) + armature qdd + damping qd + Coulomb sign(qd), c from _dof_constants."""
+    sgn = 1.0 if qd > 0.0 else (-1.0 if qd < 0.0 else 0.0)
+    return (c[0] * f[0] + c[1] * f[1] + c[2] * f[2] + c[3] * f[3] + c[4] * f[4] + c[5] * f[5]
+            + c[6] * qdd + c[7] * qd + c[8] * sgn)
+
+
+@njit(cache=True, inline="always")
 def _joint_transform(mi, mf, i, w, b):
     """E_i, r_i of a revolute or prismatic body for the LANES states of block b (Table 4.1 composed
     with X_T, as joints.jcalc_sc)."""
@@ -231,26 +246,16 @@ def rnea_lanes_kernel(mi, mf, Q, QD, QDD, TAU, w):
             vi = mi[ii + 3]
             b = BLOCK * i * L
             if mi[ii + 1] == FREE:
-                for k in range(nk):
-                    f = _ld6(w, b + R_F * L + k)
-                    for dof in range(vi, vi + 6):
-                        so = do0 + DOF_STRIDE * dof
-                        y = QD[k0 + k, dof]
-                        TAU[k0 + k, dof] = (mf[so] * f[0] + mf[so + 1] * f[1] + mf[so + 2] * f[2]
-                                            + mf[so + 3] * f[3] + mf[so + 4] * f[4] + mf[so + 5] * f[5]
-                                            + mf[so + 6] * QDD[k0 + k, dof] + mf[so + 7] * y
-                                            + mf[so + 8] * (1.0 if y > 0.0 else (-1.0 if y < 0.0 else 0.0)))
+                for dof in range(vi, vi + 6):
+                    c = _dof_constants(mf, do0 + DOF_STRIDE * dof)
+                    for k in range(nk):
+                        TAU[k0 + k, dof] = _joint_force(c, _ld6(w, b + R_F * L + k), QD[k0 + k, dof],
+                                                        QDD[k0 + k, dof])
             else:
-                so = do0 + DOF_STRIDE * vi
-                s0, s1, s2, s3, s4, s5 = mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5]
-                arm, damp, coul = mf[so + 6], mf[so + 7], mf[so + 8]
+                c = _dof_constants(mf, do0 + DOF_STRIDE * vi)  # read once, outside the loop
                 for k in range(L):
-                    f = _ld6(w, b + R_F * L + k)
-                    y = w[_u(b + R_QD * L + k)]
-                    sgn = 1.0 if y > 0.0 else (-1.0 if y < 0.0 else 0.0)
-                    w[_u(b + R_TAU * L + k)] = (s0 * f[0] + s1 * f[1] + s2 * f[2] + s3 * f[3] + s4 * f[4]
-                                                + s5 * f[5] + arm * w[_u(b + R_QDD * L + k)] + damp * y
-                                                + coul * sgn)
+                    w[_u(b + R_TAU * L + k)] = _joint_force(c, _ld6(w, b + R_F * L + k), w[_u(b + R_QD * L + k)],
+                                                            w[_u(b + R_QDD * L + k)])
                 for k in range(nk):
                     TAU[k0 + k, vi] = w[_u(b + R_TAU * L + k)]
             if p >= 0:
