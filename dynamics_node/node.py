@@ -31,6 +31,7 @@ services compute the spanning tree's dynamics and say so in `message`.
 from __future__ import annotations
 
 import collections
+import gc
 import math
 import os
 import pathlib
@@ -635,12 +636,19 @@ class DynamicsNode(Node):
                 dn.jacobian(m, q, m.link_names[-1])
                 dn.inverse_dynamics_batch(m, q[None, :], z[None, :], z[None, :])
                 dn.center_of_mass(m, q)
-                return
-            dn.inverse_dynamics(m, q, z, z)
-            dn.gravity(m, q)
+            else:
+                dn.inverse_dynamics(m, q, z, z)
+                dn.gravity(m, q)
         except Exception as e:  # noqa: BLE001 - warm-up must never stop the node
             self.get_logger().warning(f"warm-up: {type(e).__name__}: {e}")
-        if st.loops and not rest:
+        if rest:
+            # Everything loaded by now (rclpy, numba, the model: some 130 000 objects) lives as
+            # long as the process. Out of the collector's reach, a full collection no longer walks
+            # it (about 50 ms, stalling the joint-state callback it lands in). bench_node's soak:
+            # p99.9 of the added latency 0.18-0.46 ms with this, 0.4-2.3 ms without.
+            gc.freeze()
+            return
+        if st.loops:
             fn = _closed_loop_fn("closed_loop_inverse_dynamics")
             try:
                 if fn is not None:
