@@ -396,8 +396,11 @@ def soak(c, node, node_name, js_topic, seconds, names, rng, baseline_seconds=10.
     messages = int(round(seconds * 1000))
     sent, (rn,), rate = c.stream(js_topic, [f"/{node_name}/gravity_torques"], messages, names, rng, tick=tick)
     load1 = os.getloadavg()
-    comp = c.node_diagnostics(node_name, status="computation", timeout=5.0)
-    js = c.node_diagnostics(node_name, status="joint states", timeout=5.0)
+    comp = c.node_diagnostics(node_name, status="computation", timeout=10.0)
+    js = c.node_diagnostics(node_name, status="joint states", timeout=10.0)
+    if not comp or not js:
+        say(f"      (no /diagnostics status {'computation' if not comp else 'joint states'} from the node "
+            f"within 10 s: its numbers below are missing)")
     after = _echo_baseline(c, half, names, rng) if half > 0 else None
     e2e = [(rn[k] - t) * 1e3 for k, t in sent.items() if k in rn]
     r = {"seconds": seconds, "sent": messages, "answered": len(e2e), "rate_hz": rate,
