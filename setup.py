@@ -37,8 +37,8 @@ setup(
     tests_require=["pytest"],
     entry_points={
         "console_scripts": [
-            "dynamics_node = dynamics_node.node:main",
-            "dynamics_cli = dynamics_node.cli:main",
+            "dynamics_node = dynamics_node.ros.process:main",
+            "dynamics_cli = dynamics_node.ros.cli:main",
             "dynamics_summary = dynamics_node.summary:main",
         ],
     },

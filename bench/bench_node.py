@@ -59,7 +59,7 @@ def _env(domain):
 
 
 def _start_node(domain, js_topic, log, node_name="bench_dynamics_node", log_level="warn"):
-    cmd = [sys.executable, "-m", "dynamics_node.node", "--ros-args", "-r", f"__node:={node_name}",
+    cmd = [sys.executable, "-m", "dynamics_node.ros", "--ros-args", "-r", f"__node:={node_name}",
            "-p", f"urdf_path:={ARM7}", "-p", f"joint_states_topic:={js_topic}", "-p", "markers_rate:=0.0",
            "--log-level", log_level]
     return subprocess.Popen(cmd, cwd=str(REPO), env=_env(domain), stdout=log, stderr=subprocess.STDOUT,

@@ -66,7 +66,7 @@ class NodeProcess:
         self.name = name
         self.params = dict(params)
         self.log = tempfile.NamedTemporaryFile("w+", prefix=f"{name}-", suffix=".log", delete=False)
-        cmd = [sys.executable, "-m", "dynamics_node.node", *extra_args, "--ros-args",
+        cmd = [sys.executable, "-m", "dynamics_node.ros", *extra_args, "--ros-args",
                "-r", f"__node:={name}", "--log-level", "info", *ros_args]
         for k, v in self.params.items():
             cmd += ["-p", _param_arg(k, v)]
@@ -121,7 +121,7 @@ def _kill_leftovers():
 
 def run_node_once(params: dict, timeout=60.0, extra_args=()):
     """Run the node expecting it to exit by itself (bad start): returns (returncode, output)."""
-    cmd = [sys.executable, "-m", "dynamics_node.node", *extra_args, "--ros-args"]
+    cmd = [sys.executable, "-m", "dynamics_node.ros", *extra_args, "--ros-args"]
     for k, v in params.items():
         cmd += ["-p", _param_arg(k, v)]
     p = subprocess.run(cmd, cwd=str(REPO), env=node_env(), capture_output=True, text=True,

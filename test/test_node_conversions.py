@@ -1,4 +1,4 @@
-"""dynamics_node.ros_conversions without ROS: joint orders, vectors, wrenches, joint states.
+"""dynamics_node.ros.conversions without ROS: joint orders, vectors, wrenches, joint states.
 
 Message objects are duck-typed there, so plain namespaces stand in for them; nothing here needs
 rclpy or a running node.
@@ -13,7 +13,7 @@ import pytest
 
 import node_support as ns
 from dynamics_node.errors import InputError
-from dynamics_node.ros_conversions import Conversions, JointStateReader, all_finite, check_payload
+from dynamics_node.ros.conversions import Conversions, JointStateReader, all_finite, check_payload
 
 
 @pytest.fixture(scope="module")

@@ -22,8 +22,9 @@ CONFIGS = sorted((ns.REPO / "config").glob("*.yaml"))
 
 def _declared():
     pytest.importorskip("rclpy")
-    from dynamics_node.node import PARAMETERS
-    return PARAMETERS
+    from rcl_interfaces.msg import ParameterType as T
+    from dynamics_node.ros.params import PARAMETERS
+    return {k: (v.default, getattr(T, "PARAMETER_" + v.type.upper())) for k, v in PARAMETERS.items()}
 
 
 @pytest.mark.parametrize("path", LAUNCHES, ids=[p.name for p in LAUNCHES])
@@ -87,7 +88,7 @@ def test_launch_files_start_this_packages_executable_with_a_shipped_config(monke
             assert set(p) <= set(declared), set(p) - set(declared)
     # setup.py installs what the launch file refers to
     setup = (ns.REPO / "setup.py").read_text()
-    assert '"dynamics_node = dynamics_node.node:main"' in setup
+    assert '"dynamics_node = dynamics_node.ros.process:main"' in setup
     assert '("share/" + package_name + "/config", glob("config/*.yaml"))' in setup
     assert '("share/" + package_name + "/launch", glob("launch/*.py"))' in setup
     assert '("share/" + package_name + "/urdf", glob("urdf/*.urdf"))' in setup
@@ -139,5 +140,5 @@ def test_node_runs_on_each_config(path):
 def test_console_scripts_exist_in_setup_py():
     tree = ast.parse((ns.REPO / "setup.py").read_text())
     text = ast.unparse(tree)
-    for script in ("dynamics_node = dynamics_node.node:main", "dynamics_cli = dynamics_node.cli:main"):
+    for script in ("dynamics_node = dynamics_node.ros.process:main", "dynamics_cli = dynamics_node.ros.cli:main"):
         assert script in text

@@ -111,8 +111,10 @@ def test_one_torque_message_per_joint_state(node, io, model):
 
 
 def test_joint_state_edge_cases(node, io, model):
-    """Extra unknown joints are ignored, any order works, velocity may be missing; NaN/inf, missing
-    joints and inconsistent arrays are dropped (nothing published for them)."""
+    """Extra unknown joints are ignored, any order works, velocity may be missing. Joint states are
+    merged by name: a NaN position or a missing joint leaves that joint at its last value, which is
+    still fresh here (so a torque is published); an inf velocity is dropped without blocking gravity;
+    inconsistent arrays refuse the whole message (nothing published)."""
     import dynamics_node as dn
     pub, torques, _ = io
     ns.drain(torques)
@@ -123,9 +125,9 @@ def test_joint_state_edge_cases(node, io, model):
         (1, ns.joint_state(names, q[perm]), True),                                   # reordered, no velocity
         (2, ns.joint_state(["gripper"] + names + ["wheel"], [9.0, *q[perm], -9.0],
                            velocities=[0.0] * 9), True),                             # extra joints
-        (3, ns.joint_state(J, [*q[:3], float("nan"), *q[4:]]), False),               # NaN position
-        (4, ns.joint_state(J[:6], q[:6]), False),                                    # missing joint7
-        (5, ns.joint_state(J, q, velocities=[0, 0, float("inf"), 0, 0, 0, 0]), False),  # inf velocity
+        (3, ns.joint_state(J, [*q[:3], float("nan"), *q[4:]]), True),                # NaN position
+        (4, ns.joint_state(J[:6], q[:6]), True),                                     # missing joint7
+        (5, ns.joint_state(J, q, velocities=[0, 0, float("inf"), 0, 0, 0, 0]), True),   # inf velocity
         (6, ns.joint_state(J, q[:6]), False),                                        # 7 names, 6 positions
         (7, ns.joint_state(["gripper"] + J, [float("nan"), *q]), True),             # NaN on an unknown joint
         (8, ns.joint_state(J, q, velocities=q), True),
@@ -374,7 +376,7 @@ def test_joint_state_thread_runs_at_the_real_time_priority_asked_for(node, io, m
 def test_timings_histogram_percentiles_cover_every_duration():
     """The node's cumulative stream-time histogram (1 us bins, overflow beyond 10 ms) gives the
     percentiles of every duration since start to within a bin, unlike the last-2000 window."""
-    from dynamics_node.node import Timings
+    from dynamics_node.ros.diagnostics import Timings
     rng = np.random.default_rng(5)
     d = np.concatenate([rng.exponential(120e-6, 20000), [0.05, 0.2]])  # two beyond the last bin
     t = Timings(n=2000)

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 __all__ = [
     "JointOrder", "Conversions", "JointStateReader", "to_float64_array", "finite_or_raise", "all_finite",

@@ -15,6 +15,7 @@ There is no `ros2` command line on pip-installed ROS 2, so this client stands in
     dynamics_cli closed_loop_forward_dynamics / closed_loop_inverse_dynamics ...
     dynamics_cli param list | param get gravity | param set gravity "[0, 0, -1.62]"
     dynamics_cli echo gravity_torques [--count 1]      (also: diagnostics, markers)
+    dynamics_cli publish_description robot.urdf        (latched on /robot_description)
 
 Exit code 0 when the service answered success=true, 1 when it answered success=false, 2 when it
 could not be reached. ROS_AUTOMATIC_DISCOVERY_RANGE defaults to LOCALHOST here (as in the node);
@@ -28,19 +29,7 @@ import os
 import sys
 import time
 
-SERVICES = {
-    # cli name: (srv type name, description)
-    "inverse_dynamics": ("InverseDynamics", "efforts for given accelerations (RNEA)"),
-    "forward_dynamics": ("ForwardDynamics", "accelerations for given efforts (ABA)"),
-    "hybrid_dynamics": ("HybridDynamics", "effort on --forward-joints, acceleration on the others"),
-    "gravity_compensation": ("GravityCompensation", "efforts that hold the robot still"),
-    "mass_matrix": ("MassMatrix", "joint-space inertia matrix H(q)"),
-    "jacobian": ("Jacobian", "6 x n geometric Jacobian of a link (world axes)"),
-    "set_payload": ("SetPayload", "attach a payload to a link (mass 0 removes it)"),
-    "closed_loop_forward_dynamics": ("ClosedLoopForwardDynamics", "forward dynamics with loop closures"),
-    "closed_loop_inverse_dynamics": ("ClosedLoopInverseDynamics", "actuated efforts with loop closures"),
-    "trajectory_inverse_dynamics": ("TrajectoryInverseDynamics", "efforts along a JointTrajectory"),
-}
+from .services import SERVICES  # noqa: E402 - the node's table: name -> (srv type, handler, help)
 
 
 def _floats(xs):
@@ -76,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
                             help="external wrench on LINK (link frame, torque about the link origin); "
                                  "repeatable")
 
-    for name, (_, desc) in SERVICES.items():
+    for name, (_, _h, desc) in SERVICES.items():
         sp = sub.add_parser(name, help=desc, description=desc)
         if name == "inverse_dynamics":
             state_args(sp, acc=True, wrench=True)
@@ -127,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("echo", help="print messages of one of the node's topics")
     e.add_argument("topic", choices=["gravity_torques", "diagnostics", "markers"])
     e.add_argument("--count", type=int, default=1, help="messages to print (default 1)")
+    d = sub.add_parser("publish_description", help="publish a URDF file on robot_description (latched, "
+                       "as robot_state_publisher does) and keep it there")
+    d.add_argument("file", help="URDF file")
+    d.add_argument("--topic", default="/robot_description", help="topic (default /robot_description)")
+    d.add_argument("--duration", type=float, default=0.0, help="seconds to stay (default: until Ctrl-C)")
     return p
 
 
@@ -339,7 +333,10 @@ def param_command(node, args) -> int:
         print(f"parameter {args.param_name!r} is not declared by {base}", file=sys.stderr)
         return 1
     try:
-        pv = _python_to_param_value(yaml.safe_load(args.value), desc.descriptors[0].type)
+        from rcl_interfaces.msg import ParameterType as T
+        raw = args.value.lstrip().startswith("<") and desc.descriptors[0].type == T.PARAMETER_STRING
+        # XML text (a robot_description) is taken as it is, not as YAML
+        pv = _python_to_param_value(args.value if raw else yaml.safe_load(args.value), desc.descriptors[0].type)
     except (ValueError, TypeError, yaml.YAMLError) as e:
         print(f"cannot convert {args.value!r}: {e}", file=sys.stderr)
         return 1
@@ -396,6 +393,30 @@ def echo_command(node, args) -> int:
     return 0
 
 
+def publish_description(node, args) -> int:
+    """Publish a URDF file's text on robot_description (std_msgs/String, reliable, transient local:
+    robot_state_publisher's QoS, so a node started later still gets it) and keep it there."""
+    import pathlib
+
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+    try:
+        text = pathlib.Path(args.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        print(f"dynamics_cli: cannot read {args.file}: {e}", file=sys.stderr)
+        return 2
+    qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    pub = node.create_publisher(String, args.topic, qos)
+    pub.publish(String(data=text))
+    print(f"published {args.file} ({len(text)} characters) on {pub.topic_name}; kept for late subscribers"
+          + (f" for {args.duration:g} s" if args.duration > 0 else " until Ctrl-C"), flush=True)
+    import rclpy
+    deadline = time.monotonic() + args.duration if args.duration > 0 else float("inf")
+    while time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.1)
+    return 0
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -408,8 +429,10 @@ def main(argv=None) -> int:
             return param_command(node, args)
         if args.command == "echo":
             return echo_command(node, args)
+        if args.command == "publish_description":
+            return publish_description(node, args)
         import dynamics_interfaces.srv as srvs
-        srv_type = getattr(srvs, SERVICES[args.command][0])
+        srv_type = getattr(srvs, SERVICES[args.command].type_name)
         try:
             req = build_request(args, srv_type)
         except (OSError, ValueError, AssertionError) as e:

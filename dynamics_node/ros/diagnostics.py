@@ -1,0 +1,223 @@
+"""What the node tells about itself: /diagnostics (1 Hz) and ~/markers (rviz), and the timings.
+
+`diagnostics(node)` builds a DiagnosticArray from the node's state: the model, the joint-state
+stream (rate, age, missing or stale joints, closure residual, saturated commands, joints outside
+their limits; ERROR when the stream's callback fails) and the computation (requests, percentiles).
+"""
+from __future__ import annotations
+
+import collections
+import math
+import time
+
+import numpy as np
+
+import dynamics_node as dn
+from ..errors import DynamicsError
+
+LIMIT_TOLERANCE = 0.01  # rad or m beyond a URDF <limit> before a position is reported
+
+
+class Timings:
+    """Durations [s]: a rolling window of the last n with percentiles, and a histogram of every
+    duration since start (1 us bins up to 10 ms, then one overflow bin; fixed memory) so that the
+    percentiles of a long run cover every message, not only the last n. Written by one thread."""
+
+    BIN_US = 1.0
+    BINS = 10000
+
+    def __init__(self, n=2000):
+        self.d = collections.deque(maxlen=n)
+        self.hist = [0] * (self.BINS + 1)
+        self.count = 0
+        self.max = 0.0
+
+    def add(self, dt):
+        self.d.append(dt)
+        k = int(dt * (1e6 / self.BIN_US))
+        self.hist[k if k < self.BINS else self.BINS] += 1
+        self.count += 1
+        if dt > self.max:
+            self.max = dt
+
+    def totals_us(self, ps=(50.0, 99.0, 99.9)):
+        """(count, [percentile upper bounds, us], max us) over every duration since start."""
+        h = np.asarray(self.hist, dtype=np.int64)  # a copy: the writer thread may go on
+        n = int(h.sum())
+        if n == 0:
+            return None
+        cum = np.cumsum(h)
+        mx = self.max * 1e6
+        out = []
+        for p in ps:
+            k = int(np.searchsorted(cum, math.ceil(n * p / 100.0)))
+            out.append(mx if k >= self.BINS else min((k + 1) * self.BIN_US, mx))
+        return n, out, mx
+
+    def percentiles_us(self):
+        snapshot = tuple(self.d)  # one C-level copy: other threads append concurrently
+        if not snapshot:
+            return None
+        a = np.asarray(snapshot, dtype=float) * 1e6
+        p50, p95, p99 = np.percentile(a, [50, 95, 99])
+        return p50, p95, p99, float(a.max())
+
+
+class Stats:
+    def __init__(self):
+        self.requests = collections.Counter()
+        self.failures = collections.Counter()
+        self.timing = Timings()
+
+
+def _kv(key, value):
+    from diagnostic_msgs.msg import KeyValue
+    return KeyValue(key=key, value=str(value))
+
+
+def _cut(items, limit=200):
+    s = ", ".join(items)
+    return s if len(s) <= limit else s[:limit] + f" ... ({len(items)} in all)"
+
+
+def outside_limits(st, q) -> list:
+    """'joint: value (limits)' for each joint whose position is beyond its URDF limits."""
+    out = []
+    m = st.model
+    for j in m.joint_names:
+        lim = m.joint_limits.get(j)
+        if not lim or m.joint_kinds.get(j) == "continuous":
+            continue
+        lo, hi = lim[0], lim[1]
+        x = float(q[m.q_slice(j).start])
+        if (math.isfinite(lo) and x < lo - LIMIT_TOLERANCE) or (math.isfinite(hi) and x > hi + LIMIT_TOLERANCE):
+            out.append(f"{j}: {x:.4g} (limits {lo:g} .. {hi:g})")
+    return out
+
+
+def diagnostics(node):
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+    OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+    name = node.get_name()
+    st, cfg, stream = node.state, node.cfg, node.stream
+    arr = DiagnosticArray()
+    arr.header.stamp = node.get_clock().now().to_msg()
+    hw = st.model.name if st else ""
+
+    s_model = DiagnosticStatus(name=f"{name}: model", hardware_id=hw)
+    if st is None:
+        s_model.level, s_model.message = WARN, node.waiting_message()
+    else:
+        m = st.model
+        s_model.level = WARN if st.warnings else OK
+        s_model.message = (f"model loaded with {len(st.warnings)} warning(s)" if st.warnings else "model loaded")
+        s_model.values = [
+            _kv("robot", m.name), _kv("source", st.source), _kv("joints", len(m.joint_names)),
+            _kv("nq", m.nq), _kv("nv", m.nv), _kv("floating_base", bool(m.floating_base)),
+            _kv("total_mass_kg", f"{m.total_mass():.6g}"),
+            _kv("gravity", " ".join(f"{x:g}" for x in np.asarray(m.gravity))),
+            _kv("loop_joints", ", ".join(m.loop_joints) or "none"),
+            _kv("payloads", "; ".join(f"{k}: {v[0]:g} kg" for k, v in st.payloads.items()) or "none"),
+            _kv("warnings", _cut(list(st.warnings), 400) or "none")]
+
+    now = time.monotonic()
+    timeout = cfg.joint_state_timeout
+    s_js = DiagnosticStatus(name=f"{name}: joint states", hardware_id=hw)
+    latest = stream.latest
+    age = now - latest[1] if latest else float("inf")
+    stale = stream.merger.stale(now, timeout) if stream.merger is not None else []
+    problems = []
+    level = OK
+    if latest is None:
+        level, msg = WARN, f"no usable joint state received on {cfg.joint_states_topic}"
+    elif age > timeout:
+        level, msg = WARN, f"stale: last usable joint state {age:.2f} s ago (timeout {timeout:g} s)"
+    else:
+        msg = "receiving joint states"
+    if stale:
+        level = WARN
+        problems.append(f"missing or stale: {_cut(stale)}")
+    if stream.saturation is not None and stream.saturation.active:
+        level = WARN
+        problems.append("effort command saturated: " + _cut(
+            [f"{j} computed {stream.saturation.last[j][0]:.4g} sent {stream.saturation.last[j][1]:.4g}"
+             for j in sorted(stream.saturation.active)]))
+    if latest is not None and st is not None:
+        out = outside_limits(st, latest[2])
+        if out:
+            level = WARN
+            problems.append("outside joint limits: " + _cut(out))
+    if stream.errors and node.stream_failing():
+        level = ERROR
+        problems.append(f"the joint-state callback fails: {stream.last_error}")
+    s_js.level = level
+    s_js.message = "; ".join([msg] + problems)
+    s_js.values = [
+        _kv("topic", cfg.joint_states_topic), _kv("rate_hz", f"{node.js_rate:.1f}"), _kv("age_s", f"{age:.3f}"),
+        _kv("received", stream.received), _kv("dropped", stream.dropped),
+        _kv("gravity_torques_published", stream.published), _kv("callback_errors", stream.errors),
+        _kv("missing_or_stale", _cut(stale) or "none"),
+        _kv("effort_length_errors", stream.merger.effort_length_errors if stream.merger else 0),
+        _kv("last_problem", stream.last_problem or "none")]
+    if st is not None and st.loops and stream.merger is not None:
+        s_js.values.append(_kv("loop_closure_residual", f"{stream.merger.closure_residual:.3g}"))
+    if stream.saturation is not None:
+        s_js.values.append(_kv("saturated_commands", stream.saturation.count))
+
+    stats = node.stats
+    s_srv = DiagnosticStatus(name=f"{name}: computation", hardware_id=hw, level=OK, message="ok")
+    vals = [_kv("requests_served", sum(stats.requests.values())),
+            _kv("requests_failed", sum(stats.failures.values()))]
+    vals += [_kv(f"requests.{k}", f"{v} ({stats.failures[k]} failed)") for k, v in sorted(stats.requests.items())]
+    for label, tm in (("service", stats.timing), ("joint_state", stream.timing)):
+        p = tm.percentiles_us()
+        if p is not None:
+            vals += [_kv(f"{label}_time_us.{k}", f"{x:.1f}") for k, x in zip(("p50", "p95", "p99", "max"), p)]
+        t = tm.totals_us()
+        if t is not None:  # every one since start (the keys above: the last 2000)
+            n, (a50, a99, a999), amax = t
+            vals += [_kv(f"{label}_time_us.all.count", n), _kv(f"{label}_time_us.all.p50", f"{a50:.1f}"),
+                     _kv(f"{label}_time_us.all.p99", f"{a99:.1f}"), _kv(f"{label}_time_us.all.p99.9", f"{a999:.1f}"),
+                     _kv(f"{label}_time_us.all.max", f"{amax:.1f}")]
+    s_srv.values = vals
+    arr.status = [s_model, s_js, s_srv]
+    return arr
+
+
+def _sphere(frame, stamp, ns, mid, xyz, size, rgba):
+    from visualization_msgs.msg import Marker
+    mk = Marker()
+    mk.header.frame_id = frame
+    mk.header.stamp = stamp
+    mk.ns, mk.id, mk.type, mk.action = ns, mid, Marker.SPHERE, Marker.ADD
+    mk.pose.position.x, mk.pose.position.y, mk.pose.position.z = (float(v) for v in xyz)
+    mk.pose.orientation.w = 1.0
+    mk.scale.x = mk.scale.y = mk.scale.z = float(size)
+    mk.color.r, mk.color.g, mk.color.b, mk.color.a = (float(v) for v in rgba)
+    return mk
+
+
+def markers(st, q, stamp):
+    """The robot's centre of mass (frame: root link, at q) and each payload (frame: its link)."""
+    from visualization_msgs.msg import Marker, MarkerArray
+    m = st.model
+    out = MarkerArray()
+    clear = Marker(action=Marker.DELETEALL)
+    clear.header.stamp = stamp
+    out.markers.append(clear)
+    try:
+        com = np.asarray(dn.center_of_mass(m, q), dtype=float)
+    except DynamicsError:
+        com = None
+    if com is not None and np.isfinite(com).all():
+        out.markers.append(_sphere(m.root_link, stamp, "center_of_mass", 0, com, 0.06, (1.0, 0.5, 0.0, 0.9)))
+        txt = _sphere(m.root_link, stamp, "center_of_mass", 1, com + [0, 0, 0.08], 0.04, (1.0, 1.0, 1.0, 1.0))
+        txt.type = Marker.TEXT_VIEW_FACING
+        txt.text = f"CoM {m.total_mass():.2f} kg"
+        out.markers.append(txt)
+    for k, (link, (mass, c, _)) in enumerate(sorted(st.payloads.items())):
+        size = max(0.02, 0.05 * float(mass) ** (1.0 / 3.0))
+        mk = _sphere(link, stamp, "payload", k, np.asarray(c, dtype=float), size, (0.2, 0.6, 1.0, 0.9))
+        mk.frame_locked = True
+        out.markers.append(mk)
+    return out

@@ -1,0 +1,206 @@
+"""The node's model state: which robot description, loading it, payloads, and what the stream needs.
+
+No rclpy here: everything is a function of a validated `params.Config`, the text received on the
+robot_description topic (if any) and the payloads set by service, so it is testable in-process.
+
+How the description is chosen (first that applies):
+1. the `robot_description` parameter (URDF text);
+2. the `urdf_path` parameter (a URDF file, or a .xacro file run through xacro with `xacro_args`);
+3. the latest message on the `robot_description` topic (as robot_state_publisher publishes it);
+   until one arrives the node serves "no model yet".
+
+A `ModelState` is immutable and swapped as a whole (one attribute assignment): a request or a joint
+state works on the state it started with.
+"""
+from __future__ import annotations
+
+import math
+import pathlib
+import warnings
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+import dynamics_node as dn
+from .conversions import Conversions
+from .params import NODE_NAME, Config, ConfigError
+
+WAITING = "waiting for the robot description on the robot_description topic"
+
+
+def resolve_urdf_path(path: str) -> pathlib.Path:
+    """Find a URDF/xacro file: absolute, ~, package://pkg/rel, relative to cwd / share / source tree."""
+    if path.startswith("package://"):
+        pkg, _, rel = path[len("package://"):].partition("/")
+        try:
+            from ament_index_python.packages import get_package_share_directory
+            p = pathlib.Path(get_package_share_directory(pkg)) / rel
+        except Exception as e:  # noqa: BLE001 - PackageNotFoundError, ImportError
+            raise ConfigError(f"urdf_path: cannot resolve '{path}': {e}") from None
+        if not p.is_file():
+            raise ConfigError(f"urdf_path: file '{p}' (from '{path}') does not exist")
+        return p
+    p = pathlib.Path(path).expanduser()
+    candidates = [p]
+    if not p.is_absolute():
+        candidates.append(pathlib.Path(__file__).resolve().parents[2] / p)  # source tree
+        try:
+            from ament_index_python.packages import get_package_share_directory
+            candidates.append(pathlib.Path(get_package_share_directory(NODE_NAME)) / p)
+        except Exception:  # noqa: BLE001 - not installed through ament
+            pass
+    for c in candidates:
+        if c.is_file():
+            return c.resolve()
+    raise ConfigError(f"urdf_path: file '{path}' does not exist (looked in: "
+                      f"{', '.join(str(c) for c in candidates)}); give an absolute path")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A model as loaded (no gravity or payloads applied yet) and what the loader warned about."""
+    model: object
+    source: str            # "urdf_path: /abs/file.urdf", "robot_description parameter", "topic ..."
+    warnings: tuple = ()
+
+
+def load(cfg: Config, topic_text: Optional[str] = None, topic_name: str = "robot_description") -> Optional[Loaded]:
+    """Load the robot of cfg; None when it is to come from the topic and none has arrived yet.
+    Raises ConfigError or dn.DynamicsError naming the problem."""
+    kw = {"floating_base": cfg.floating_base, "friction": cfg.friction}
+    if cfg.strict:
+        kw["strict"] = True
+    if cfg.robot_description.strip():
+        source, label = cfg.robot_description, "robot_description parameter"
+    elif cfg.urdf_path:
+        path = resolve_urdf_path(cfg.urdf_path)
+        source, label = str(path), f"urdf_path {path}"
+        if cfg.xacro_args:
+            kw["xacro_args"] = dict(cfg.xacro_args)
+    elif topic_text is not None:
+        source, label = topic_text, f"topic {topic_name}"
+    else:
+        return None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = dn.load_model(source, **kw)
+        arm = cfg.armature
+        if len(arm) == 1:
+            model = dn.load_model(source, armature=arm[0], **kw)
+        elif len(arm) > 1:
+            names = list(model.joint_names)
+            if len(arm) != len(names):
+                raise ConfigError(f"armature: expected 0, 1 or {len(names)} values (one per joint in "
+                                  f"the model's order {', '.join(names)}), got {len(arm)}")
+            model = dn.load_model(source, armature=dict(zip(names, arm)), **kw)
+    notes = []
+    for w in caught:
+        text = str(w.message)
+        if text not in notes:
+            notes.append(text)
+    return Loaded(model, label, tuple(notes))
+
+
+def payload_table(cfg: Config, service_payloads: dict, changed=frozenset()) -> tuple[dict, dict]:
+    """(payloads to apply {link: (mass, com, inertia6)}, the service payloads to keep).
+
+    The parameter payload first, then those of set_payload (which override it on the same link; a
+    set_payload of mass 0 removes it). Changing a payload.* parameter makes the parameter payload
+    apply again on its link. A parameter payload of mass 0 is inert: its link is not looked at."""
+    service = dict(service_payloads)
+    plink = cfg.payload_link
+    if cfg.payload_mass > 0 and not plink:
+        raise ConfigError("payload.mass: no payload.link is set (set the link that carries the "
+                          "payload first, or both at once)")
+    if changed & {"payload.link", "payload.mass", "payload.center_of_mass", "payload.inertia"} and plink:
+        service.pop(plink, None)
+    payloads = {}
+    if plink and cfg.payload_mass > 0:
+        payloads[plink] = (cfg.payload_mass, cfg.payload_center_of_mass, cfg.payload_inertia)
+    payloads.update(service)
+    return {k: v for k, v in payloads.items() if v[0] > 0}, service
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """Everything derived from one immutable model."""
+    model: object
+    conv: Conversions
+    source: str
+    warnings: tuple
+    torque_names: tuple           # joints of ~/gravity_torques (model order, or the actuated joints)
+    torque_q_index: np.ndarray    # their q indices
+    torque_v_index: np.ndarray    # their v indices in a full nv torque vector
+    command_names: tuple          # joints of the effort command (empty when there is none)
+    command_index: np.ndarray     # indices into torque_names
+    command_limit: np.ndarray     # saturation per command joint [N m or N] (inf: no URDF limit)
+    loops: bool
+    payloads: dict = field(default_factory=dict)
+
+
+def build_state(loaded: Loaded, cfg: Config, payloads: dict) -> ModelState:
+    """Apply gravity and payloads to the loaded model, and work out the stream's joint lists."""
+    model = loaded.model.with_gravity(np.asarray(cfg.gravity, dtype=float))
+    for link, (m, c, i6) in payloads.items():
+        if link not in model.link_names:
+            what = "payload.link" if link == cfg.payload_link else f"payload on link '{link}'"
+            raise ConfigError(f"{what}: the model '{model.name}' has no link '{link}' (its links: "
+                              f"{_cut(model.link_names)}); set payload.mass to 0 or name one of them")
+        model = model.with_payload(link, float(m), tuple(c), tuple(i6))
+    loops = bool(model.loop_joints)
+    torque = tuple(model.actuated_joints if loops else model.joint_names)
+    tq = np.asarray([model.q_slice(j).start for j in torque], dtype=np.intp)
+    tv = np.asarray([model.v_slice(j).start for j in torque], dtype=np.intp)
+    if cfg.effort_command_topic:
+        cmd = tuple(cfg.command_joints) or torque
+        pos = {n: i for i, n in enumerate(torque)}
+        for k, j in enumerate(cmd):
+            if j not in pos:
+                raise ConfigError(f"command_joints[{k}]: '{j}' is not one of the joints with a gravity "
+                                  f"torque ({_cut(torque)}); leave command_joints empty for all of "
+                                  "them in the model's order")
+        cidx = np.asarray([pos[j] for j in cmd], dtype=np.intp)
+        lim = np.array([_effort_limit(model, j) for j in cmd], dtype=float) * cfg.effort_limit_scale
+    else:
+        cmd, cidx, lim = (), np.zeros(0, np.intp), np.zeros(0)
+    return ModelState(model, Conversions(model), loaded.source, loaded.warnings, torque, tq, tv,
+                      cmd, cidx, lim, loops, dict(payloads))
+
+
+def _effort_limit(model, joint) -> float:
+    lim = model.joint_limits.get(joint)
+    e = lim[2] if lim else float("nan")
+    return e if (math.isfinite(e) and e > 0) else math.inf
+
+
+def _cut(names, limit=200) -> str:
+    """A name list of at most about `limit` characters, with a count of what was left out."""
+    out, n = [], 0
+    for k, s in enumerate(names):
+        if n + len(s) > limit and out:
+            return ", ".join(out) + f" ... ({len(names) - k} more)"
+        out.append(s)
+        n += len(s) + 2
+    return ", ".join(out)
+
+
+def summary_lines(st: ModelState, cfg: Config) -> list:
+    """What the node loaded, in a few lines, so a user sees at a glance that it is their robot."""
+    m = st.model
+    lines = [f"robot '{m.name}' from {st.source}",
+             f"{len(m.joint_names)} joints, {m.total_mass():.3f} kg, root link '{m.root_link}', "
+             f"{'floating' if m.floating_base else 'fixed'} base, gravity {list(cfg.gravity)}",
+             f"joint order (model order, depth-first from the root): {', '.join(m.joint_names)}"]
+    if st.loops:
+        lines.append(f"closed loops: {', '.join(m.loop_joints)}; torques for the actuated joints "
+                     f"{', '.join(st.torque_names)}")
+    lines.append("payloads: " + ("; ".join(f"{k} {v[0]:g} kg" for k, v in st.payloads.items()) or "none"))
+    if st.command_names:
+        lim = ", ".join(f"{j} {x:g}" for j, x in zip(st.command_names, st.command_limit) if math.isfinite(x))
+        lines.append(f"effort command on {cfg.effort_command_topic}, joints in this order: "
+                     f"{', '.join(st.command_names)}; saturated at {lim or 'no URDF limits'}")
+    lines.append(f"warnings: {len(st.warnings)}" + ("".join(f"\n  - {w}" for w in st.warnings[:20])))
+    if len(st.warnings) > 20:
+        lines.append(f"  ... ({len(st.warnings) - 20} more: dynamics_summary --check FILE lists them)")
+    return lines

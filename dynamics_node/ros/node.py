@@ -1,0 +1,295 @@
+"""The ROS 2 node `dynamics_node`: wiring only.
+
+Three rclpy nodes in one process, each spun by its own executor thread (process.py), because
+rclpy's executor walks every entity of its node at each wake-up: `dynamics_node` (parameters,
+the robot_description topic, /diagnostics, markers), `dynamics_node_stream` (joint states in,
+torques out: stream.py) and `dynamics_node_services` (services.py). Names are resolved by
+`dynamics_node`, so the topics and services are /dynamics_node/... and remaps apply to all.
+What the pieces do is in their modules: params.py (the parameter table, `validate`),
+model_state.py (which description, loading, payloads), diagnostics.py.
+"""
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.exceptions import ParameterUninitializedException
+from rcl_interfaces.msg import SetParametersResult
+
+import dynamics_node as dn
+from ..errors import DynamicsError, InputError
+from . import diagnostics as diag
+from .conversions import check_payload
+from .model_state import WAITING, build_state, load, payload_table, summary_lines
+from .params import (MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, descriptor,
+                     validate)
+from .services import SERVICES, serve
+from .stream import Stream
+
+
+class StartupError(Exception):
+    """The node cannot start (missing or invalid robot, bad parameters); one line, says what to do."""
+
+
+def _helper_node(node, suffix):
+    return Node(f"{node.get_name()}{suffix}", namespace=node.get_namespace(), context=node.context,
+                use_global_arguments=False, start_parameter_services=False,
+                parameter_overrides=[Parameter("start_type_description_service", value=False)])
+
+
+class DynamicsNode(Node):
+    def __init__(self, urdf_path_default: str = "", **kwargs):
+        super().__init__(NODE_NAME, **kwargs)
+        self._lock = threading.RLock()   # parameters (main thread) and set_payload (services thread)
+        for name, p in PARAMETERS.items():
+            default = urdf_path_default if (name == "urdf_path" and urdf_path_default) else p.default
+            if isinstance(default, list) and not default:  # an empty list has no type for rclpy
+                self.declare_parameter(name, Parameter.Type(descriptor(name).type), descriptor(name))
+                if not self._initialised(name):
+                    self.set_parameters([Parameter(name, Parameter.Type(descriptor(name).type), [])])
+            else:
+                self.declare_parameter(name, default, descriptor(name))
+        self.values = {name: self._value(name) for name in PARAMETERS}
+        self.state = self.loaded = self.topic_text = self.desc_sub = self._markers_timer = None
+        self.service_payloads: dict = {}
+        self.stats = diag.Stats()
+        self.js_rate, self._rate_mark, self._fail_mark = 0.0, (time.monotonic(), 0), (0, 0, False)
+        try:
+            self.cfg = validate(self.values, self.get_name(), self.get_namespace())
+        except ConfigError as e:
+            raise StartupError(f"{e}") from None
+
+        self.stream_node = _helper_node(self, "_stream")
+        self.stream = Stream(self.stream_node, self.resolve_topic_name, self.get_logger())
+        self.stream.timing = diag.Timings()
+        try:
+            self._apply(self._plan(self.cfg, set(PARAMETERS)), set(PARAMETERS), now=True)
+        except (ConfigError, DynamicsError) as e:
+            raise StartupError(_one_line(self.cfg, e)) from None
+
+        import dynamics_interfaces.srv as srv
+        self.service_node = _helper_node(self, "_services")
+        for leaf, s in SERVICES.items():
+            self.service_node.create_service(getattr(srv, s.type_name), self.resolve_service_name(f"~/{leaf}"),
+                                             serve(self, leaf, s.handler, self.stats))
+        from diagnostic_msgs.msg import DiagnosticArray
+        from visualization_msgs.msg import MarkerArray
+        self._pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._pub_markers = self.create_publisher(MarkerArray, "~/markers", 5)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.create_timer(1.0, self._publish_diagnostics)
+        self._reset_markers_timer()
+        self._warm_up(rest=False)  # the stream's kernels, before anything is served
+        self._log_state("serving")
+        self._warm_thread = threading.Thread(target=self._warm_up, name="warm_up", daemon=True)
+        self._warm_thread.start()
+
+    # ------------------------------------------------------------------ model and parameters
+    def _initialised(self, name):
+        try:
+            self.get_parameter(name)
+            return True
+        except ParameterUninitializedException:
+            return False
+
+    def _value(self, name):
+        v = self.get_parameter(name).value
+        v = PARAMETERS[name].default if v is None else v
+        return v if isinstance(v, (str, bool, int, float)) else list(v)
+
+    def _plan(self, cfg, changed, service_payloads=None, topic_text=None, reload=False):
+        """(cfg, loaded, state, service payloads) after a change; raises ConfigError/DynamicsError."""
+        loaded = self.loaded
+        if reload or changed & MODEL_KEYS or loaded is None:
+            try:
+                loaded = load(cfg, self.topic_text if topic_text is None else topic_text,
+                              self.resolve_topic_name("robot_description"))
+            except (ConfigError, DynamicsError):
+                raise
+            except Exception as e:  # noqa: BLE001 - anything else the loader raises, named
+                raise ConfigError(f"cannot load the robot: {type(e).__name__}: {e}") from None
+        payloads, service = payload_table(cfg, self.service_payloads if service_payloads is None
+                                          else service_payloads, changed)
+        state = build_state(loaded, cfg, payloads) if loaded is not None else None
+        return cfg, loaded, state, service
+
+    def _apply(self, plan, changed, now=False):
+        self.cfg, self.loaded, self.state, self.service_payloads = plan
+        self.stream.configure(self.state, self.cfg, changed, now=now)
+        wants_topic = not (self.cfg.robot_description.strip() or self.cfg.urdf_path)
+        if wants_topic and self.desc_sub is None:
+            from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+            from std_msgs.msg import String
+            qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            self.desc_sub = self.create_subscription(String, "robot_description", self._on_description, qos)
+        elif not wants_topic and self.desc_sub is not None:
+            self.destroy_subscription(self.desc_sub)
+            self.desc_sub = None
+
+    def _on_description(self, msg):
+        with self._lock:
+            try:
+                plan = self._plan(self.cfg, set(), topic_text=msg.data, reload=True)
+            except Exception as e:  # noqa: BLE001 - a bad description never replaces a good model
+                self.get_logger().error(f"robot_description topic: refused ({type(e).__name__}: "
+                                        f"{str(e)[:400]}); {'the previous model stays' if self.state else WAITING}")
+                return
+            self.topic_text = msg.data
+            self._apply(plan, {"robot_description"})
+        self._log_state("model from the robot_description topic")
+
+    def _on_set_parameters(self, params):
+        with self._lock:
+            values = dict(self.values)
+            changed = set()
+            for p in params:
+                if p.name in PARAMETERS:
+                    v = PARAMETERS[p.name].default if p.value is None else p.value
+                    values[p.name] = v if isinstance(v, (str, bool, int, float)) else list(v)
+                    changed.add(p.name)
+            if not changed:
+                return SetParametersResult(successful=True)
+            try:
+                cfg = validate(values, self.get_name(), self.get_namespace())
+                plan = self._plan(cfg, changed)
+            except Exception as e:  # noqa: BLE001 - ConfigError, DynamicsError or any loader error
+                reason = str(e) if isinstance(e, (ConfigError, DynamicsError)) else f"{type(e).__name__}: {e}"
+                self.get_logger().warning(f"rejected parameter update {sorted(changed)}: {reason}")
+                return SetParametersResult(successful=False, reason=reason)
+            self.values = values
+            self._apply(plan, changed)
+        if "markers_rate" in changed:
+            self._reset_markers_timer()
+        if "stream_thread_priority" in changed and hasattr(self, "apply_stream_priority"):
+            self.apply_stream_priority()
+        self.get_logger().info(f"parameters updated: {', '.join(sorted(changed))}")
+        if changed & (MODEL_KEYS | {"effort_command_topic", "command_joints"}):
+            self._log_state("model reloaded")
+        return SetParametersResult(successful=True)
+
+    def set_payload(self, link, mass, com, inertia):
+        """The set_payload service's change (services thread); returns the response message."""
+        try:
+            check_payload_numbers(mass, com, inertia)
+        except ConfigError as e:
+            raise InputError(str(e)) from None
+        check_payload(link, mass, com, inertia)
+        with self._lock:
+            service = dict(self.service_payloads)
+            service[link] = (mass, tuple(com), tuple(inertia))
+            try:
+                plan = self._plan(self.cfg, set(), service_payloads=service)
+            except ConfigError as e:
+                raise InputError(str(e)) from None
+            self._apply(plan, set())
+        msg = (f"payload on '{link}' removed" if mass == 0.0 else f"payload of {mass:g} kg attached to "
+               f"'{link}'") + f"; robot mass now {plan[2].model.total_mass():.6g} kg"
+        self.get_logger().info(msg)
+        self._publish_markers(force=True)
+        return msg
+
+    def latest_q(self, st):
+        """q of the latest usable joint state, for gravity_compensation with an empty position."""
+        topic, latest = self.cfg.joint_states_topic, self.stream.latest
+        if latest is None or len(latest[2]) != st.model.nq:
+            raise InputError(f"position: empty, and no usable joint state was received on {topic}")
+        age = time.monotonic() - latest[1]
+        if age > self.cfg.joint_state_timeout:
+            raise InputError(f"position: empty, and the latest joint state on {topic} is {age:.3f} s old "
+                             f"(joint_state_timeout {self.cfg.joint_state_timeout:g} s)")
+        return latest[2]
+
+    @property
+    def log(self):
+        return self.get_logger()
+
+    def waiting_message(self):
+        return f"{WAITING} ({self.resolve_topic_name('robot_description')})"
+
+    def _log_state(self, what):
+        log = self.get_logger()
+        if self.state is None:
+            log.info(f"{what}: no robot yet, {self.waiting_message()}")
+            return
+        for line in summary_lines(self.state, self.cfg):
+            log.info(f"{what}: {line}" if line.startswith("robot '") else f"  {line}")
+
+    # ------------------------------------------------------------------ timers
+    def _reset_markers_timer(self):
+        if self._markers_timer is not None:
+            self.destroy_timer(self._markers_timer)
+            self._markers_timer = None
+        if self.cfg.markers_rate > 0:
+            self._markers_timer = self.create_timer(1.0 / self.cfg.markers_rate, self._publish_markers)
+
+    def stream_failing(self):
+        return self._fail_mark[2]
+
+    def _publish_diagnostics(self):
+        now, s = time.monotonic(), self.stream
+        t_mark, n_mark = self._rate_mark
+        self.js_rate = (s.received - n_mark) / max(now - t_mark, 1e-9)
+        self._rate_mark = (now, s.received)
+        errors, published, _ = self._fail_mark
+        self._fail_mark = (s.errors, s.published, s.errors > errors and s.published == published)
+        try:
+            self._pub_diag.publish(diag.diagnostics(self))
+        except Exception as e:  # noqa: BLE001 - diagnostics must never stop the node
+            self.get_logger().error(f"diagnostics: {type(e).__name__}: {e}", throttle_duration_sec=10.0)
+
+    def _publish_markers(self, force=False):
+        st = self.state
+        if st is None or (not force and self._pub_markers.get_subscription_count() == 0):
+            return
+        latest = self.stream.latest
+        q = latest[2] if latest is not None and len(latest[2]) == st.model.nq else np.asarray(st.model.neutral(), float)
+        self._pub_markers.publish(diag.markers(st, q, self.get_clock().now().to_msg()))
+
+    def _warm_up(self, rest=True):
+        """Run the core functions once so that no request pays the load of their kernels: those of
+        the stream before serving (rest=False), the others in a thread started at 'serving'; then
+        gc.freeze(): what is loaded by now lives as long as the process, and a full collection
+        walking it (some 130 000 objects, about 50 ms) would stall a joint-state callback."""
+        st = self.state
+        if st is not None:
+            m = st.model
+            q, z = np.asarray(m.neutral(), dtype=float), np.zeros(m.nv)
+            calls = ((dn.forward_dynamics, (q, z, z)), (dn.mass_matrix, (q,)), (dn.jacobian, (q, m.link_names[-1])),
+                     (dn.inverse_dynamics_batch, (q[None, :], z[None, :], z[None, :])), (dn.center_of_mass, (q,)))
+            if not rest:
+                calls = ((dn.gravity, (q,)), (dn.inverse_dynamics, (q, z, z)))
+                if st.loops:
+                    calls += ((dn.closed_loop_inverse_dynamics, (q, z, z)),)
+            for fn, args in calls:
+                try:
+                    fn(m, *args)
+                except Exception:  # noqa: BLE001 - warm-up must never stop the node (a neutral
+                    pass           # pose need not close the loops)
+        if rest:
+            gc.freeze()
+
+    def destroy_node(self):
+        deadline = getattr(self, "join_deadline", None)
+        warm = getattr(self, "_warm_thread", None)
+        if warm is not None:
+            warm.join(timeout=5.0 if deadline is None else max(0.0, deadline - time.monotonic()))
+        for helper in (getattr(self, "stream_node", None), getattr(self, "service_node", None)):
+            try:
+                if helper is not None:
+                    helper.destroy_node()
+            except Exception:  # noqa: BLE001 - shutting down anyway
+                pass
+        return super().destroy_node()
+
+
+def _one_line(cfg, e) -> str:
+    text = " ".join(str(e).split())
+    if isinstance(e, ConfigError):
+        return text
+    where = ("robot_description (parameter)" if cfg.robot_description.strip() else f"urdf_path '{cfg.urdf_path}'")
+    return f"{where}: {text}; fix the description or point urdf_path at another robot"

@@ -1,0 +1,252 @@
+"""The node's parameters: one table (defaults, types, ranges, descriptions) and a pure `validate`.
+
+`PARAMETERS` is the single source: the node declares exactly these (with the ranges in their
+descriptors), `dynamics_node --help` lists them, and the tests check the shipped config files
+against it. `validate(values) -> Config` checks a whole set of values without a node, a model or a
+ROS context, so a parameter change is judged before anything is touched; what needs the model
+(a payload's link, command_joints) is checked when the model state is built (model_state.py).
+
+Plausibility bounds (values no robot has are refused with the reason; the previous value stays):
+gravity at most 100 m/s^2 in magnitude; a payload of at most 10,000 kg, its centre of mass within
+10 m of its link's origin, its inertia entries at most 10,000 kg m^2.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+NODE_NAME = "dynamics_node"
+
+MAX_GRAVITY = 100.0          # m/s^2
+MAX_PAYLOAD_MASS = 1.0e4     # kg
+MAX_PAYLOAD_COM = 10.0       # m from the link origin
+MAX_PAYLOAD_INERTIA = 1.0e4  # kg m^2
+MIN_MARKERS_RATE = 0.01      # Hz; below it (and above 0) a timer period would be meaningless
+
+
+class Param(NamedTuple):
+    default: object
+    type: str                       # bool, integer, double, string, double_array, string_array
+    description: str
+    range: Optional[tuple] = None   # (from, to) for integer and double parameters
+
+
+PARAMETERS = {
+    "robot_description": Param("", "string", "URDF XML text of the robot (takes precedence over "
+                               "urdf_path). With both empty, the node takes the robot from the "
+                               "robot_description topic (std_msgs/String, transient local)."),
+    "urdf_path": Param("", "string", "URDF or xacro file, used when robot_description is empty: "
+                       "absolute, relative to the working directory or to this package's share "
+                       "folder, or package://<pkg>/<path>."),
+    "xacro_args": Param([], "string_array", "Arguments of a .xacro urdf_path, each 'name:=value'."),
+    "strict": Param(False, "bool", "True: a physically doubtful description (inertias breaking "
+                    "the triangle inequality, unknown joints in transmissions) is refused "
+                    "instead of loaded with warnings."),
+    "floating_base": Param(False, "bool", "True: the root link is a free-floating body (q starts "
+                           "with x y z qx qy qz qw)."),
+    "gravity": Param([0.0, 0.0, -9.81], "double_array", "Gravity vector in the world (root) frame "
+                     "[m/s^2], 3 finite values of magnitude at most 100; applies without restart."),
+    "armature": Param([], "double_array", "Reflected rotor inertia added to the diagonal of H "
+                      "[kg m^2]: empty = none, one value = every joint, or one value per joint in "
+                      "the model's joint order."),
+    "friction": Param(False, "bool", "True: the URDF <dynamics> damping (viscous) and friction "
+                      "(Coulomb) act in inverse/forward dynamics."),
+    "joint_states_topic": Param("/joint_states", "string", "sensor_msgs/JointState input "
+                                "(reliable and best-effort publishers; messages of several "
+                                "drivers are merged by joint name)."),
+    "joint_state_timeout": Param(0.5, "double", "A joint's value older than this [s] is stale: no "
+                                 "torque is computed without a fresh value of every joint it needs, "
+                                 "and /diagnostics names the stale joints.", (1e-3, 3600.0)),
+    "effort_command_topic": Param("", "string", "If not empty, gravity torques are also published "
+                                  "here as std_msgs/Float64MultiArray in command_joints order (for "
+                                  "a ros2_control forward command controller), saturated at the "
+                                  "URDF effort limits."),
+    "command_joints": Param([], "string_array", "Joint order of the effort command; empty = every "
+                            "joint with a gravity torque in the model's joint order (logged at "
+                            "start). Checked only when effort_command_topic is set."),
+    "effort_limit_scale": Param(1.0, "double", "Scale in (0, 1] of the URDF <limit effort> at "
+                                "which effort commands are saturated.", (0.0, 1.0)),
+    "payload.link": Param("", "string", "Link carrying a payload given by parameters (empty = "
+                          "none); set_payload can add more. Applies without restart."),
+    "payload.mass": Param(0.0, "double", "Payload mass [kg], 0 to 10000 (0 = no payload; then "
+                          "payload.link is not checked).", (0.0, MAX_PAYLOAD_MASS)),
+    "payload.center_of_mass": Param([0.0, 0.0, 0.0], "double_array", "Payload centre of mass in "
+                                    "the link frame [m], 3 values, within 10 m of the link origin."),
+    "payload.inertia": Param([0.0] * 6, "double_array", "Payload inertia about its centre of mass, "
+                             "link axes: ixx ixy ixz iyy iyz izz [kg m^2]."),
+    "markers_rate": Param(2.0, "double", "Rate [Hz] of ~/markers (centre of mass, payloads) while "
+                          "someone subscribes: 0 = off, else 0.01 to 100.", (0.0, 100.0)),
+    "stream_thread_priority": Param(50, "integer", "Real-time priority (SCHED_FIFO, 1-99) of the "
+                                    "thread that turns joint states into torques, as ros2_control's "
+                                    "controller manager does for its loop; 0 = ordinary scheduling. "
+                                    "Needs CAP_SYS_NICE or an rtprio limit (/etc/security/limits.conf); "
+                                    "without, the node says so once and keeps ordinary scheduling.",
+                                    (0, 99)),
+}
+MODEL_KEYS = frozenset(("robot_description", "urdf_path", "xacro_args", "strict", "floating_base",
+                        "armature", "friction"))
+PAYLOAD_KEYS = frozenset(("payload.link", "payload.mass", "payload.center_of_mass", "payload.inertia"))
+
+
+class ConfigError(Exception):
+    """A parameter value is invalid; the message names the parameter, the value and what to do."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated set of parameter values (attribute names: the parameter names with '.' -> '_')."""
+    robot_description: str
+    urdf_path: str
+    xacro_args: dict
+    strict: bool
+    floating_base: bool
+    gravity: tuple
+    armature: tuple
+    friction: bool
+    joint_states_topic: str
+    joint_state_timeout: float
+    effort_command_topic: str
+    command_joints: tuple
+    effort_limit_scale: float
+    payload_link: str
+    payload_mass: float
+    payload_center_of_mass: tuple
+    payload_inertia: tuple
+    markers_rate: float
+    stream_thread_priority: int
+
+
+def defaults() -> dict:
+    return {k: (list(p.default) if isinstance(p.default, list) else p.default) for k, p in PARAMETERS.items()}
+
+
+def _floats(value, name, n=None, what=""):
+    try:
+        v = [float(x) for x in value]
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: expected a list of numbers, got {value!r}") from None
+    if n is not None and len(v) != n:
+        raise ConfigError(f"{name}: expected {n} values ({what}), got {len(v)}")
+    for k, x in enumerate(v):
+        if not math.isfinite(x):
+            raise ConfigError(f"{name}[{k}]: {x} is not finite")
+    return tuple(v)
+
+
+def _number(value, name, lo, hi, what):
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: expected a number, got {value!r}") from None
+    if not (math.isfinite(x) and lo <= x <= hi):
+        raise ConfigError(f"{name}: {x!r} is outside {what}")
+    return x
+
+
+def _topic(name, param, node_name, namespace, allow_empty):
+    if not name:
+        if allow_empty:
+            return ""
+        raise ConfigError(f"{param}: empty topic name (give a topic such as /joint_states)")
+    from rclpy.expand_topic_name import expand_topic_name
+    from rclpy.validate_full_topic_name import validate_full_topic_name
+    try:
+        validate_full_topic_name(expand_topic_name(name, node_name, namespace))
+    except Exception as e:  # noqa: BLE001 - rclpy's InvalidTopicNameException and friends
+        raise ConfigError(f"{param}: invalid topic name '{name}': {e}") from None
+    return name
+
+
+def _xacro_args(value):
+    out = {}
+    for k, item in enumerate(value):
+        name, sep, val = str(item).partition(":=")
+        if not sep or not name.strip():
+            raise ConfigError(f"xacro_args[{k}]: '{item}' is not of the form name:=value")
+        out[name.strip()] = val
+    return out
+
+
+def check_payload_numbers(mass, com, inertia, prefix=""):
+    """Finite and plausible payload numbers (the link is checked against the model elsewhere)."""
+    m = _number(mass, f"{prefix}mass", 0.0, MAX_PAYLOAD_MASS, f"[0, {MAX_PAYLOAD_MASS:g}] kg")
+    c = _floats(com, f"{prefix}center_of_mass", 3, "x y z")
+    if math.sqrt(sum(x * x for x in c)) > MAX_PAYLOAD_COM:
+        raise ConfigError(f"{prefix}center_of_mass: {list(c)} is more than {MAX_PAYLOAD_COM:g} m from "
+                          "the link origin: no payload is that far out (check the units: metres)")
+    i6 = _floats(inertia, f"{prefix}inertia", 6, "ixx ixy ixz iyy iyz izz")
+    if max(abs(x) for x in i6) > MAX_PAYLOAD_INERTIA:
+        raise ConfigError(f"{prefix}inertia: entries above {MAX_PAYLOAD_INERTIA:g} kg m^2 are not a "
+                          "payload's (check the units: kg m^2)")
+    return m, c, i6
+
+
+def validate(values: dict, node_name: str = NODE_NAME, namespace: str = "/") -> Config:
+    """Check every value; raise ConfigError naming the first bad parameter. Pure: no node needed."""
+    v = defaults()
+    v.update(values)
+    for key in v:
+        if key not in PARAMETERS:
+            raise ConfigError(f"{key}: not a parameter of this node (see dynamics_node --help)")
+    g = _floats(v["gravity"], "gravity", 3, "x y z in m/s^2")
+    if math.sqrt(sum(x * x for x in g)) > MAX_GRAVITY:
+        raise ConfigError(f"gravity: {list(g)} has a magnitude above {MAX_GRAVITY:g} m/s^2 "
+                          "(no robot lives there; check the units: m/s^2)")
+    arm = _floats(v["armature"], "armature")
+    if any(a < 0 for a in arm):
+        raise ConfigError(f"armature: values must be >= 0 kg m^2, got {list(arm)}")
+    rate = _number(v["markers_rate"], "markers_rate", 0.0, 100.0, "[0, 100] Hz")
+    if 0.0 < rate < MIN_MARKERS_RATE:
+        raise ConfigError(f"markers_rate: {rate!r} Hz is below {MIN_MARKERS_RATE} Hz (0 turns the "
+                          "markers off)")
+    scale = _number(v["effort_limit_scale"], "effort_limit_scale", 0.0, 1.0, "(0, 1]")
+    if scale <= 0.0:
+        raise ConfigError("effort_limit_scale: must be > 0 (1.0 = the URDF effort limits)")
+    prio = v["stream_thread_priority"]
+    if isinstance(prio, bool) or not isinstance(prio, int) or not 0 <= prio <= 99:
+        raise ConfigError(f"stream_thread_priority: must be an integer in [0, 99] (0 = ordinary "
+                          f"scheduling), got {prio!r}")
+    cmd = tuple(str(j) for j in v["command_joints"])
+    for k, j in enumerate(cmd):
+        if j in cmd[:k]:
+            raise ConfigError(f"command_joints[{k}]: '{j}' is listed twice")
+    pm, pc, pi = check_payload_numbers(v["payload.mass"], v["payload.center_of_mass"],
+                                       v["payload.inertia"], prefix="payload.")
+    desc = v["robot_description"] or ""
+    if desc.strip() and not desc.lstrip().startswith("<"):
+        raise ConfigError("robot_description: not URDF XML (the text must start with '<'); for a "
+                          "file use urdf_path")
+    return Config(
+        robot_description=desc, urdf_path=str(v["urdf_path"] or ""), xacro_args=_xacro_args(v["xacro_args"]),
+        strict=bool(v["strict"]), floating_base=bool(v["floating_base"]), gravity=g, armature=arm,
+        friction=bool(v["friction"]),
+        joint_states_topic=_topic(v["joint_states_topic"], "joint_states_topic", node_name, namespace, False),
+        joint_state_timeout=_number(v["joint_state_timeout"], "joint_state_timeout", 1e-3, 3600.0,
+                                    "[0.001, 3600] s"),
+        effort_command_topic=_topic(v["effort_command_topic"], "effort_command_topic", node_name,
+                                    namespace, True),
+        command_joints=cmd, effort_limit_scale=scale, payload_link=str(v["payload.link"] or ""),
+        payload_mass=pm, payload_center_of_mass=pc, payload_inertia=pi, markers_rate=rate,
+        stream_thread_priority=prio)
+
+
+def descriptor(name: str):
+    """The rcl_interfaces ParameterDescriptor of a parameter, with its range."""
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+
+    p = PARAMETERS[name]
+    ptype = getattr(ParameterType, "PARAMETER_" + p.type.upper())
+    d = ParameterDescriptor(name=name, type=ptype, description=p.description)
+    if p.range is not None and p.type == "double":
+        d.floating_point_range = [FloatingPointRange(from_value=float(p.range[0]), to_value=float(p.range[1]))]
+    elif p.range is not None and p.type == "integer":
+        d.integer_range = [IntegerRange(from_value=int(p.range[0]), to_value=int(p.range[1]), step=1)]
+    return d
+
+
+def help_text() -> str:
+    lines = ["Parameters:"]
+    for name, p in PARAMETERS.items():
+        lines.append(f"  {name} ({p.type}, default {p.default!r}): {p.description}")
+    return "\n".join(lines)

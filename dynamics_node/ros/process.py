@@ -1,0 +1,160 @@
+"""The `dynamics_node` process: executors and their threads, the stream thread's priority, signals,
+and `main` (console script `dynamics_node [URDF] [--ros-args ...]`).
+
+The node and its two helper nodes (node.py) each get a SingleThreadedExecutor in a thread of its
+own; the main thread spins `dynamics_node` (parameters, timers, the robot_description topic).
+SIGINT/SIGTERM stop the process cleanly (exit 0) in well under a second; a start that cannot
+succeed prints one line naming the parameter, the value and what to do, and exits with 2.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+NODE_DOC = __doc__
+
+
+def _spin_until_shutdown(executor, context):
+    """executor.spin(), ending quietly at shutdown: when SIGINT/SIGTERM shut the context down
+    while an executor is between two waits, rclpy raises RCLError ("context is not valid")
+    instead of ExternalShutdownException."""
+    from rclpy.executors import ExternalShutdownException
+    while context.ok():
+        try:
+            executor.spin_once()
+        except (ExternalShutdownException, KeyboardInterrupt):
+            return
+        except Exception:  # noqa: BLE001 - only at shutdown; otherwise re-raised
+            if context.ok():
+                raise
+            return
+
+
+def set_thread_priority(tid: int, priority: int):
+    """SCHED_FIFO at priority (1-99) for the thread tid (a native thread id), or ordinary
+    scheduling for 0. Returns None when done, else why not (Linux only; needs CAP_SYS_NICE or an
+    RLIMIT_RTPRIO of at least priority)."""
+    try:
+        if priority > 0:
+            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+        else:
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+    except AttributeError:
+        return "this platform has no SCHED_FIFO"
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def _apply_stream_priority(node, tid):
+    prio = int(node.cfg.stream_thread_priority)
+    why = set_thread_priority(tid, prio)
+    log = node.get_logger()
+    if why is None:
+        log.info(f"joint-state thread: {'SCHED_FIFO priority %d' % prio if prio else 'ordinary scheduling'}")
+    else:
+        log.warning(f"joint-state thread: cannot set SCHED_FIFO priority {prio} ({why}); it keeps "
+                    "ordinary scheduling, and other load on the machine shows in its latency")
+
+
+def _spin_stream(executor, node):
+    """The joint-state thread: its real-time priority first (stream_thread_priority), then spin."""
+    tid = threading.get_native_id()
+    node.stream_tid = tid
+    node.apply_stream_priority = lambda: _apply_stream_priority(node, tid)
+    node.apply_stream_priority()
+    _spin_until_shutdown(executor, node.context)
+
+
+def spin_helpers(node):
+    """Spin the node's stream and services nodes, each in a daemon thread with its own executor.
+    Returns [(executor, thread)]; the caller spins `node` itself (parameters, timers)."""
+    from rclpy.executors import SingleThreadedExecutor
+    out = []
+    for helper, label in ((node.stream_node, "joint_states"), (node.service_node, "services")):
+        executor = SingleThreadedExecutor(context=node.context)
+        executor.add_node(helper)
+        target, args = ((_spin_stream, (executor, node)) if helper is node.stream_node
+                        else (_spin_until_shutdown, (executor, node.context)))
+        thread = threading.Thread(target=target, args=args, name=label, daemon=True)
+        thread.start()
+        out.append((executor, thread))
+    return out
+
+
+def main(argv=None, fast_exit=True) -> int:
+    """Run the node. Returns the exit code (2: cannot start). After a normal run it ends the process
+    itself (os._exit(0) once every ROS entity is closed) unless fast_exit is False."""
+    argv = list(sys.argv if argv is None else argv)
+    # Safe default on shared machines: no discovery traffic beyond this host unless asked for.
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    from rclpy.utilities import remove_ros_args
+    plain = remove_ros_args(args=argv)[1:]
+    if any(a in ("-h", "--help") for a in plain):
+        from . import node as node_module
+        from .params import help_text
+        print(node_module.__doc__)
+        print(help_text())
+        return 0
+    import rclpy
+    from rclpy.exceptions import ParameterException
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from .node import DynamicsNode, StartupError
+
+    rclpy.init(args=argv)
+    node = None
+    helpers = []
+    try:
+        try:
+            node = DynamicsNode(urdf_path_default=plain[0] if plain else "")
+        except StartupError as e:
+            print(f"dynamics_node: cannot start: {e}", file=sys.stderr, flush=True)
+            return 2
+        except ParameterException as e:  # e.g. a parameter override of the wrong type or range
+            text = " ".join(str(e).split())
+            print(f"dynamics_node: cannot start: bad parameter: {text} (see dynamics_node --help)",
+                  file=sys.stderr, flush=True)
+            return 2
+        # the main executor exists before the helpers start answering: a client's SIGTERM right
+        # after its first answer must not find it half-built
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        helpers = spin_helpers(node)
+        _spin_until_shutdown(executor, node.context)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except Exception:  # noqa: BLE001
+        # SIGINT/SIGTERM may shut the context down while entities or executors are still being
+        # created (rclpy then raises RCLError 'context is not valid'): that is a clean stop
+        if rclpy.ok():
+            raise
+    finally:
+        # let the helper threads leave rclpy before the nodes go (a thread still inside rcl at
+        # interpreter exit aborts the process); one short budget for every join
+        rclpy.try_shutdown()
+        deadline = time.monotonic() + (0.3 if fast_exit else 2.0)
+        for _, thread in helpers:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if node is not None:
+            node.join_deadline = deadline
+            try:
+                node.destroy_node()
+            except Exception:  # noqa: BLE001 - shutting down anyway
+                pass
+    if fast_exit and node is not None:
+        # Everything ROS is closed; the interpreter's own teardown (numba/LLVM finalisation)
+        # would take another ~0.5 s, so leave now: SIGINT/SIGTERM stop the node well within 1 s.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            rclpy.get_default_context().destroy()  # the DDS participant leaves the graph now
+        except Exception:  # noqa: BLE001
+            pass
+        os._exit(0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""Joint states in, gravity torques out.
+
+`JointStateMerger` (no rclpy) keeps, per model joint, its latest position and velocity with the
+time it arrived, from any number of publishers: an arm driver and a gripper (or each leg) may
+publish separate `sensor_msgs/JointState` messages on one topic. A message updates the joints it
+names (joints the model does not have are ignored); a torque is computed whenever every joint it
+needs has a value no older than `joint_state_timeout` (arrival time, monotonic: publishers' clocks
+need not agree; the output carries the header of the message that completed it). A message listing
+a joint twice, or with a position array whose length differs from the names, is refused whole; a
+NaN or inf value drops only that value (a NaN velocity does not block gravity torques, which need
+positions only); an effort array of the wrong length is reported and ignored.
+
+Closed-loop models need only the actuated joints: the passive ones are solved from the loop
+closure (`dn.close_loops`, starting from the last solution) unless the message brings them fresh.
+
+`Stream` (rclpy) owns the subscription and the publishers of the stream node. Topic changes are
+handed to the stream's own executor thread (a guard condition), so an entity is never destroyed
+under the thread using it; an exception in the callback is logged and counted, never the end of the
+thread. Effort commands are saturated at the URDF effort limits (times effort_limit_scale), and
+each saturation is reported; ~/gravity_torques keeps the unsaturated values.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+
+import dynamics_node as dn
+from ..errors import DynamicsError, InputError
+from .conversions import _as_float_vector, to_float64_array
+
+
+class JointStateMerger:
+    def __init__(self, st):
+        self.st = st
+        m = st.model
+        conv = st.conv
+        self.names = list(conv.joint_names)
+        self.index = {j: k for k, j in enumerate(self.names)}
+        needed = st.torque_names if st.loops else self.names
+        self.single_dof = all(len(conv._q_of[j]) == 1 and len(conv._v_of[j]) == 1 for j in self.names)
+        self.jq = np.asarray([conv._q_of[j][0] for j in self.names], dtype=np.intp)
+        self.q = np.asarray(m.neutral(), dtype=float).copy()
+        self.pos = self.q[self.jq].copy()
+        self.t_pos = np.full(len(self.names), -math.inf)
+        self.vel = np.zeros(len(self.names))
+        self.t_vel = np.full(len(self.names), -math.inf)
+        self.need = np.asarray([self.index[j] for j in needed], dtype=np.intp)
+        self.all_joints = np.arange(len(self.names), dtype=np.intp)
+        self._plans: dict = {}
+        self.last_closed = None        # closed-loop models: the last closed configuration
+        self.continuous_q = np.asarray([conv._q_of[j][0] for j in self.names if j not in needed
+                                        and m.joint_kinds.get(j) == "continuous"], dtype=np.intp)
+        self.closure_residual = float("nan")
+        self.effort_length_errors = 0
+
+    def _plan(self, names: tuple):
+        plan = self._plans.get(names)
+        if plan is None:
+            first = {}
+            for k, n in enumerate(names):
+                if n in first:
+                    raise InputError(f"joint_states: joint '{n}' is listed twice (name[{first[n]}] and "
+                                     f"name[{k}]): the message is refused")
+                first[n] = k
+            pairs = [(k, self.index[n]) for k, n in enumerate(names) if n in self.index]
+            plan = (np.asarray([p[0] for p in pairs], dtype=np.intp),
+                    np.asarray([p[1] for p in pairs], dtype=np.intp), len(names))
+            if len(self._plans) > 64:
+                self._plans.clear()
+            self._plans[names] = plan
+        return plan
+
+    def update(self, msg, now: float) -> list:
+        """Take a message's values; returns a list of problems (dropped values) for a warning.
+        Raises InputError when the whole message is refused."""
+        if not self.single_dof:
+            raise InputError("joint_states: the model has multi-coordinate joints, which "
+                             "sensor_msgs/JointState cannot describe")
+        src, dst, n = self._plan(tuple(msg.name))
+        pos = _as_float_vector(msg.position)
+        if pos.size != n:
+            raise InputError(f"joint_states: {n} names but {pos.size} positions: the message is refused")
+        vel = _as_float_vector(msg.velocity)
+        if vel.size not in (0, n):
+            raise InputError(f"joint_states: {n} names but {vel.size} velocities: the message is refused")
+        problems = []
+        if len(msg.effort) not in (0, n):
+            self.effort_length_errors += 1
+            problems.append(f"{n} names but {len(msg.effort)} efforts (efforts ignored)")
+        if not src.size:
+            return problems
+        p = pos[src]
+        ok = np.isfinite(p)
+        if ok.all():
+            self.pos[dst] = p
+            self.t_pos[dst] = now
+        else:
+            self.pos[dst[ok]] = p[ok]
+            self.t_pos[dst[ok]] = now
+            bad = [self.names[j] for j in dst[~ok]]
+            problems.append(f"non-finite position of {', '.join(bad)} (dropped)")
+        if vel.size:
+            v = vel[src]
+            okv = np.isfinite(v)
+            self.vel[dst[okv]] = v[okv]
+            self.t_vel[dst[okv]] = now
+            if not okv.all():
+                problems.append(f"non-finite velocity of {', '.join(self.names[j] for j in dst[~okv])} (dropped)")
+        return problems
+
+    def stale(self, now: float, timeout: float, which=None) -> list:
+        """Names of the needed joints (or `which` indices) without a value newer than timeout."""
+        idx = self.need if which is None else which
+        old = self.t_pos[idx] < now - timeout
+        return [self.names[j] for j in idx[old]]
+
+    def configuration(self, now: float, timeout: float):
+        """q of the model when every needed joint is fresh, else None. Closed loops: completed."""
+        limit = now - timeout
+        if self.t_pos[self.need].min() < limit:
+            return None
+        q = self.q
+        q[self.jq] = self.pos
+        if not self.st.loops:
+            return q
+        if self.t_pos.min() >= limit:   # every tree joint measured: no closure to solve
+            return q.copy()
+        m = self.st.model
+        start = q.copy()
+        if self.last_closed is not None:
+            passive = np.ones(len(self.names), dtype=bool)
+            passive[self.need] = False
+            start[self.jq[passive]] = self.last_closed[self.jq[passive]]
+        closed = dn.close_loops(m, start, list(self.st.torque_names))
+        # a continuous joint's angle is taken within half a turn of where it was (Newton may land
+        # a whole number of turns away: the same pose, but a jump in the reported position)
+        wrap = self.continuous_q
+        closed[wrap] = start[wrap] + np.remainder(closed[wrap] - start[wrap] + math.pi, 2 * math.pi) - math.pi
+        from ..algorithms.loops import loop_position_errors
+        errs = np.asarray(loop_position_errors(m, closed), dtype=float)
+        self.closure_residual = float(np.abs(errs).max()) if errs.size else 0.0
+        self.last_closed = closed
+        return closed.copy()
+
+
+def gravity_effort(st, q):
+    """(positions, efforts) of st.torque_names at q."""
+    m = st.model
+    if st.loops:
+        z = np.zeros(m.nv)
+        tau = np.asarray(dn.closed_loop_inverse_dynamics(m, q, z, z), dtype=float)[st.torque_v_index]
+    else:
+        tau = np.asarray(dn.gravity(m, q))[st.torque_v_index]
+    return q[st.torque_q_index], tau
+
+
+class Saturation:
+    """Effort commands held within the joints' limits, with a record of each episode."""
+
+    def __init__(self, st):
+        self.names = st.command_names
+        self.limit = st.command_limit
+        self.active = set()          # joints saturated in the latest command
+        self.last = {}               # joint -> (computed, sent) at the latest saturation
+        self.count = 0
+
+    def apply(self, tau, log):
+        lim = self.limit
+        sent = np.clip(tau, -lim, lim)
+        if not (sent != tau).any():
+            if self.active:
+                self.active = set()
+            return sent
+        now = set()
+        for k in np.flatnonzero(sent != tau):
+            j = self.names[k]
+            now.add(j)
+            self.last[j] = (float(tau[k]), float(sent[k]))
+            if j not in self.active:  # a new episode: say it once
+                log.warning(f"effort command of '{j}' saturated: computed {tau[k]:.6g}, sent "
+                            f"{sent[k]:.6g} (URDF effort limit x effort_limit_scale)")
+        self.count += 1
+        self.active = now
+        return sent
+
+
+class Stream:
+    """The stream node's entities and the joint-state callback (see the module docstring)."""
+
+    def __init__(self, node, resolve, logger):
+        from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+
+        self.node = node
+        self.resolve = resolve
+        self.log = logger
+        self.JointState = JointState
+        self.state = None
+        self.merger = None
+        self.saturation = None
+        self.cfg = None
+        self.sub = None
+        self.pub_cmd = None
+        self._pending = None
+        self._lock = threading.Lock()
+        self.latest = None            # (header, monotonic time) of the latest usable joint state
+        self.received = self.dropped = self.published = self.errors = 0
+        self.last_error = ""
+        self.last_problem = ""
+        self.timing = None
+        # Best effort on the subscriber side accepts reliable and best-effort publishers alike
+        # (a reliable subscriber never hears a best-effort one); the publisher side stays reliable.
+        self.qos_in = QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT,
+                                 history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
+        qos_out = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+        self.pub_gravity = node.create_publisher(JointState, resolve("~/gravity_torques"), qos_out)
+        self._gc = node.create_guard_condition(self._apply_pending)
+
+    # -------------------------------------------------------------- configuration (any thread)
+    def configure(self, st, cfg, changed, now=False):
+        """Take a new model state and config. Entity changes run in the stream's thread (now=True
+        before that thread runs)."""
+        with self._lock:
+            self._pending = (st, cfg, set(changed) | (self._pending[2] if self._pending else set()))
+        if now:
+            self._apply_pending()
+        else:
+            self._gc.trigger()
+
+    def _apply_pending(self):
+        with self._lock:
+            pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        st, cfg, changed = pending
+        from std_msgs.msg import Float64MultiArray
+        try:
+            if "joint_states_topic" in changed or self.sub is None:
+                old = self.sub
+                self.sub = self.node.create_subscription(
+                    self.JointState, self.resolve(cfg.joint_states_topic), self.on_joint_state, self.qos_in)
+                if old is not None:
+                    self.node.destroy_subscription(old)
+            if "effort_command_topic" in changed or (self.cfg and cfg.effort_command_topic != self.cfg.effort_command_topic):
+                old, self.pub_cmd = self.pub_cmd, None
+                if old is not None:
+                    self.node.destroy_publisher(old)
+                if cfg.effort_command_topic:
+                    self.pub_cmd = self.node.create_publisher(
+                        Float64MultiArray, self.resolve(cfg.effort_command_topic), 100)
+        except Exception as e:  # noqa: BLE001 - a bad topic must not end the stream thread
+            self.errors += 1
+            self.last_error = f"{type(e).__name__}: {e}"
+            self.log.error(f"joint-state stream: topic change failed: {self.last_error}")
+        if st is not self.state:
+            self.merger = JointStateMerger(st) if st is not None else None
+            self.saturation = Saturation(st) if st is not None else None
+        self.state, self.cfg = st, cfg
+
+    # -------------------------------------------------------------- the callback (stream thread)
+    def on_joint_state(self, msg):
+        t0 = time.perf_counter()
+        self.received += 1
+        try:
+            self._on_joint_state(msg, t0)
+        except Exception as e:  # noqa: BLE001 - logged and counted, never the end of the thread
+            self.errors += 1
+            self.dropped += 1
+            self.last_error = f"{type(e).__name__}: {e}"
+            self.log.error(f"joint state: {self.last_error}", throttle_duration_sec=2.0)
+
+    def _on_joint_state(self, msg, t0):
+        st, merger, cfg = self.state, self.merger, self.cfg
+        if st is None or merger is None:
+            self.dropped += 1
+            return
+        now = time.monotonic()
+        try:
+            problems = merger.update(msg, now)
+            if problems:
+                self.last_problem = "; ".join(problems)
+                self.log.warning(f"joint state: {self.last_problem}", throttle_duration_sec=2.0)
+            q = merger.configuration(now, cfg.joint_state_timeout)
+            if q is None:
+                self.dropped += 1
+                return
+            self.latest = (msg.header, now, q)
+            pos, tau = gravity_effort(st, q)
+        except DynamicsError as e:
+            self.dropped += 1
+            self.last_problem = str(e)
+            self.log.warning(f"joint state dropped: {e}", throttle_duration_sec=2.0)
+            return
+        if not np.isfinite(tau).all():
+            self.dropped += 1
+            self.log.warning("gravity torque not finite: not published", throttle_duration_sec=2.0)
+            return
+        out = self.JointState()
+        out.header = msg.header
+        out.name = list(st.torque_names)
+        out.position = to_float64_array(pos)
+        out.effort = to_float64_array(tau)
+        self.pub_gravity.publish(out)
+        pub = self.pub_cmd  # read once: a topic change may replace it meanwhile
+        if pub is not None and st.command_names:
+            from std_msgs.msg import Float64MultiArray
+            cmd = Float64MultiArray()
+            cmd.data = to_float64_array(self.saturation.apply(tau[st.command_index], self.log))
+            pub.publish(cmd)
+        self.published += 1
+        if self.timing is not None:
+            self.timing.add(time.perf_counter() - t0)

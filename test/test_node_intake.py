@@ -1,0 +1,191 @@
+"""The robot from /robot_description and joint states as drivers publish them (a running node):
+a latched description is the only source, joint states are split over a reliable and a best-effort
+publisher, a second description replaces the first, a bad one is refused; the stream survives
+topic changes under load; implausible parameters are refused; effort commands are saturated."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import node_support as ns
+
+pytestmark = pytest.mark.skipif(not ns.ros_available(), reason="rclpy or dynamics_interfaces not built")
+
+UR5 = ns.erd("ur_description/urdf/ur5_robot.urdf")
+PANDA = ns.erd("panda_description/urdf/panda.urdf")
+NAME = "intake_node"
+JS = "/intake/joint_states"
+
+
+def _latched_publisher(topic="/robot_description"):
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+    qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    return ns.ros().node.create_publisher(String, topic, qos), String
+
+
+def _wait_for_model(node, joint_names, timeout=60.0):
+    from dynamics_interfaces.srv import MassMatrix
+    c = ns.ros()
+    deadline = time.monotonic() + timeout
+    res = None
+    while time.monotonic() < deadline:
+        req = MassMatrix.Request(position=[0.0] * len(joint_names))  # these robots: one q per joint
+        res = c.call(MassMatrix, node.path("mass_matrix"), req)
+        if res.success and list(res.name) == list(joint_names):
+            return res
+        time.sleep(0.1)
+    raise AssertionError(f"the node did not take the model with joints {joint_names}: {res}\n{node.output()}")
+
+
+@pytest.fixture(scope="module")
+def desc():
+    pub, String = _latched_publisher()
+    yield pub, String
+    ns.ros().node.destroy_publisher(pub)
+
+
+@pytest.fixture(scope="module")
+def node(desc):
+    pub, String = desc
+    pub.publish(String(data=UR5.read_text()))      # latched before the node exists
+    procs = ns.start_nodes({NAME: {"joint_states_topic": JS, "joint_state_timeout": 1.0}})
+    yield procs[NAME]
+    for p in procs.values():
+        p.stop()
+        p.kill()
+
+
+def test_model_from_latched_topic_split_joint_states_and_replacement(node, desc):
+    import dynamics_node as dn
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+    from conftest import assert_close
+    from urdfgen import PinOracle
+    pub_desc, String = desc
+    c = ns.ros()
+    ur5 = dn.load_model(str(UR5))
+    _wait_for_model(node, ur5.joint_names)
+    assert "topic /robot_description" in node.output()
+
+    # joint states split: shoulder/elbow from a reliable driver, the wrist from a best-effort one
+    reliable = c.publisher(JointState, JS)
+    best_effort = c.node.create_publisher(JointState, JS, QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
+    out, _ = c.subscribe(JointState, node.path("gravity_torques"))
+    c.wait_for_subscriber(reliable)
+    c.wait_for_subscriber(best_effort)
+    names = list(ur5.joint_names)
+    q = np.array([0.3, -1.1, 1.4, -0.6, 0.8, 0.2])
+    deadline = time.monotonic() + 20
+    got = []
+    while time.monotonic() < deadline and not got:
+        best_effort.publish(ns.joint_state(names[3:], q[3:]))
+        reliable.publish(ns.joint_state(names[:3] + ["gripper_not_in_model"], list(q[:3]) + [0.01]))
+        got = ns.drain(out, timeout=0.1)
+    assert got, "no gravity torque from split joint states"
+    msg = got[-1]
+    assert list(msg.name) == names
+    assert_close(np.asarray(msg.effort), PinOracle(UR5.read_text(), ur5).gravity(q), what="ur5 gravity")
+
+    # only one publisher: the other's joints go stale, no torque, diagnostics name them
+    from diagnostic_msgs.msg import DiagnosticArray
+    diags, _ = c.subscribe(DiagnosticArray, "/diagnostics")
+    time.sleep(1.2)
+    ns.drain(out)
+    for _ in range(20):
+        reliable.publish(ns.joint_state(names[:3], q[:3]))
+        time.sleep(0.02)
+    assert ns.drain(out, timeout=0.3) == []
+    deadline = time.monotonic() + 5
+    text = ""
+    while time.monotonic() < deadline and "wrist_1_joint" not in text:
+        for arr in ns.drain(diags, timeout=0.2):
+            for s in arr.status:
+                if s.name == f"{NAME}: joint states":
+                    text = s.message
+    assert "missing or stale" in text and "wrist_1_joint, wrist_2_joint, wrist_3_joint" in text, text
+
+    # a second description replaces the first; a bad one is refused and the model stays
+    panda = dn.load_model(str(PANDA))
+    pub_desc.publish(String(data=PANDA.read_text()))
+    _wait_for_model(node, panda.joint_names)
+    pub_desc.publish(String(data="<robot name='broken'><link name='a'/><joint name='j' type='revolute'>"))
+    time.sleep(1.0)
+    _wait_for_model(node, panda.joint_names, timeout=5)
+    assert "robot_description topic: refused" in node.output()
+    assert node.alive()
+
+
+def test_no_model_yet_is_answered_with_the_reason():
+    """A node with no robot at all serves, and says it waits for the topic."""
+    from dynamics_interfaces.srv import InverseDynamics
+    procs = ns.start_nodes({"intake_waiting": {}}, ros_args=("-r", "robot_description:=/nobody_publishes_this"))
+    p = procs["intake_waiting"]
+    try:
+        res = ns.ros().call(InverseDynamics, p.path("inverse_dynamics"), InverseDynamics.Request())
+        assert not res.success and "no model yet" in res.message and "robot_description" in res.message
+    finally:
+        p.stop()
+        p.kill()
+
+
+def test_stream_survives_topic_changes_under_load_and_implausible_values_are_refused():
+    """Parameters changed while joint states stream (issue 14 §5): the stream thread goes on."""
+    import dynamics_node as dn
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    name = "intake_topics"
+    procs = ns.start_nodes({name: {"urdf_path": str(PANDA), "joint_states_topic": "/it/js_a",
+                                   "effort_command_topic": "/it/cmd_a", "effort_limit_scale": 0.01}})
+    p = procs[name]
+    c = ns.ros()
+    panda = dn.load_model(str(PANDA))
+    names = list(panda.joint_names)
+    q = [0.0, 0.3, 0.0, -1.5, 0.0, 1.8, 0.7, 0.02]
+    pubs = {t: c.publisher(JointState, t) for t in ("/it/js_a", "/it/js_b")}
+    out, _ = c.subscribe(JointState, p.path("gravity_torques"))
+    cmds = {t: c.subscribe(Float64MultiArray, t)[0] for t in ("/it/cmd_a", "/it/cmd_b")}
+    try:
+        topic = ["/it/js_a"]
+        stop = [False]
+        import threading
+
+        def stream():
+            while not stop[0]:
+                for t in pubs:
+                    pubs[t].publish(ns.joint_state(names, q))
+                time.sleep(0.001)
+        th = threading.Thread(target=stream, daemon=True)
+        th.start()
+        for k in range(20):
+            js = "/it/js_b" if k % 2 == 0 else "/it/js_a"
+            cmd = "/it/cmd_b" if k % 2 == 0 else "/it/cmd_a"
+            assert c.set_parameters(name, joint_states_topic=js, effort_command_topic=cmd) == [(True, ""), (True, "")]
+            topic[0] = js
+            time.sleep(0.05)
+        ns.drain(out)
+        time.sleep(0.5)
+        assert len(ns.drain(out, timeout=1.0)) > 10, "the stream stopped after topic changes"
+        last_cmd = ns.drain(cmds["/it/cmd_a"], timeout=1.0)
+        assert last_cmd, "no effort command after the changes"
+        # saturation: 1% of the URDF limits, far below the gravity torques; gravity_torques unsaturated
+        torque = np.asarray(ns.drain(out, timeout=1.0)[-1].effort)
+        limits = np.array([panda.joint_limits[j][2] for j in names]) * 0.01
+        np.testing.assert_array_equal(np.asarray(last_cmd[-1].data), np.clip(torque, -limits, limits))
+        assert np.any(np.abs(torque) > limits)
+        assert "saturated" in p.output()
+        stop[0] = True
+        th.join()
+        # implausible or unusable values are refused with the reason and change nothing
+        for key, value, word in (("markers_rate", 1e-12, "0.01"), ("gravity", [0.0, 0.0, -1e308], "100"),
+                                 ("payload.center_of_mass", [1e200, 0.0, 0.0], "10 m")):
+            ok, reason = c.set_parameters(name, **{key: value})[0]
+            assert not ok and word in reason, (key, reason)
+        assert c.get_parameter(name, "markers_rate") == 2.0
+        assert p.alive()
+    finally:
+        stop[0] = True
+        p.stop()
+        p.kill()
