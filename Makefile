@@ -35,8 +35,12 @@ $(IFACE_STAMP): $(STAMP) $(wildcard dynamics_interfaces/srv/*.srv dynamics_inter
 	bash tools/build_interfaces.sh $(VENV)
 	@touch $@
 
+# make run: the demo arm; make run URDF=path/to/robot.urdf (or .xacro): your robot, same parameter
+# file; ARGS="-p name:=value ..." adds parameters.
+URDF ?=
+ARGS ?=
 run: setup
-	@echo "dynamics_node on ROS_DOMAIN_ID=$$ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE=$$ROS_AUTOMATIC_DISCOVERY_RANGE (Ctrl-C stops it). From another shell: ROS_DOMAIN_ID=$$ROS_DOMAIN_ID $(VENV)/bin/dynamics_cli gravity_compensation -q 0 0.5 0 -1.2 0 0.8 0"; exec $(VENV)/bin/dynamics_node --ros-args --params-file config/default.yaml
+	@echo "dynamics_node on ROS_DOMAIN_ID=$$ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE=$$ROS_AUTOMATIC_DISCOVERY_RANGE (Ctrl-C stops it). From another shell: ROS_DOMAIN_ID=$$ROS_DOMAIN_ID $(VENV)/bin/dynamics_cli gravity_compensation"; exec $(VENV)/bin/dynamics_node --ros-args --params-file config/default.yaml $(if $(URDF),-p urdf_path:=$(abspath $(URDF))) $(ARGS)
 
 run-dual-arm: setup
 	@echo "dynamics_node (dual-arm closed-loop example) on ROS_DOMAIN_ID=$$ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE=$$ROS_AUTOMATIC_DISCOVERY_RANGE (Ctrl-C stops it)"; exec $(VENV)/bin/dynamics_node --ros-args --params-file config/dual_arm.yaml
