@@ -265,16 +265,32 @@ def _stop(proc):
             proc.wait(timeout=5)
 
 
-def _rss_kib(pid):
-    """VmRSS of process pid [KiB] (from /proc/PID/status), None when it is gone."""
+def _family(pid):
+    """pid and its descendants: the node runs its joint-state stream in a child process."""
+    out = [pid]
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                for k in f.read().split():
+                    out += _family(int(k))
     except OSError:
-        return None
-    return None
+        pass
+    return out
+
+
+def _rss_kib(pid):
+    """VmRSS of process pid and its children [KiB] (from /proc/PID/status), None when it is gone."""
+    total = None
+    for p in _family(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total = (total or 0) + int(line.split()[1])
+        except OSError:
+            if p == pid:
+                return None
+    return total
 
 
 class _NodeProcess:
@@ -294,7 +310,7 @@ class _NodeProcess:
     def _read(self):
         for raw in self.proc.stdout:
             line = raw.decode(errors="replace")
-            if self.t_serving is None and "serving '" in line:
+            if self.t_serving is None and "serving: robot '" in line:
                 self.t_serving = time.perf_counter()
                 self.serving.set()
             self.lines.append(line)
@@ -337,13 +353,17 @@ def start_times(domain, js_topic, node_name, starts=3, say=print):
 
 
 def _cpu_s(pid):
-    """utime + stime of process pid [s] (from /proc/PID/stat), None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
+    """utime + stime of process pid and its children [s] (from /proc/PID/stat), None when gone."""
+    total = None
+    for p in _family(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total = (total or 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            if p == pid:
+                return None
+    return total
 
 
 def _echo_baseline(c, seconds, names, rng):
@@ -575,6 +595,77 @@ def _short(c, proc, procs, node_name, js_topic, names, rng, calls, messages, poi
     say(f"node: trajectory_inverse_dynamics, {points} points x 7 joints: {t['inside_node_ms']:.2f} ms "
         f"inside the node ({t['per_point_us']:.2f} us/point incl. message conversion), "
         f"round trip {t['round_trip_ms']:.2f} ms")
+    results["stream_under_load"] = stream_under_service_load(c, node_name, js_topic, names, rng, say=say)
+
+
+LOAD = r"""
+import sys, time
+import numpy as np
+import rclpy
+from trajectory_msgs.msg import JointTrajectoryPoint
+from dynamics_interfaces.srv import TrajectoryInverseDynamics
+node_name, seconds, points = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+rclpy.init()
+n = rclpy.create_node("bench_service_load")
+rng = np.random.default_rng(1)
+req = TrajectoryInverseDynamics.Request()
+req.trajectory.joint_names = [f"joint{i}" for i in range(1, 8)]
+req.trajectory.points = [JointTrajectoryPoint(positions=rng.uniform(-1, 1, 7).tolist(),
+                                              velocities=rng.uniform(-1, 1, 7).tolist(),
+                                              accelerations=rng.uniform(-1, 1, 7).tolist()) for _ in range(points)]
+cli = n.create_client(TrajectoryInverseDynamics, f"/{node_name}/trajectory_inverse_dynamics")
+cli.wait_for_service(timeout_sec=30.0)
+end, done = time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    f = cli.call_async(req)
+    rclpy.spin_until_future_complete(n, f, timeout_sec=5.0)
+    done += f.done()
+print(done, flush=True)
+"""
+
+
+def stream_under_service_load(c, node_name, js_topic, names, rng, messages=5000, points=5000, clients=2,
+                              say=print):
+    """Issue 14 §5: the 1 kHz stream's end-to-end latency alone, then while `clients` processes call
+    trajectory_inverse_dynamics with `points` points back to back (the node converts those requests
+    and responses in its services process; the stream has a process of its own). This process's
+    thread runs at SCHED_FIFO 40 during both when the machine allows, as a controller's would."""
+    prio = None
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(40))
+        prio = 40
+    except (OSError, AttributeError):
+        pass
+    try:
+        def e2e():
+            sent, (rn,), _ = c.stream(js_topic, [f"/{node_name}/gravity_torques"], messages, names, rng)
+            lat = [(rn[k] - t) * 1e3 for k, t in sent.items() if k in rn]
+            r = _pct(lat) if lat else {"median_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
+            return dict(r, answered=len(lat))
+        quiet = e2e()
+        seconds = messages / 1000.0 + 8.0
+        loads = [subprocess.Popen([sys.executable, "-c", LOAD, node_name, str(seconds), str(points)], cwd=str(REPO),
+                                  env=_env(int(os.environ["ROS_DOMAIN_ID"])), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, start_new_session=True) for _ in range(clients)]
+        time.sleep(4.0)  # discovery and the first calls under way
+        loaded = e2e()
+        calls = []
+        for lp in loads:
+            out = lp.communicate(timeout=seconds + 60)[0].decode(errors="replace").split()
+            calls.append(int(out[-1]) if out and out[-1].isdigit() else 0)
+    finally:
+        if prio is not None:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    ratio = loaded["p99_ms"] / quiet["p99_ms"]
+    r = {"quiet": quiet, "loaded": loaded, "ratio_p99": ratio, "load_calls": calls,
+         "pass": ratio <= 1.5 and loaded["answered"] == messages and sum(calls) > 0}
+    say(f"node: 1 kHz stream end to end, {messages} messages, without / with {clients} clients calling "
+        f"trajectory_inverse_dynamics ({points} points) back to back ({sum(calls)} calls answered during the run): "
+        f"p50 {quiet['median_ms']:.3f} / {loaded['median_ms']:.3f} ms, p99 {quiet['p99_ms']:.3f} / "
+        f"{loaded['p99_ms']:.3f} ms, max {quiet['max_ms']:.2f} / {loaded['max_ms']:.2f} ms, answered "
+        f"{quiet['answered']} / {loaded['answered']} [target p99 under load <= 1.5 x p99 without: ratio "
+        f"{ratio:.2f}, {'PASS' if r['pass'] else 'FAIL'}]" + ("" if prio else " (client at ordinary scheduling)"))
+    return r
 
 
 def main(argv=None):

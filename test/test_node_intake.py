@@ -68,7 +68,10 @@ def test_model_from_latched_topic_split_joint_states_and_replacement(node, desc)
     c = ns.ros()
     ur5 = dn.load_model(str(UR5))
     _wait_for_model(node, ur5.joint_names)
-    assert "topic /robot_description" in node.output()
+    deadline = time.monotonic() + 10   # the node logs what it loaded just after taking it
+    while "robot 'ur5' from topic /robot_description" not in node.output() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "robot 'ur5' from topic /robot_description" in node.output()
 
     # joint states split: shoulder/elbow from a reliable driver, the wrist from a best-effort one
     reliable = c.publisher(JointState, JS)
@@ -112,7 +115,9 @@ def test_model_from_latched_topic_split_joint_states_and_replacement(node, desc)
     pub_desc.publish(String(data=PANDA.read_text()))
     _wait_for_model(node, panda.joint_names)
     pub_desc.publish(String(data="<robot name='broken'><link name='a'/><joint name='j' type='revolute'>"))
-    time.sleep(1.0)
+    deadline = time.monotonic() + 10
+    while "robot_description topic: refused" not in node.output() and time.monotonic() < deadline:
+        time.sleep(0.1)
     _wait_for_model(node, panda.joint_names, timeout=5)
     assert "robot_description topic: refused" in node.output()
     assert node.alive()

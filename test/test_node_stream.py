@@ -295,13 +295,33 @@ def test_joint_states_topic_can_change_at_runtime(node, io, model):
     assert got and node.alive()
 
 
-def _realtime_threads(pid):
-    """[(policy, rt_priority)] of the threads of process pid that are not ordinarily scheduled
-    (/proc/<pid>/task/<tid>/stat fields 41 and 40)."""
-    out = []
+def _family(pid):
+    """pid and its descendants (the node runs its joint-state stream in a child process)."""
+    out = [pid]
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids = [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+        for k in kids:
+            out += _family(k)
+    return out
+
+
+def _realtime_threads(pid):
+    """[(policy, rt_priority)] of the threads of process pid and its children that are not
+    ordinarily scheduled (/proc/<pid>/task/<tid>/stat fields 41 and 40)."""
+    out = []
+    tasks = []
+    for p in _family(pid):
+        try:
+            tasks += [(p, t) for t in os.listdir(f"/proc/{p}/task")]
+        except OSError:
+            continue
+    for p, tid in tasks:
+        try:
+            with open(f"/proc/{p}/task/{tid}/stat") as f:
                 stat = f.read()
         except OSError:
             continue

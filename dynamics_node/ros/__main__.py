@@ -3,4 +3,5 @@ import sys
 
 from .process import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when multiprocessing's spawn imports it
+    sys.exit(main())

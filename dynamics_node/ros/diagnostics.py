@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import collections
 import math
-import time
 
 import numpy as np
 
@@ -120,15 +119,17 @@ def diagnostics(node):
             _kv("payloads", "; ".join(f"{k}: {v[0]:g} kg" for k, v in st.payloads.items()) or "none"),
             _kv("warnings", _cut(list(st.warnings), 400) or "none")]
 
-    now = time.monotonic()
     timeout = cfg.joint_state_timeout
     s_js = DiagnosticStatus(name=f"{name}: joint states", hardware_id=hw)
-    latest = stream.latest
-    age = now - latest[1] if latest else float("inf")
-    stale = stream.merger.stale(now, timeout) if stream.merger is not None else []
+    r = stream.last  # the stream process's latest report (empty until its first)
+    age = r.get("age")
+    age = float("inf") if age is None else age
+    stale = r.get("stale", [])
     problems = []
     level = OK
-    if latest is None:
+    if not r:
+        level, msg = WARN, "the joint-state process is starting"
+    elif r.get("age") is None:
         level, msg = WARN, f"no usable joint state received on {cfg.joint_states_topic}"
     elif age > timeout:
         level, msg = WARN, f"stale: last usable joint state {age:.2f} s ago (timeout {timeout:g} s)"
@@ -137,43 +138,43 @@ def diagnostics(node):
     if stale:
         level = WARN
         problems.append(f"missing or stale: {_cut(stale)}")
-    if stream.saturation is not None and stream.saturation.active:
+    sat = r.get("saturated", {})
+    if sat:
         level = WARN
         problems.append("effort command saturated: " + _cut(
-            [f"{j} computed {stream.saturation.last[j][0]:.4g} sent {stream.saturation.last[j][1]:.4g}"
-             for j in sorted(stream.saturation.active)]))
-    if latest is not None and st is not None:
-        out = outside_limits(st, latest[2])
+            [f"{j} computed {c:.4g} sent {s_:.4g}" for j, (c, s_) in sat.items()]))
+    q = node.latest_or_none()
+    if q is not None and st is not None:
+        out = outside_limits(st, q)
         if out:
             level = WARN
             problems.append("outside joint limits: " + _cut(out))
-    if stream.errors and node.stream_failing():
+    if not stream.alive() or (r.get("errors") and node.stream_failing()):
         level = ERROR
-        problems.append(f"the joint-state callback fails: {stream.last_error}")
+        problems.append(stream.error or f"the joint-state callback fails: {r.get('last_error', '')}")
     s_js.level = level
     s_js.message = "; ".join([msg] + problems)
     s_js.values = [
         _kv("topic", cfg.joint_states_topic), _kv("rate_hz", f"{node.js_rate:.1f}"), _kv("age_s", f"{age:.3f}"),
-        _kv("received", stream.received), _kv("dropped", stream.dropped),
-        _kv("gravity_torques_published", stream.published), _kv("callback_errors", stream.errors),
+        _kv("received", r.get("received", 0)), _kv("dropped", r.get("dropped", 0)),
+        _kv("gravity_torques_published", r.get("published", 0)), _kv("callback_errors", r.get("errors", 0)),
         _kv("missing_or_stale", _cut(stale) or "none"),
-        _kv("effort_length_errors", stream.merger.effort_length_errors if stream.merger else 0),
-        _kv("last_problem", stream.last_problem or "none")]
-    if st is not None and st.loops and stream.merger is not None:
-        s_js.values.append(_kv("loop_closure_residual", f"{stream.merger.closure_residual:.3g}"))
-    if stream.saturation is not None:
-        s_js.values.append(_kv("saturated_commands", stream.saturation.count))
+        _kv("effort_length_errors", r.get("effort_length_errors", 0)),
+        _kv("last_problem", r.get("last_problem") or "none"),
+        _kv("stream_process_restarts", stream.restarts)]
+    if st is not None and st.loops:
+        s_js.values.append(_kv("loop_closure_residual", f"{r.get('closure_residual', float('nan')):.3g}"))
+    s_js.values.append(_kv("saturated_commands", r.get("saturation_count", 0)))
 
     stats = node.stats
     s_srv = DiagnosticStatus(name=f"{name}: computation", hardware_id=hw, level=OK, message="ok")
     vals = [_kv("requests_served", sum(stats.requests.values())),
             _kv("requests_failed", sum(stats.failures.values()))]
     vals += [_kv(f"requests.{k}", f"{v} ({stats.failures[k]} failed)") for k, v in sorted(stats.requests.items())]
-    for label, tm in (("service", stats.timing), ("joint_state", stream.timing)):
-        p = tm.percentiles_us()
+    for label, p, t in (("service", stats.timing.percentiles_us(), stats.timing.totals_us()),
+                        ("joint_state", r.get("percentiles_us"), r.get("totals_us"))):
         if p is not None:
             vals += [_kv(f"{label}_time_us.{k}", f"{x:.1f}") for k, x in zip(("p50", "p95", "p99", "max"), p)]
-        t = tm.totals_us()
         if t is not None:  # every one since start (the keys above: the last 2000)
             n, (a50, a99, a999), amax = t
             vals += [_kv(f"{label}_time_us.all.count", n), _kv(f"{label}_time_us.all.p50", f"{a50:.1f}"),

@@ -28,7 +28,8 @@ from .model_state import WAITING, build_state, load, payload_table, summary_line
 from .params import (MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, descriptor,
                      validate)
 from .services import SERVICES, serve
-from .stream import Stream
+from .stream import JointStateMerger
+from .stream_process import StreamProcess
 
 
 class StartupError(Exception):
@@ -63,11 +64,15 @@ class DynamicsNode(Node):
         except ConfigError as e:
             raise StartupError(f"{e}") from None
 
-        self.stream_node = _helper_node(self, "_stream")
-        self.stream = Stream(self.stream_node, self.resolve_topic_name, self.get_logger())
-        self.stream.timing = diag.Timings()
+        # the stream runs in a process of its own (stream_process.py); this node keeps its own
+        # merge of the joint states for gravity_compensation's "latest" and the markers
+        self.stream = StreamProcess(self.get_name(), self.get_namespace(), self.get_logger())
+        self.stream.priority = self.cfg.stream_thread_priority
+        self.js_merger = self.js_sub = None
+        self.js_received = 0
+        self._js_lock = threading.Lock()
         try:
-            self._apply(self._plan(self.cfg, set(PARAMETERS)), set(PARAMETERS), now=True)
+            self._apply(self._plan(self.cfg, set(PARAMETERS)), set(PARAMETERS))
         except (ConfigError, DynamicsError) as e:
             raise StartupError(_one_line(self.cfg, e)) from None
 
@@ -102,12 +107,13 @@ class DynamicsNode(Node):
         return v if isinstance(v, (str, bool, int, float)) else list(v)
 
     def _plan(self, cfg, changed, service_payloads=None, topic_text=None, reload=False):
-        """(cfg, loaded, state, service payloads) after a change; raises ConfigError/DynamicsError."""
+        """(cfg, loaded, state, service payloads, payloads, topic text) after a change; raises
+        ConfigError/DynamicsError."""
         loaded = self.loaded
+        topic_text = self.topic_text if topic_text is None else topic_text
         if reload or changed & MODEL_KEYS or loaded is None:
             try:
-                loaded = load(cfg, self.topic_text if topic_text is None else topic_text,
-                              self.resolve_topic_name("robot_description"))
+                loaded = load(cfg, topic_text, self.resolve_topic_name("robot_description"))
             except (ConfigError, DynamicsError):
                 raise
             except Exception as e:  # noqa: BLE001 - anything else the loader raises, named
@@ -115,11 +121,25 @@ class DynamicsNode(Node):
         payloads, service = payload_table(cfg, self.service_payloads if service_payloads is None
                                           else service_payloads, changed)
         state = build_state(loaded, cfg, payloads) if loaded is not None else None
-        return cfg, loaded, state, service
+        return cfg, loaded, state, service, payloads, topic_text
 
-    def _apply(self, plan, changed, now=False):
-        self.cfg, self.loaded, self.state, self.service_payloads = plan
-        self.stream.configure(self.state, self.cfg, changed, now=now)
+    def _apply(self, plan, changed):
+        cfg, self.loaded, state, self.service_payloads, payloads, self.topic_text = plan
+        old_topic = self.cfg.joint_states_topic if self.js_sub is not None else None
+        self.cfg, self.state = cfg, state
+        resolved = {"~/gravity_torques": self.resolve_topic_name("~/gravity_torques"),
+                    cfg.joint_states_topic: self.resolve_topic_name(cfg.joint_states_topic)}
+        if cfg.effort_command_topic:
+            resolved[cfg.effort_command_topic] = self.resolve_topic_name(cfg.effort_command_topic)
+        self.stream.configure(cfg, self.topic_text, payloads, resolved, changed)
+        self.js_merger = JointStateMerger(state) if state is not None else None
+        if old_topic != cfg.joint_states_topic:
+            from rclpy.qos import QoSProfile, ReliabilityPolicy
+            from sensor_msgs.msg import JointState
+            if self.js_sub is not None:
+                self.destroy_subscription(self.js_sub)
+            self.js_sub = self.create_subscription(JointState, cfg.joint_states_topic, self._on_joint_state,
+                                                   QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
         wants_topic = not (self.cfg.robot_description.strip() or self.cfg.urdf_path)
         if wants_topic and self.desc_sub is None:
             from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -139,7 +159,6 @@ class DynamicsNode(Node):
                 self.get_logger().error(f"robot_description topic: refused ({type(e).__name__}: "
                                         f"{str(e)[:400]}); {'the previous model stays' if self.state else WAITING}")
                 return
-            self.topic_text = msg.data
             self._apply(plan, {"robot_description"})
         self._log_state("model from the robot_description topic")
 
@@ -165,8 +184,8 @@ class DynamicsNode(Node):
             self._apply(plan, changed)
         if "markers_rate" in changed:
             self._reset_markers_timer()
-        if "stream_thread_priority" in changed and hasattr(self, "apply_stream_priority"):
-            self.apply_stream_priority()
+        if "stream_thread_priority" in changed:
+            self.stream.set_priority(self.cfg.stream_thread_priority)
         self.get_logger().info(f"parameters updated: {', '.join(sorted(changed))}")
         if changed & (MODEL_KEYS | {"effort_command_topic", "command_joints"}):
             self._log_state("model reloaded")
@@ -193,16 +212,43 @@ class DynamicsNode(Node):
         self._publish_markers(force=True)
         return msg
 
+    def _on_joint_state(self, msg):
+        self.js_received += 1
+        merger = self.js_merger
+        if merger is not None:
+            try:
+                with self._js_lock:
+                    merger.update(msg, time.monotonic())
+            except Exception:  # noqa: BLE001 - refused messages are the stream's to report
+                pass
+
     def latest_q(self, st):
-        """q of the latest usable joint state, for gravity_compensation with an empty position."""
-        topic, latest = self.cfg.joint_states_topic, self.stream.latest
-        if latest is None or len(latest[2]) != st.model.nq:
+        """q of the latest joint states, for gravity_compensation with an empty position."""
+        topic, merger, timeout = self.cfg.joint_states_topic, self.js_merger, self.cfg.joint_state_timeout
+        if merger is None or merger.st is not st:
             raise InputError(f"position: empty, and no usable joint state was received on {topic}")
-        age = time.monotonic() - latest[1]
-        if age > self.cfg.joint_state_timeout:
-            raise InputError(f"position: empty, and the latest joint state on {topic} is {age:.3f} s old "
-                             f"(joint_state_timeout {self.cfg.joint_state_timeout:g} s)")
-        return latest[2]
+        now = time.monotonic()
+        with self._js_lock:
+            q = merger.configuration(now, timeout)
+            stale = merger.stale(now, timeout) if q is None else []
+        if q is None:
+            never = bool(np.isinf(merger.t_pos).all())
+            raise InputError(f"position: empty, and no usable joint state was received on {topic}" if never else
+                             f"position: empty, and the latest joint states on {topic} are older than "
+                             f"joint_state_timeout {timeout:g} s for {', '.join(stale[:10])}")
+        return q.copy()
+
+    def latest_or_none(self):
+        """q of fresh joint states of the current model, else None (markers, diagnostics)."""
+        merger, st = self.js_merger, self.state
+        if merger is None or merger.st is not st:
+            return None
+        try:
+            with self._js_lock:
+                q = merger.configuration(time.monotonic(), self.cfg.joint_state_timeout)
+        except Exception:  # noqa: BLE001 - e.g. a loop that does not close there
+            return None
+        return None if q is None else q.copy()
 
     @property
     def log(self):
@@ -231,12 +277,14 @@ class DynamicsNode(Node):
         return self._fail_mark[2]
 
     def _publish_diagnostics(self):
-        now, s = time.monotonic(), self.stream
+        now, r = time.monotonic(), self.stream.last
+        self.stream.check()  # restart a stream process that died
         t_mark, n_mark = self._rate_mark
-        self.js_rate = (s.received - n_mark) / max(now - t_mark, 1e-9)
-        self._rate_mark = (now, s.received)
+        self.js_rate = (self.js_received - n_mark) / max(now - t_mark, 1e-9)
+        self._rate_mark = (now, self.js_received)
         errors, published, _ = self._fail_mark
-        self._fail_mark = (s.errors, s.published, s.errors > errors and s.published == published)
+        e, pub = r.get("errors", 0), r.get("published", 0)
+        self._fail_mark = (e, pub, e > errors and pub == published)
         try:
             self._pub_diag.publish(diag.diagnostics(self))
         except Exception as e:  # noqa: BLE001 - diagnostics must never stop the node
@@ -246,8 +294,8 @@ class DynamicsNode(Node):
         st = self.state
         if st is None or (not force and self._pub_markers.get_subscription_count() == 0):
             return
-        latest = self.stream.latest
-        q = latest[2] if latest is not None and len(latest[2]) == st.model.nq else np.asarray(st.model.neutral(), float)
+        q = self.latest_or_none()
+        q = np.asarray(st.model.neutral(), float) if q is None else q
         self._pub_markers.publish(diag.markers(st, q, self.get_clock().now().to_msg()))
 
     def _warm_up(self, rest=True):
@@ -278,7 +326,10 @@ class DynamicsNode(Node):
         warm = getattr(self, "_warm_thread", None)
         if warm is not None:
             warm.join(timeout=5.0 if deadline is None else max(0.0, deadline - time.monotonic()))
-        for helper in (getattr(self, "stream_node", None), getattr(self, "service_node", None)):
+        stream = getattr(self, "stream", None)
+        if stream is not None:
+            stream.stop()
+        for helper in (getattr(self, "service_node", None),):
             try:
                 if helper is not None:
                     helper.destroy_node()

@@ -1,8 +1,9 @@
 """The `dynamics_node` process: executors and their threads, the stream thread's priority, signals,
 and `main` (console script `dynamics_node [URDF] [--ros-args ...]`).
 
-The node and its two helper nodes (node.py) each get a SingleThreadedExecutor in a thread of its
-own; the main thread spins `dynamics_node` (parameters, timers, the robot_description topic).
+The node and its services node (node.py) each get a SingleThreadedExecutor in a thread of its own;
+the main thread spins `dynamics_node` (parameters, timers, the robot_description topic). The
+joint-state stream runs in a child process (stream_process.py).
 SIGINT/SIGTERM stop the process cleanly (exit 0) in well under a second; a start that cannot
 succeed prints one line naming the parameter, the value and what to do, and exits with 2.
 """
@@ -48,40 +49,17 @@ def set_thread_priority(tid: int, priority: int):
     return None
 
 
-def _apply_stream_priority(node, tid):
-    prio = int(node.cfg.stream_thread_priority)
-    why = set_thread_priority(tid, prio)
-    log = node.get_logger()
-    if why is None:
-        log.info(f"joint-state thread: {'SCHED_FIFO priority %d' % prio if prio else 'ordinary scheduling'}")
-    else:
-        log.warning(f"joint-state thread: cannot set SCHED_FIFO priority {prio} ({why}); it keeps "
-                    "ordinary scheduling, and other load on the machine shows in its latency")
-
-
-def _spin_stream(executor, node):
-    """The joint-state thread: its real-time priority first (stream_thread_priority), then spin."""
-    tid = threading.get_native_id()
-    node.stream_tid = tid
-    node.apply_stream_priority = lambda: _apply_stream_priority(node, tid)
-    node.apply_stream_priority()
-    _spin_until_shutdown(executor, node.context)
-
-
 def spin_helpers(node):
-    """Spin the node's stream and services nodes, each in a daemon thread with its own executor.
-    Returns [(executor, thread)]; the caller spins `node` itself (parameters, timers)."""
+    """Spin the node's services node in a daemon thread with its own executor (the joint-state
+    stream has a process of its own: stream_process.py). Returns [(executor, thread)]; the caller
+    spins `node` itself (parameters, timers, the robot_description topic)."""
     from rclpy.executors import SingleThreadedExecutor
-    out = []
-    for helper, label in ((node.stream_node, "joint_states"), (node.service_node, "services")):
-        executor = SingleThreadedExecutor(context=node.context)
-        executor.add_node(helper)
-        target, args = ((_spin_stream, (executor, node)) if helper is node.stream_node
-                        else (_spin_until_shutdown, (executor, node.context)))
-        thread = threading.Thread(target=target, args=args, name=label, daemon=True)
-        thread.start()
-        out.append((executor, thread))
-    return out
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(node.service_node)
+    thread = threading.Thread(target=_spin_until_shutdown, args=(executor, node.context), name="services",
+                              daemon=True)
+    thread.start()
+    return [(executor, thread)]
 
 
 def main(argv=None, fast_exit=True) -> int:

@@ -13,7 +13,8 @@ positions only); an effort array of the wrong length is reported and ignored.
 Closed-loop models need only the actuated joints: the passive ones are solved from the loop
 closure (`dn.close_loops`, starting from the last solution) unless the message brings them fresh.
 
-`Stream` (rclpy) owns the subscription and the publishers of the stream node. Topic changes are
+`Stream` (rclpy) owns the subscription and the publishers of the stream node (in the stream's own
+process, stream_process.py). The subscription's reliability follows the publishers'. Topic changes are
 handed to the stream's own executor thread (a guard condition), so an entity is never destroyed
 under the thread using it; an exception in the callback is logged and counted, never the end of the
 thread. Effort commands are saturated at the URDF effort limits (times effort_limit_scale), and
@@ -211,13 +212,18 @@ class Stream:
         self.last_error = ""
         self.last_problem = ""
         self.timing = None
-        # Best effort on the subscriber side accepts reliable and best-effort publishers alike
-        # (a reliable subscriber never hears a best-effort one); the publisher side stays reliable.
-        self.qos_in = QoSProfile(depth=100, reliability=ReliabilityPolicy.BEST_EFFORT,
+        # The subscription's reliability follows the publishers (as rosbag2 and `ros2 topic echo`
+        # adapt theirs): reliable while every publisher is reliable, so that no joint state is lost
+        # when this process is briefly late; best effort as soon as one publisher is best effort
+        # (a reliable subscription never hears a best-effort publisher; a best-effort one hears
+        # both). Checked when the topic changes and once a second.
+        self.Reliability = ReliabilityPolicy
+        self.qos_in = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
                                  history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
         qos_out = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
         self.pub_gravity = node.create_publisher(JointState, resolve("~/gravity_torques"), qos_out)
         self._gc = node.create_guard_condition(self._apply_pending)
+        self._qos_timer = node.create_timer(1.0, self._follow_publishers_qos)
 
     # -------------------------------------------------------------- configuration (any thread)
     def configure(self, st, cfg, changed, now=False):
@@ -239,11 +245,8 @@ class Stream:
         from std_msgs.msg import Float64MultiArray
         try:
             if "joint_states_topic" in changed or self.sub is None:
-                old = self.sub
-                self.sub = self.node.create_subscription(
-                    self.JointState, self.resolve(cfg.joint_states_topic), self.on_joint_state, self.qos_in)
-                if old is not None:
-                    self.node.destroy_subscription(old)
+                self.qos_in.reliability = self._publishers_reliability(self.resolve(cfg.joint_states_topic))
+                self._subscribe(cfg)
             if "effort_command_topic" in changed or (self.cfg and cfg.effort_command_topic != self.cfg.effort_command_topic):
                 old, self.pub_cmd = self.pub_cmd, None
                 if old is not None:
@@ -260,6 +263,34 @@ class Stream:
             self.saturation = Saturation(st) if st is not None else None
         self.state, self.cfg = st, cfg
 
+    def _subscribe(self, cfg):
+        old = self.sub
+        self.sub = self.node.create_subscription(
+            self.JointState, self.resolve(cfg.joint_states_topic), self.on_joint_state, self.qos_in)
+        if old is not None:
+            self.node.destroy_subscription(old)
+
+    def _publishers_reliability(self, topic):
+        pubs = self.node.get_publishers_info_by_topic(topic)
+        if any(p.qos_profile.reliability == self.Reliability.BEST_EFFORT for p in pubs):
+            return self.Reliability.BEST_EFFORT
+        return self.Reliability.RELIABLE
+
+    def _follow_publishers_qos(self):
+        cfg = self.cfg
+        if cfg is None or self.sub is None:
+            return
+        try:
+            want = self._publishers_reliability(self.resolve(cfg.joint_states_topic))
+            if want != self.qos_in.reliability:
+                self.qos_in.reliability = want
+                self._subscribe(cfg)
+                self.log.info(f"joint states: {'best-effort' if want == self.Reliability.BEST_EFFORT else 'reliable'} "
+                              "subscription, following the publishers")
+        except Exception as e:  # noqa: BLE001 - never the end of the stream thread
+            self.errors += 1
+            self.last_error = f"{type(e).__name__}: {e}"
+
     # -------------------------------------------------------------- the callback (stream thread)
     def on_joint_state(self, msg):
         t0 = time.perf_counter()
@@ -271,6 +302,24 @@ class Stream:
             self.dropped += 1
             self.last_error = f"{type(e).__name__}: {e}"
             self.log.error(f"joint state: {self.last_error}", throttle_duration_sec=2.0)
+
+    def report(self) -> dict:
+        """What diagnostics show of the stream: plain values (sent to the node by the stream process)."""
+        now = time.monotonic()
+        m, sat, latest = self.merger, self.saturation, self.latest
+        timeout = self.cfg.joint_state_timeout if self.cfg else 0.5
+        return {
+            "received": self.received, "dropped": self.dropped, "published": self.published,
+            "errors": self.errors, "last_error": self.last_error, "last_problem": self.last_problem,
+            "age": (now - latest[1]) if latest else None,
+            "stale": m.stale(now, timeout) if m else [],
+            "effort_length_errors": m.effort_length_errors if m else 0,
+            "closure_residual": m.closure_residual if m else float("nan"),
+            "saturated": {j: sat.last[j] for j in sorted(sat.active)} if sat else {},
+            "saturation_count": sat.count if sat else 0,
+            "percentiles_us": self.timing.percentiles_us() if self.timing else None,
+            "totals_us": self.timing.totals_us() if self.timing else None,
+        }
 
     def _on_joint_state(self, msg, t0):
         st, merger, cfg = self.state, self.merger, self.cfg

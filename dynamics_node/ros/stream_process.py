@@ -1,0 +1,215 @@
+"""The joint-state stream in a process of its own, so that no service work can hold torques back.
+
+Services and the stream in one interpreter share one GIL: rclpy converting a 100,000-point
+trajectory request holds it for tens of milliseconds, and every joint state arriving meanwhile
+waits. So the node (parameters, services, diagnostics) runs the stream (stream.Stream: joint
+states in, gravity torques and effort commands out) in a child process with its own rclpy context,
+node `<node name>_stream` and executor, at the real-time priority of `stream_thread_priority`.
+
+The node sends the child, over a pipe, everything it needs to build the same model state
+(the validated Config, the robot_description topic's text, the payloads, the resolved topic
+names); the child loads the model itself (the same source gives the same model). The child sends
+back, twice a second, what diagnostics show (`Stream.report()`). The child ends when the node
+says so, when the pipe closes (the node is gone), or at SIGINT/SIGTERM; the node restarts a child
+that died, and reports it.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+
+REPORT_PERIOD = 0.5  # s
+
+
+def _child(conn, node_name, namespace):
+    """The stream process: receive states, run the stream, report."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from .diagnostics import Timings
+    from .model_state import build_state, load
+    from .process import _spin_until_shutdown, set_thread_priority
+    from .stream import Stream
+
+    rclpy.init()
+    node = Node(f"{node_name}_stream", namespace=namespace, use_global_arguments=False,
+                start_parameter_services=False,
+                parameter_overrides=[Parameter("start_type_description_service", value=False)])
+    log = node.get_logger()
+    topics: dict = {}
+    first = conn.recv()  # ("state", ...) before anything else
+    send_lock = threading.Lock()
+
+    def send(msg):
+        with send_lock:
+            try:
+                conn.send(msg)
+            except (OSError, ValueError):
+                pass
+
+    def apply(msg):
+        kind = msg[0]
+        if kind == "state":
+            _, cfg, topic_text, payloads, resolved, changed = msg
+            topics.update(resolved)
+            try:
+                loaded = load(cfg, topic_text)
+                st = build_state(loaded, cfg, payloads) if loaded is not None else None
+            except Exception as e:  # noqa: BLE001 - the node checked it; say so if it still fails
+                log.error(f"cannot build the model state: {type(e).__name__}: {e}")
+                send(("error", f"{type(e).__name__}: {e}"))
+                return
+            stream.configure(st, cfg, changed, now=(msg is first))
+            if st is not None:
+                _warm(st)
+        elif kind == "priority":
+            why = set_thread_priority(main_tid, int(msg[1]))
+            send(("priority", int(msg[1]), why))
+
+    main_tid = threading.get_native_id()
+    topics.update(first[4])  # resolved names, before the stream creates its publisher
+    stream = Stream(node, lambda name: topics.get(name, name), log)
+    stream.timing = Timings()
+    apply(first)
+
+    def receive():
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                msg = ("stop",)
+            if msg[0] == "stop":
+                rclpy.try_shutdown()
+                return
+            apply(msg)
+
+    def report():
+        while rclpy.ok():
+            time.sleep(REPORT_PERIOD)
+            try:
+                send(("report", stream.report()))
+            except Exception:  # noqa: BLE001 - a report must never stop the stream
+                pass
+
+    threading.Thread(target=receive, name="stream_pipe", daemon=True).start()
+    threading.Thread(target=report, name="stream_report", daemon=True).start()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    # Everything loaded by now lives as long as the process: out of the collector's reach, a full
+    # collection no longer walks it (some 100 000 objects, about 50 ms inside a joint-state callback)
+    import gc
+    gc.freeze()
+    send(("ready", os.getpid()))
+    try:
+        _spin_until_shutdown(executor, node.context)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        rclpy.try_shutdown()
+        os._exit(0)
+
+
+def _warm(st):
+    """The stream's kernels once, before the first joint state needs them."""
+    import numpy as np
+
+    from .stream import gravity_effort
+    try:
+        gravity_effort(st, np.asarray(st.model.neutral(), dtype=float))
+    except Exception:  # noqa: BLE001 - a neutral pose need not close the loops
+        pass
+
+
+class StreamProcess:
+    """The node's handle on the stream process: configure it, read its last report."""
+
+    def __init__(self, node_name, namespace, logger):
+        self.node_name, self.namespace, self.log = node_name, namespace, logger
+        self.proc = None
+        self.conn = None
+        self.last = {}                 # the latest report
+        self.last_state = None         # the latest ("state", ...) message, resent to a new child
+        self.priority = None
+        self.restarts = 0
+        self.stopping = False
+        self.error = ""
+        self._lock = threading.Lock()
+
+    def start(self):
+        ctx = multiprocessing.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self.conn = parent
+        self.proc = ctx.Process(target=_child, args=(child, self.node_name, self.namespace),
+                                name=f"{self.node_name}_stream", daemon=True)
+        self.proc.start()
+        child.close()
+        if self.last_state is not None:
+            self._send(self.last_state)
+        if self.priority is not None:
+            self._send(("priority", self.priority))
+        threading.Thread(target=self._receive, args=(parent,), name="stream_reports", daemon=True).start()
+
+    def _send(self, msg):
+        with self._lock:
+            try:
+                self.conn.send(msg)
+            except (OSError, ValueError, AttributeError):
+                pass
+
+    def _receive(self, conn):
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                return
+            if msg[0] == "report":
+                self.last = msg[1]
+            elif msg[0] == "error":
+                self.error = msg[1]
+            elif msg[0] == "priority":
+                _, prio, why = msg
+                if why is None:
+                    self.log.info(f"joint-state thread: {'SCHED_FIFO priority %d' % prio if prio else 'ordinary scheduling'}")
+                else:
+                    self.log.warning(f"joint-state thread: cannot set SCHED_FIFO priority {prio} ({why}); it keeps "
+                                     "ordinary scheduling, and other load on the machine shows in its latency")
+
+    def configure(self, cfg, topic_text, payloads, resolved, changed):
+        self.last_state = ("state", cfg, topic_text, dict(payloads), dict(resolved), set(changed))
+        if self.proc is None:
+            self.start()
+        else:
+            self._send(self.last_state)
+
+    def set_priority(self, prio):
+        self.priority = int(prio)
+        self._send(("priority", self.priority))
+
+    def alive(self):
+        return self.proc is not None and self.proc.is_alive()
+
+    def check(self):
+        """Restart a child that died (called by the node's 1 Hz timer); True when it was dead."""
+        if self.stopping or self.proc is None or self.proc.is_alive():
+            return False
+        code = self.proc.exitcode
+        self.restarts += 1
+        self.error = f"the joint-state process exited (code {code}); restarted ({self.restarts} so far)"
+        self.log.error(self.error)
+        self.last = {}
+        self.start()
+        return True
+
+    def stop(self, timeout=0.3):
+        self.stopping = True
+        if self.proc is None:
+            return
+        self._send(("stop",))
+        self.proc.join(timeout)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(1.0)
