@@ -388,7 +388,9 @@ class JointStateReader:
 
 
 def check_payload(link: str, mass: float, com, inertia) -> None:
-    """Validate a SetPayload request's numbers (the link is checked against the model elsewhere)."""
+    """Validate a SetPayload request's fields (finite, lengths, mass >= 0), naming the field. The
+    link is checked against the model, and the inertia's physicality by the core's
+    Model.with_payload (one rule, one tolerance)."""
     if not math.isfinite(mass) or mass < 0.0:
         raise InputError(f"mass: {mass} is not a finite value >= 0")
     c = np.asarray(com, dtype=float)
@@ -397,13 +399,3 @@ def check_payload(link: str, mass: float, com, inertia) -> None:
     if i6.size != 6:
         raise InputError(f"inertia: expected 6 values (ixx ixy ixz iyy iyz izz), got {i6.size}")
     finite_or_raise(i6, "inertia", ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"), kind=None)
-    if mass == 0.0:
-        return
-    ixx, ixy, ixz, iyy, iyz, izz = i6
-    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    ev = np.linalg.eigvalsh(I)
-    tol = 1e-12 * max(1.0, float(np.abs(ev).max()))
-    if ev[0] < -tol or ev[0] + ev[1] < ev[2] - tol:
-        raise InputError(f"inertia: not the inertia of a physical body (principal moments "
-                         f"{ev[0]:.6g} {ev[1]:.6g} {ev[2]:.6g} must be >= 0 and satisfy the "
-                         f"triangle inequality)")
