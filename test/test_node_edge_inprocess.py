@@ -81,7 +81,8 @@ def test_inert_settings_are_not_checked_against_the_model():
 
 def test_live_settings_are_checked_and_say_what_to_do():
     from dynamics_node.ros.params import ConfigError
-    with pytest.raises(ConfigError, match=r"payload.link: the model 'panda' has no link 'tool0'.*set payload.mass to 0"):
+    with pytest.raises(ConfigError,
+                       match=r"payload.link: the model 'panda' has no link 'tool0'.*set payload.mass to 0"):
         state(PANDA, **{"payload.link": "tool0", "payload.mass": 1.0})
     with pytest.raises(ConfigError, match=r"command_joints\[0\]: 'joint1' is not one of the joints"):
         state(PANDA, effort_command_topic="/cmd", command_joints=["joint1"])

@@ -75,7 +75,8 @@ def test_model_from_latched_topic_split_joint_states_and_replacement(node, desc)
 
     # joint states split: shoulder/elbow from a reliable driver, the wrist from a best-effort one
     reliable = c.publisher(JointState, JS)
-    best_effort = c.node.create_publisher(JointState, JS, QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
+    best_effort = c.node.create_publisher(JointState, JS,
+                                          QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
     out, _ = c.subscribe(JointState, node.path("gravity_torques"))
     c.wait_for_subscriber(reliable)
     c.wait_for_subscriber(best_effort)

@@ -157,7 +157,8 @@ def test_launch_file_parameters_resolve_to_the_shipped_file_and_the_given_urdf(m
     spec.loader.exec_module(mod)
     mod.generate_launch_description()
     node = [r for r in captured if type(r).__name__ == "Node"][0].kwargs
-    defaults = {r.args[0]: r.kwargs.get("default_value") for r in captured if type(r).__name__ == "DeclareLaunchArgument"}
+    defaults = {r.args[0]: r.kwargs.get("default_value") for r in captured
+                if type(r).__name__ == "DeclareLaunchArgument"}
     path = ns.erd(ROBOTS["ur5"])
     given = {"urdf_path": str(path)}
     share = "/share/dynamics_node/"
@@ -241,8 +242,9 @@ def test_robot_description_topic_route_as_the_readme_shows():
     path = ns.erd(ROBOTS["ur5"])
     model = dn.load_model(str(path))
     p = Started(_exe())
-    pub = Started((lambda c: c)([str(ns.REPO / ".venv" / "bin" / "dynamics_cli")] if (ns.REPO / ".venv" / "bin" / "dynamics_cli").exists()
-                                else [sys.executable, "-m", "dynamics_node.ros.cli"]) + ["publish_description", str(path), "--duration", "60"])
+    cli = ns.REPO / ".venv" / "bin" / "dynamics_cli"
+    cmd = [str(cli)] if cli.exists() else [sys.executable, "-m", "dynamics_node.ros.cli"]
+    pub = Started(cmd + ["publish_description", str(path), "--duration", "60"])
     try:
         q = _random_q(model, 9)
         msg, _ = _torques_at(p, model, q)

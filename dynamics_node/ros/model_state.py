@@ -24,7 +24,7 @@ import numpy as np
 
 import dynamics_node as dn
 from .conversions import Conversions
-from .params import NODE_NAME, Config, ConfigError
+from .params import MODEL_KEYS, NODE_NAME, Config, ConfigError
 
 WAITING = "waiting for the robot description on the robot_description topic"
 
@@ -100,6 +100,42 @@ def load(cfg: Config, topic_text: Optional[str] = None, topic_name: str = "robot
         if text not in notes:
             notes.append(text)
     return Loaded(model, label, tuple(notes))
+
+
+def plan(cfg, changed, loaded, service_payloads, topic_text, topic_name, reload=False):
+    """What a change leads to: (cfg, loaded, state, service payloads, payloads, topic text).
+    The model is loaded again when a model parameter changed (or reload); raises ConfigError or
+    dn.DynamicsError naming the problem, so that the caller keeps what it has."""
+    if reload or changed & MODEL_KEYS or loaded is None:
+        try:
+            loaded = load(cfg, topic_text, topic_name)
+        except (ConfigError, dn.DynamicsError):
+            raise
+        except Exception as e:  # noqa: BLE001 - anything else the loader raises, named
+            raise ConfigError(f"cannot load the robot: {type(e).__name__}: {e}") from None
+    payloads, service = payload_table(cfg, service_payloads, changed)
+    state = build_state(loaded, cfg, payloads) if loaded is not None else None
+    return cfg, loaded, state, service, payloads, topic_text
+
+
+def warm_up(st, rest=True):
+    """Run the core functions once so that no request pays the load of their kernels: those of the
+    stream (rest=False: before serving), or the others (in a thread started at 'serving')."""
+    if st is None:
+        return
+    m = st.model
+    q, z = np.asarray(m.neutral(), dtype=float), np.zeros(m.nv)
+    calls = ((dn.forward_dynamics, (q, z, z)), (dn.mass_matrix, (q,)), (dn.jacobian, (q, m.link_names[-1])),
+             (dn.inverse_dynamics_batch, (q[None, :], z[None, :], z[None, :])), (dn.center_of_mass, (q,)))
+    if not rest:
+        calls = ((dn.gravity, (q,)), (dn.inverse_dynamics, (q, z, z)))
+        if st.loops:
+            calls += ((dn.closed_loop_inverse_dynamics, (q, z, z)),)
+    for fn, args in calls:
+        try:
+            fn(m, *args)
+        except Exception:  # noqa: BLE001 - warm-up must never stop the node (a neutral pose
+            pass           # need not close the loops)
 
 
 def payload_table(cfg: Config, service_payloads: dict, changed=frozenset()) -> tuple[dict, dict]:

@@ -20,15 +20,14 @@ from rclpy.parameter import Parameter
 from rclpy.exceptions import ParameterUninitializedException
 from rcl_interfaces.msg import SetParametersResult
 
-import dynamics_node as dn
 from ..errors import DynamicsError, InputError
 from . import diagnostics as diag
 from .conversions import check_payload
-from .model_state import WAITING, build_state, load, payload_table, summary_lines
+from .model_state import WAITING, plan, summary_lines, warm_up
 from .params import (MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, descriptor,
                      validate)
 from .services import SERVICES, serve
-from .stream import JointStateMerger
+from .stream import LatestJointStates
 from .stream_process import StreamProcess
 
 
@@ -68,9 +67,7 @@ class DynamicsNode(Node):
         # merge of the joint states for gravity_compensation's "latest" and the markers
         self.stream = StreamProcess(self.get_name(), self.get_namespace(), self.get_logger())
         self.stream.priority = self.cfg.stream_thread_priority
-        self.js_merger = self.js_sub = None
-        self.js_received = 0
-        self._js_lock = threading.Lock()
+        self.latest, self.js_sub = LatestJointStates(), None
         try:
             self._apply(self._plan(self.cfg, set(PARAMETERS)), set(PARAMETERS))
         except (ConfigError, DynamicsError) as e:
@@ -107,21 +104,9 @@ class DynamicsNode(Node):
         return v if isinstance(v, (str, bool, int, float)) else list(v)
 
     def _plan(self, cfg, changed, service_payloads=None, topic_text=None, reload=False):
-        """(cfg, loaded, state, service payloads, payloads, topic text) after a change; raises
-        ConfigError/DynamicsError."""
-        loaded = self.loaded
-        topic_text = self.topic_text if topic_text is None else topic_text
-        if reload or changed & MODEL_KEYS or loaded is None:
-            try:
-                loaded = load(cfg, topic_text, self.resolve_topic_name("robot_description"))
-            except (ConfigError, DynamicsError):
-                raise
-            except Exception as e:  # noqa: BLE001 - anything else the loader raises, named
-                raise ConfigError(f"cannot load the robot: {type(e).__name__}: {e}") from None
-        payloads, service = payload_table(cfg, self.service_payloads if service_payloads is None
-                                          else service_payloads, changed)
-        state = build_state(loaded, cfg, payloads) if loaded is not None else None
-        return cfg, loaded, state, service, payloads, topic_text
+        return plan(cfg, changed, self.loaded, self.service_payloads if service_payloads is None else service_payloads,
+                    self.topic_text if topic_text is None else topic_text,
+                    self.resolve_topic_name("robot_description"), reload)
 
     def _apply(self, plan, changed):
         cfg, self.loaded, state, self.service_payloads, payloads, self.topic_text = plan
@@ -132,13 +117,13 @@ class DynamicsNode(Node):
         if cfg.effort_command_topic:
             resolved[cfg.effort_command_topic] = self.resolve_topic_name(cfg.effort_command_topic)
         self.stream.configure(cfg, self.topic_text, payloads, resolved, changed)
-        self.js_merger = JointStateMerger(state) if state is not None else None
+        self.latest.reset(state)
         if old_topic != cfg.joint_states_topic:
             from rclpy.qos import QoSProfile, ReliabilityPolicy
             from sensor_msgs.msg import JointState
             if self.js_sub is not None:
                 self.destroy_subscription(self.js_sub)
-            self.js_sub = self.create_subscription(JointState, cfg.joint_states_topic, self._on_joint_state,
+            self.js_sub = self.create_subscription(JointState, cfg.joint_states_topic, self.latest.update,
                                                    QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
         wants_topic = not (self.cfg.robot_description.strip() or self.cfg.urdf_path)
         if wants_topic and self.desc_sub is None:
@@ -212,43 +197,12 @@ class DynamicsNode(Node):
         self._publish_markers(force=True)
         return msg
 
-    def _on_joint_state(self, msg):
-        self.js_received += 1
-        merger = self.js_merger
-        if merger is not None:
-            try:
-                with self._js_lock:
-                    merger.update(msg, time.monotonic())
-            except Exception:  # noqa: BLE001 - refused messages are the stream's to report
-                pass
-
     def latest_q(self, st):
         """q of the latest joint states, for gravity_compensation with an empty position."""
-        topic, merger, timeout = self.cfg.joint_states_topic, self.js_merger, self.cfg.joint_state_timeout
-        if merger is None or merger.st is not st:
-            raise InputError(f"position: empty, and no usable joint state was received on {topic}")
-        now = time.monotonic()
-        with self._js_lock:
-            q = merger.configuration(now, timeout)
-            stale = merger.stale(now, timeout) if q is None else []
-        if q is None:
-            never = bool(np.isinf(merger.t_pos).all())
-            raise InputError(f"position: empty, and no usable joint state was received on {topic}" if never else
-                             f"position: empty, and the latest joint states on {topic} are older than "
-                             f"joint_state_timeout {timeout:g} s for {', '.join(stale[:10])}")
-        return q.copy()
+        return self.latest.q(st, self.cfg)
 
     def latest_or_none(self):
-        """q of fresh joint states of the current model, else None (markers, diagnostics)."""
-        merger, st = self.js_merger, self.state
-        if merger is None or merger.st is not st:
-            return None
-        try:
-            with self._js_lock:
-                q = merger.configuration(time.monotonic(), self.cfg.joint_state_timeout)
-        except Exception:  # noqa: BLE001 - e.g. a loop that does not close there
-            return None
-        return None if q is None else q.copy()
+        return self.latest.q_or_none(self.state, self.cfg)
 
     @property
     def log(self):
@@ -280,8 +234,8 @@ class DynamicsNode(Node):
         now, r = time.monotonic(), self.stream.last
         self.stream.check()  # restart a stream process that died
         t_mark, n_mark = self._rate_mark
-        self.js_rate = (self.js_received - n_mark) / max(now - t_mark, 1e-9)
-        self._rate_mark = (now, self.js_received)
+        self.js_rate = (self.latest.received - n_mark) / max(now - t_mark, 1e-9)
+        self._rate_mark = (now, self.latest.received)
         errors, published, _ = self._fail_mark
         e, pub = r.get("errors", 0), r.get("published", 0)
         self._fail_mark = (e, pub, e > errors and pub == published)
@@ -299,36 +253,21 @@ class DynamicsNode(Node):
         self._pub_markers.publish(diag.markers(st, q, self.get_clock().now().to_msg()))
 
     def _warm_up(self, rest=True):
-        """Run the core functions once so that no request pays the load of their kernels: those of
-        the stream before serving (rest=False), the others in a thread started at 'serving'; then
-        gc.freeze(): what is loaded by now lives as long as the process, and a full collection
-        walking it (some 130 000 objects, about 50 ms) would stall a joint-state callback."""
-        st = self.state
-        if st is not None:
-            m = st.model
-            q, z = np.asarray(m.neutral(), dtype=float), np.zeros(m.nv)
-            calls = ((dn.forward_dynamics, (q, z, z)), (dn.mass_matrix, (q,)), (dn.jacobian, (q, m.link_names[-1])),
-                     (dn.inverse_dynamics_batch, (q[None, :], z[None, :], z[None, :])), (dn.center_of_mass, (q,)))
-            if not rest:
-                calls = ((dn.gravity, (q,)), (dn.inverse_dynamics, (q, z, z)))
-                if st.loops:
-                    calls += ((dn.closed_loop_inverse_dynamics, (q, z, z)),)
-            for fn, args in calls:
-                try:
-                    fn(m, *args)
-                except Exception:  # noqa: BLE001 - warm-up must never stop the node (a neutral
-                    pass           # pose need not close the loops)
-        if rest:
-            gc.freeze()
+        warm_up(self.state, rest)
+        if rest:  # what is loaded by now lives as long as the process: out of the collector's reach
+            gc.freeze()  # (a full collection walking it, about 50 ms, would stall a callback)
 
     def destroy_node(self):
-        deadline = getattr(self, "join_deadline", None)
+        if getattr(self, "_destroyed", False):  # rclpy's shutdown and main() both call it
+            return True
+        self._destroyed = True
+        deadline = getattr(self, "join_deadline", None) or time.monotonic() + 5.0
         warm = getattr(self, "_warm_thread", None)
-        if warm is not None:
-            warm.join(timeout=5.0 if deadline is None else max(0.0, deadline - time.monotonic()))
+        if warm is not None:  # not inside numba's loader when the process ends, if time allows
+            warm.join(timeout=max(0.0, deadline - time.monotonic()))
         stream = getattr(self, "stream", None)
         if stream is not None:
-            stream.stop()
+            stream.stop(timeout=max(0.05, deadline - time.monotonic()))
         for helper in (getattr(self, "service_node", None),):
             try:
                 if helper is not None:

@@ -111,8 +111,10 @@ def main(argv=None, fast_exit=True) -> int:
     finally:
         # let the helper threads leave rclpy before the nodes go (a thread still inside rcl at
         # interpreter exit aborts the process); one short budget for every join
-        rclpy.try_shutdown()
         deadline = time.monotonic() + (0.3 if fast_exit else 2.0)
+        if node is not None:  # try_shutdown destroys the context's nodes: within the same budget
+            node.join_deadline = deadline
+        rclpy.try_shutdown()
         for _, thread in helpers:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         if node is not None:

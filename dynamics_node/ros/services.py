@@ -44,7 +44,8 @@ def _tree_note(st, res):
 def inverse_dynamics(ctx, st, req, res):
     c = st.conv
     order = c.order(req.name)
-    q, qd, qdd = c.q(req.position, order), c.v(req.velocity, order, "velocity"), c.v(req.acceleration, order, "acceleration")
+    q, qd = c.q(req.position, order), c.v(req.velocity, order, "velocity")
+    qdd = c.v(req.acceleration, order, "acceleration")
     f_ext = c.wrenches(req.external_wrenches, "external_wrenches")
     res.name = order.names
     res.effort = c.out_v(_finite(dn.inverse_dynamics(st.model, q, qd, qdd, f_ext), "effort"), order)

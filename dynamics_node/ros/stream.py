@@ -147,6 +147,51 @@ class JointStateMerger:
         return closed.copy()
 
 
+class LatestJointStates:
+    """The node's own merge of the joint states (a JointStateMerger behind a lock), for
+    gravity_compensation's "latest joint state", the markers and the limit check of diagnostics."""
+
+    def __init__(self):
+        self.merger = None
+        self.received = 0
+        self._lock = threading.Lock()
+
+    def reset(self, st):
+        with self._lock:
+            self.merger = JointStateMerger(st) if st is not None else None
+
+    def update(self, msg):
+        self.received += 1
+        try:
+            with self._lock:
+                if self.merger is not None:
+                    self.merger.update(msg, time.monotonic())
+        except Exception:  # noqa: BLE001 - refused messages are the stream's to report
+            pass
+
+    def q(self, st, cfg):
+        """q at the latest joint states of st's model; InputError saying why there is none."""
+        topic, timeout, merger = cfg.joint_states_topic, cfg.joint_state_timeout, self.merger
+        if merger is None or merger.st is not st:
+            raise InputError(f"position: empty, and no usable joint state was received on {topic}")
+        now = time.monotonic()
+        with self._lock:
+            q = merger.configuration(now, timeout)
+            stale = merger.stale(now, timeout) if q is None else []
+            never = bool(np.isinf(merger.t_pos).all())
+        if q is None:
+            raise InputError(f"position: empty, and no usable joint state was received on {topic}" if never else
+                             f"position: empty, and the latest joint states on {topic} are older than "
+                             f"joint_state_timeout {timeout:g} s for {', '.join(stale[:10])}")
+        return q.copy()
+
+    def q_or_none(self, st, cfg):
+        try:
+            return self.q(st, cfg) if st is not None else None
+        except Exception:  # noqa: BLE001 - none yet, stale, or a loop that does not close there
+            return None
+
+
 def gravity_effort(st, q):
     """(positions, efforts) of st.torque_names at q."""
     m = st.model
@@ -247,7 +292,8 @@ class Stream:
             if "joint_states_topic" in changed or self.sub is None:
                 self.qos_in.reliability = self._publishers_reliability(self.resolve(cfg.joint_states_topic))
                 self._subscribe(cfg)
-            if "effort_command_topic" in changed or (self.cfg and cfg.effort_command_topic != self.cfg.effort_command_topic):
+            moved = self.cfg is not None and cfg.effort_command_topic != self.cfg.effort_command_topic
+            if "effort_command_topic" in changed or moved:
                 old, self.pub_cmd = self.pub_cmd, None
                 if old is not None:
                     self.node.destroy_publisher(old)

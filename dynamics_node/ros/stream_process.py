@@ -136,6 +136,7 @@ class StreamProcess:
         self.priority = None
         self.restarts = 0
         self.stopping = False
+        self.ready = False
         self.error = ""
         self._lock = threading.Lock()
 
@@ -143,6 +144,7 @@ class StreamProcess:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         self.conn = parent
+        self.ready = False
         self.proc = ctx.Process(target=_child, args=(child, self.node_name, self.namespace),
                                 name=f"{self.node_name}_stream", daemon=True)
         self.proc.start()
@@ -166,14 +168,17 @@ class StreamProcess:
                 msg = conn.recv()
             except (EOFError, OSError):
                 return
-            if msg[0] == "report":
+            if msg[0] == "ready":
+                self.ready = True
+            elif msg[0] == "report":
                 self.last = msg[1]
             elif msg[0] == "error":
                 self.error = msg[1]
             elif msg[0] == "priority":
                 _, prio, why = msg
                 if why is None:
-                    self.log.info(f"joint-state thread: {'SCHED_FIFO priority %d' % prio if prio else 'ordinary scheduling'}")
+                    how = f"SCHED_FIFO priority {prio}" if prio else "ordinary scheduling"
+                    self.log.info(f"joint-state thread: {how}")
                 else:
                     self.log.warning(f"joint-state thread: cannot set SCHED_FIFO priority {prio} ({why}); it keeps "
                                      "ordinary scheduling, and other load on the machine shows in its latency")
@@ -205,11 +210,14 @@ class StreamProcess:
         return True
 
     def stop(self, timeout=0.3):
+        """End the child: asked to stop when it runs, killed when it is still starting (it holds
+        nothing yet) or does not stop within timeout."""
         self.stopping = True
         if self.proc is None:
             return
-        self._send(("stop",))
-        self.proc.join(timeout)
+        if self.ready:
+            self._send(("stop",))
+            self.proc.join(timeout)
         if self.proc.is_alive():
             self.proc.kill()
             self.proc.join(1.0)
