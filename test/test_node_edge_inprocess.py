@@ -247,3 +247,20 @@ def test_closed_loop_inverse_dynamics_labels_efforts_by_name_in_the_callers_orde
     assert list(res.name) == req.actuated and len(set(np.round(tau, 9))) == 3
     for name, e in zip(res.name, res.effort):
         assert e == pytest.approx(tau[m.v_slice(name).start], abs=1e-12), name
+
+
+def test_positions_beyond_the_urdf_limits_are_named():
+    import xml.etree.ElementTree as ET
+
+    from dynamics_node.ros.diagnostics import LIMIT_TOLERANCE, outside_limits
+    st, _ = state(PANDA)
+    m = st.model
+    lim = {j.get("name"): (float(j.find("limit").get("lower")), float(j.find("limit").get("upper")))
+           for j in ET.parse(PANDA).getroot().iter("joint") if j.find("limit") is not None}
+    q = np.array([np.mean(lim[j]) for j in m.joint_names])
+    assert outside_limits(st, q) == []
+    k4, k7 = m.q_slice("panda_joint4").start, m.q_slice("panda_joint7").start
+    q[k4] = lim["panda_joint4"][1] + 0.5 * LIMIT_TOLERANCE        # within the tolerance: fine
+    q[k7] = lim["panda_joint7"][0] - 0.1
+    out = outside_limits(st, q)
+    assert len(out) == 1 and out[0].startswith("panda_joint7:") and "-2.8973" in out[0]

@@ -197,51 +197,70 @@ def test_stream_survives_topic_changes_under_load_and_implausible_values_are_ref
         p.kill()
 
 
+_HUGE_CLIENT = r"""
+import sys
+import rclpy
+from dynamics_interfaces.srv import TrajectoryInverseDynamics
+from trajectory_msgs.msg import JointTrajectoryPoint
+rclpy.init()
+n = rclpy.create_node("huge_client")
+req = TrajectoryInverseDynamics.Request()
+req.trajectory.joint_names = [f"joint{i}" for i in range(1, 8)]
+pt = JointTrajectoryPoint(positions=[0.1] * 7, velocities=[0.2] * 7, accelerations=[0.3] * 7)
+req.trajectory.points = [pt] * int(sys.argv[2])
+cli = n.create_client(TrajectoryInverseDynamics, sys.argv[1])
+cli.wait_for_service(timeout_sec=30.0)
+print("calling", flush=True)
+f = cli.call_async(req)
+rclpy.spin_until_future_complete(n, f, timeout_sec=120.0)
+r = f.result()
+print("done", r is not None and r.success and len(r.trajectory.points), flush=True)
+"""
+
+
 def test_a_huge_service_request_loses_no_joint_state():
     """Issue 14 §5: one 100,000-point trajectory_inverse_dynamics request used to hold the stream
     back for ~100 ms (one interpreter, one GIL) and lose joint states. The stream has a process of
-    its own now: every joint state sent while the request is served gets its torque."""
-    import threading
+    its own now: every joint state sent at 1 kHz while another process's request is served gets
+    its torque (the request comes from a process of its own, so this one publishes evenly)."""
+    import subprocess
+    import sys
 
-    from dynamics_interfaces.srv import TrajectoryInverseDynamics
     from sensor_msgs.msg import JointState
-    from trajectory_msgs.msg import JointTrajectoryPoint
     name = "intake_isolated"
     procs = ns.start_nodes({name: {"urdf_path": str(ns.ARM7), "joint_states_topic": "/iso/js"}})
     p = procs[name]
     c = ns.ros()
     J = [f"joint{i}" for i in range(1, 8)]
-    req = TrajectoryInverseDynamics.Request()
-    req.trajectory.joint_names = J
-    pt = JointTrajectoryPoint(positions=[0.1] * 7, velocities=[0.2] * 7, accelerations=[0.3] * 7)
-    req.trajectory.points = [pt] * 100_000
     pub = c.publisher(JointState, "/iso/js")
     out, _ = c.subscribe(JointState, p.path("gravity_torques"), depth=5000)
+    client = None
     try:
         c.wait_for_subscriber(pub)
         while not ns.drain(out, timeout=0.05):          # matched both ways
             pub.publish(ns.joint_state(J, [0.0] * 7))
         time.sleep(0.3)
         ns.drain(out)
-        answered = []
-        t = threading.Thread(target=lambda: answered.append(
-            c.call(TrajectoryInverseDynamics, p.path("trajectory_inverse_dynamics"), req, timeout=120.0, retry=120.0)))
-        t.start()
+        client = subprocess.Popen([sys.executable, "-c", _HUGE_CLIENT, p.path("trajectory_inverse_dynamics"),
+                                   "100000"], env=ns.node_env(), stdout=subprocess.PIPE, text=True)
+        assert client.stdout.readline().strip() == "calling"
         sent = []
         t0 = time.perf_counter()
-        for k in range(1500):
+        for k in range(3000):
             stamp = 2_000_000_000 + k * 1_000_000
             pub.publish(ns.joint_state(J, [0.01 * (k % 100)] * 7, stamp_ns=stamp))
             sent.append(stamp)
             time.sleep(max(0.0, t0 + (k + 1) * 1e-3 - time.perf_counter()))
-        t.join(timeout=150)
+        done = client.communicate(timeout=150)[0]
         got = []
         deadline = time.monotonic() + 20
         while len(got) < len(sent) and time.monotonic() < deadline:
             got += [ns.stamp_ns(m) for m in ns.drain(out, timeout=0.1)]
-        assert answered and answered[0].success and len(answered[0].trajectory.points) == 100_000
+        assert "done 100000" in done, done
         missing = sorted(set(sent) - set(got))
         assert not missing, f"{len(missing)} of {len(sent)} joint states got no torque, e.g. {missing[:5]}"
     finally:
+        if client is not None and client.poll() is None:
+            client.kill()
         p.stop()
         p.kill()
