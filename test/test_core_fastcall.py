@@ -34,11 +34,16 @@ def test_shim_equals_dispatcher_route(arm):
     np.testing.assert_array_equal(dn.forward_dynamics(arm, q, qd, x), tau)
 
 
+def _gravity_addr():
+    return rnea.gravity_c.address
+
+
 def test_shim_refuses_what_it_cannot_take(arm):
     q = np.zeros(arm.nv)
-    assert _fast.call1(rnea._GRAVITY_C, arm._kmi, arm._kmf, arm.nv, q.astype(np.float32)) is NotImplemented
-    assert _fast.call1(rnea._GRAVITY_C, arm._kmi, arm._kmf, arm.nv, np.zeros(2 * arm.nv)[::2]) is NotImplemented
-    assert _fast.call1(rnea._GRAVITY_C, arm._kmi, arm._kmf, arm.nv, list(q)) is NotImplemented
+    a = _gravity_addr()
+    for bad in (q.astype(np.float32), np.zeros(2 * arm.nv)[::2], list(q), q.astype(">f8"),
+                np.frombuffer(b"\0" + q.tobytes(), offset=1)):
+        assert _fast.invoke(a, False, arm._kmi, arm._kmf, None, bad) is NotImplemented, bad
     # and the public functions still answer through the converting route
     np.testing.assert_array_equal(dn.gravity(arm, list(q)), dn.gravity(arm, q))
     np.testing.assert_array_equal(dn.gravity(arm, np.zeros(2 * arm.nv)[::2]), dn.gravity(arm, q))
@@ -46,10 +51,17 @@ def test_shim_refuses_what_it_cannot_take(arm):
 
 def test_shim_reports_kernel_errors(arm):
     q = np.zeros(arm.nv)
-    st = _fast.call1(rnea._GRAVITY_C, arm._kmi, arm._kmf, arm.nv, q[:-1])
+    st = _fast.invoke(_gravity_addr(), False, arm._kmi, arm._kmf, None, q[:-1])
     assert isinstance(st, int) and st != 0
     with pytest.raises(dn.InputError, match="length"):
         dn.gravity(arm, q[:-1])
     q[2] = np.nan
     with pytest.raises(dn.InputError, match=r"q\[2\].*joint3"):
         dn.inverse_dynamics(arm, q, np.zeros(arm.nv), np.zeros(arm.nv))
+
+
+def test_shim_refuses_a_work_array_too_small(arm):
+    """The C side checks a given work array's size itself (a Data of a smaller model must never be
+    written past its end, whatever the Python side lets through)."""
+    with pytest.raises(ValueError, match="too small"):
+        _fast.invoke(_gravity_addr(), False, arm._kmi, arm._kmf, np.empty(arm.work_size - 1), np.zeros(arm.nv))
