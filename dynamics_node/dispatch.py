@@ -166,8 +166,12 @@ def magnitudes(names, arrays, extras=()) -> str:
     for n, a in zip(names, arrays):
         if isinstance(a, np.ndarray) and a.size:
             parts.append((float(np.max(np.abs(a))), n))
+    for n, v in extras:  # wrench dicts: their largest entry; scalars: their value
+        if isinstance(v, Mapping):
+            vals = [np.max(np.abs(np.asarray(w, dtype=float)), initial=0.0) for w in v.values()]
+            parts.append((float(max(vals, default=0.0)), n))
     big = [f"{n} (largest |{n}| = {m:.3g})" for m, n in sorted(parts, reverse=True) if m > 1e8]
-    big += [f"{n} = {v!r}" for n, v in extras]
+    big += [f"{n} = {v!r}" for n, v in extras if not isinstance(v, Mapping)]
     if not big:
         big = [f"{n} (largest |{n}| = {m:.3g})" for m, n in sorted(parts, reverse=True)]
     return ", ".join(big) or "the model's parameters"
@@ -263,21 +267,28 @@ class Route:
             w = work if work is not None else np.empty(model.work_size)
             st, out = self.compute(model, data, w, *kx, *extras)
         if st:
-            scalars = [(nm, e) for nm, e in zip(self.extras, extras) if isinstance(e, (int, float))]
-            raise_status(model, st, mimic, self.what, names, xs, scalars)
+            raise_status(model, st, mimic, self.what, names, xs, self._detail(extras))
         if mimic and self.post is not None:
             G = model.G
             out = G.T @ out if self.post == "v" else (G.T @ out @ G if self.post == "vv" else out @ G)
-        check_out(out, self.what, names, xs, [(nm, e) for nm, e in zip(self.extras, extras)
-                                              if isinstance(e, (int, float)) and not isinstance(e, bool)])
+        if not _finite_out(out):
+            raise overflow(self.what, _out_of_range(model, names, xs, self._detail(extras)))
         return out
+
+    def _detail(self, extras):
+        """The extras an overflow message may blame: numbers and wrench dicts."""
+        return [(nm, e) for nm, e in zip(self.extras, extras)
+                if isinstance(e, Mapping) or (isinstance(e, (int, float)) and not isinstance(e, bool))]
+
+
+def _finite_out(out):
+    return all(a.dtype.kind != "f" or finite(np.ascontiguousarray(a)) for a in _arrays_in(out))
 
 
 def check_out(out, what, names=(), arrays=(), extras=()):
     """InputError when a result (array, tuple, dict of arrays) is not finite (the inputs were)."""
-    for a in _arrays_in(out):
-        if a.dtype.kind == "f" and not finite(np.ascontiguousarray(a)):
-            raise overflow(what, magnitudes(names, arrays, extras))
+    if not _finite_out(out):
+        raise overflow(what, magnitudes(names, arrays, extras))
 
 
 def _arrays_in(out):
