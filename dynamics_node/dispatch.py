@@ -50,15 +50,19 @@ from .errors import InputError
 
 OVERFLOW = 5  # status kind (KIND * 10**8 + ...) for a finite input whose result is not finite
 _ndarray = np.ndarray
+_ffinite = _fast.finite
 _conform = _fast.conform or (lambda a: type(a) is np.ndarray and a.dtype == np.float64 and a.ndim == 1
                              and a.dtype.isnative and a.flags.c_contiguous and a.flags.aligned
                              and a.flags.writeable)
 
 
 def finite(a: np.ndarray) -> bool:
-    """Every entry of a float64 array is finite (one C pass when the shim is built)."""
-    if _fast.finite is not None and a.flags.c_contiguous and a.dtype == np.float64 and a.dtype.isnative:
-        return _fast.finite(a)
+    """Every entry of a float array is finite (one C pass when the shim can read it in place)."""
+    if _ffinite is not None:
+        try:
+            return _ffinite(a)
+        except TypeError:  # not a C-contiguous native float64 array
+            pass
     return bool(np.isfinite(a).all())
 
 
@@ -114,10 +118,14 @@ def mat(x, name: str) -> np.ndarray:
         raise InputError(f"{name} must be an array of real numbers") from None
 
 
-def check_model(model):
-    from .model import Model
+_Model = None
 
-    if type(model) is not Model:
+
+def check_model(model):
+    global _Model
+    if _Model is None:
+        from .model import Model as _Model
+    if type(model) is not _Model:
         raise InputError(f"model must be a dn.Model (from dn.load_model), got {_type_name(model)}")
 
 
@@ -281,27 +289,27 @@ class Route:
                 if isinstance(e, Mapping) or (isinstance(e, (int, float)) and not isinstance(e, bool))]
 
 
-def _finite_out(out):
-    return all(a.dtype.kind != "f" or finite(np.ascontiguousarray(a)) for a in _arrays_in(out))
+def _finite_out(out) -> bool:
+    """Every float in a result (an array, a float, or tuples, lists and dicts of them) is finite."""
+    t = type(out)
+    if t is np.ndarray:
+        return out.dtype.kind != "f" or finite(out)
+    if t is tuple or t is list:
+        for o in out:
+            if not _finite_out(o):
+                return False
+        return True
+    if t is float:
+        return out - out == 0.0
+    if t is dict or isinstance(out, Mapping):
+        return _finite_out(tuple(out.values()))
+    return True
 
 
 def check_out(out, what, names=(), arrays=(), extras=()):
     """InputError when a result (array, tuple, dict of arrays) is not finite (the inputs were)."""
     if not _finite_out(out):
         raise overflow(what, magnitudes(names, arrays, extras))
-
-
-def _arrays_in(out):
-    if isinstance(out, np.ndarray):
-        yield out
-    elif isinstance(out, (tuple, list)):
-        for o in out:
-            yield from _arrays_in(o)
-    elif isinstance(out, Mapping):
-        for o in out.values():
-            yield from _arrays_in(o)
-    elif isinstance(out, float):
-        yield np.array([out])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,22 +378,24 @@ def guard(fn, name):
     sig = inspect.signature(fn)
     params = list(sig.parameters)
 
+    positions = [(k, p, spec[p]) for k, p in enumerate(params[1:]) if p in spec]
+
     @functools.wraps(fn)
     def guarded(model, *args, **kw):
         check_model(model)
         args = list(args)
-        for k, pname in enumerate(params[1:1 + len(args)]):
-            if pname in spec:
-                args[k] = _check_arg(spec[pname], args[k], pname)
-        for pname in kw:
-            if pname in spec:
-                kw[pname] = _check_arg(spec[pname], kw[pname], pname)
+        for k, pname, kind in positions:
+            if k < len(args):
+                args[k] = _check_arg(kind, args[k], pname)
+            elif pname in kw:
+                kw[pname] = _check_arg(kind, kw[pname], pname)
         out = fn(model, *args, **kw)
-        arrays = [(p, a) for p, a in zip(params[1:], args) if isinstance(a, np.ndarray)]
-        arrays += [(p, a) for p, a in kw.items() if isinstance(a, np.ndarray)]
-        scal = [(p, a) for p, a in list(zip(params[1:], args)) + list(kw.items())
-                if spec.get(p, "").startswith("scalar") and isinstance(a, (int, float))]
-        check_out(out, name.replace("_", " "), [p for p, _ in arrays], [a for _, a in arrays], scal)
+        if not _finite_out(out):
+            given = list(zip(params[1:], args)) + list(kw.items())
+            arrays = [(p, a) for p, a in given if isinstance(a, np.ndarray)]
+            scal = [(p, a) for p, a in given if spec.get(p, "").startswith(("scalar", "wrenches"))
+                    and (isinstance(a, (int, float, Mapping)))]
+            raise overflow(name.replace("_", " "), magnitudes([p for p, _ in arrays], [a for _, a in arrays], scal))
         return out
 
     guarded.__wrapped_contract__ = True
