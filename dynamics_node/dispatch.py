@@ -51,6 +51,7 @@ from .errors import InputError
 OVERFLOW = 5  # status kind (KIND * 10**8 + ...) for a finite input whose result is not finite
 _ndarray = np.ndarray
 _ffinite = _fast.finite
+_invoke = _fast.invoke
 _conform = _fast.conform or (lambda a: type(a) is np.ndarray and a.dtype == np.float64 and a.ndim == 1
                              and a.dtype.isnative and a.flags.c_contiguous and a.flags.aligned
                              and a.flags.writeable)
@@ -211,20 +212,20 @@ def _out_of_range(model, names, arrays, extras):
 
 def wrenches(model, f_ext, name="f_ext"):
     """{link: (fx fy fz tx ty tz)} -> the kernels' per-body spatial forces, or EMPTY when there are none."""
-    from .algorithms._common import EMPTY, fext_array
+    from .algorithms import _common
 
     if f_ext is None:
-        return EMPTY
+        return _common.EMPTY
     if not isinstance(f_ext, Mapping):
         raise InputError(f"{name} must be a dict {{link: (fx, fy, fz, tx, ty, tz)}} or None, got {_type_name(f_ext)}")
     if not f_ext:
-        return EMPTY
+        return _common.EMPTY
     clean = {}
     for link, w in f_ext.items():
         if not isinstance(link, str):
             raise InputError(f"{name} keys must be link names, got {_type_name(link)}")
         clean[link] = vec(w, f"{name}['{link}']")
-    fx = fext_array(model, clean)
+    fx = _common.fext_array(model, clean)
     if not finite(fx):
         raise overflow(f"{name} (moved to the body frames)", magnitudes([name], [np.concatenate(list(clean.values()))]))
     return fx
@@ -242,46 +243,53 @@ class Route:
         self.what, self.inputs, self.compute = what, tuple(inputs), compute
         self.extras, self.fast = tuple(extras), tuple(fast)
         self.shim, self.matrix, self.tree, self.post = shim, matrix, tree, post
+        self.n, self.nargs = len(self.inputs), len(self.inputs) + len(self.extras)
+        self.names = [nm for nm, _ in self.inputs]
         self.addr = shim.address if shim is not None and _fast.AVAILABLE else None
         self.front = self.slow
         if self.addr is not None:
             self.front = _fast.Route(self.addr, len(self.inputs), matrix, self.fast, self.slow)
 
     def _fast_extras(self, extras):
-        return all(e is f or (type(e) is type(f) and e == f) for e, f in zip(extras, self.fast))
+        for e, f in zip(extras, self.fast):
+            if not (e is f or (type(e) is type(f) and e == f)):
+                return False
+        return True
 
     def slow(self, model, data, *args):
         check_model(model)
-        work = check_data(model, data)
-        n = len(self.inputs)
-        if len(args) != n + len(self.extras):
-            raise TypeError(f"{self.what}: expected {n + len(self.extras)} arguments after model and data")
-        xs = [mat(a, nm) if kind in "QV" else vec(a, nm) for a, (nm, kind) in zip(args[:n], self.inputs)]
-        for x, (nm, kind) in zip(xs, self.inputs):
+        work = None if data is None else check_data(model, data)
+        if len(args) != self.nargs:
+            raise TypeError(f"{self.what}: expected {self.nargs} arguments after model and data")
+        xs = []
+        for a, (nm, kind) in zip(args, self.inputs):
+            x = mat(a, nm) if kind in "QV" else vec(a, nm)
             if kind != "x":
                 _length(model, x, nm, kind)
-        extras = args[n:]
-        mimic = model.has_mimic and self.tree
-        kx = xs
-        if mimic:
-            kx = [to_tree(model, x, kind) if kind != "x" else x for x, (_, kind) in zip(xs, self.inputs)]
-            if not all(finite(x) for x in kx) and all(finite(x) for x in xs):
-                raise overflow(f"{self.what} (the mimic mapping)", magnitudes([nm for nm, _ in self.inputs], xs))
-        names = [nm for nm, _ in self.inputs]
-        if self.addr is not None and self._fast_extras(extras) and (self.tree or not model.has_mimic):
-            r = _fast.invoke(self.addr, self.matrix, model._kmi, model._kmf, work, *kx)
+            xs.append(x)
+        extras = args[self.n:]
+        mimic = self.tree and model.has_mimic
+        kx = [to_tree(model, x, kind) if kind != "x" else x for x, (_, kind) in zip(xs, self.inputs)] if mimic else xs
+        if self.addr is not None and (self.tree or not model.has_mimic) and self._fast_extras(extras):
+            r = _invoke(self.addr, self.matrix, model._kmi, model._kmf, work, *kx)
             st, out = (0, r) if r.__class__ is _ndarray else (r, None)
         else:
-            w = work if work is not None else np.empty(model.work_size)
-            st, out = self.compute(model, data, w, *kx, *extras)
+            st, out = self.compute(model, data, work if work is not None else np.empty(model.work_size), *kx, *extras)
         if st:
-            raise_status(model, st, mimic, self.what, names, xs, self._detail(extras))
+            self._fail(model, st, mimic, xs, kx, extras)
         if mimic and self.post is not None:
             G = model.G
             out = G.T @ out if self.post == "v" else (G.T @ out @ G if self.post == "vv" else out @ G)
         if not _finite_out(out):
-            raise overflow(self.what, _out_of_range(model, names, xs, self._detail(extras)))
+            raise overflow(self.what, _out_of_range(model, self.names, xs, self._detail(extras)))
         return out
+
+    def _fail(self, model, st, mimic, xs, kx, extras):
+        """The error of a kernel status; a non-finite tree coordinate from finite ones is the mimic
+        mapping's overflow (multipliers times q), not a NaN of the caller."""
+        if mimic and all(finite(x) for x in xs) and not all(finite(x) for x in kx):
+            raise overflow(f"{self.what} (the mimic mapping)", magnitudes(self.names, xs))
+        raise_status(model, st, mimic, self.what, self.names, xs, self._detail(extras))
 
     def _detail(self, extras):
         """The extras an overflow message may blame: numbers and wrench dicts."""
