@@ -8,7 +8,8 @@
  *
  *   Route(addr, nin, matrix, fast, slow)   a callable: route(model, data, a[, b, c], *extras).
  *       The fast path is taken when data is None, every extra is (identically) the value in the
- *       tuple `fast`, model._direct is True and every array is a native-byte-order, aligned,
+ *       tuple `fast`, model is exactly of the class given to set_model (its slots are then read
+ *       in place), model._direct is True and every array is a native-byte-order, aligned,
  *       C-contiguous float64 1-D ndarray; the kernel's answer is returned when its status is 0 and
  *       every output is finite. Anything else, including every error, goes to slow(model, data,
  *       a, ..., *extras) unchanged (Python: coercion, mimic mapping, data=, the error messages).
@@ -18,6 +19,7 @@
  *   conform(a) -> bool    a is what a numba kernel signature float64[::1] takes as it is
  *   finite(a) -> bool     every entry of a C-contiguous float64 array is finite
  *   set_layout(work_body, work_dof, work_extra)   the work-array size rule of layout.py
+ *   set_model(Model)                              the model class (until then: always slow)
  * where the kernel at addr is int64 f(mi*, mf*, a*, len(a)[, b*, len(b), c*, len(c)], out*, work*,
  * len(work)) and a non-zero return is a status code the Python side turns into an error message.
  *
@@ -27,6 +29,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 #include <pthread.h>
@@ -45,7 +48,9 @@ static Py_ssize_t work_body = -1, work_dof = 0, work_extra = 0;
 static _Thread_local double *tls_work = NULL;
 static _Thread_local Py_ssize_t tls_len = 0;
 static pthread_key_t work_key;
-static PyObject *s_direct, *s_kmi, *s_kmf;
+/* Model's slots read in place, as the interpreter's own LOAD_ATTR_SLOT does (set_model) */
+static PyTypeObject *model_type = NULL;
+static Py_ssize_t off_direct, off_kmi, off_kmf;
 
 /* The calling thread's work buffer for a model (mi: nb, nvt first), or NULL with an exception set. */
 static double *thread_work(const int64_t *h, Py_ssize_t *len) {
@@ -208,6 +213,35 @@ static PyObject *set_layout(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The offset of a __slots__ object attribute of type t, or -1 with an exception set. */
+static Py_ssize_t slot_offset(PyTypeObject *t, const char *name) {
+    PyObject *d = PyObject_GetAttrString((PyObject *)t, name);
+    if (!d) return -1;
+    Py_ssize_t off = -1;
+    if (Py_TYPE(d) == &PyMemberDescr_Type && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX)
+        off = ((PyMemberDescrObject *)d)->d_member->offset;
+    else
+        PyErr_Format(PyExc_TypeError, "%s is not a slot of %s", name, t->tp_name);
+    Py_DECREF(d);
+    return off;
+}
+
+static PyObject *set_model(PyObject *self, PyObject *t) {
+    if (!PyType_Check(t)) {
+        PyErr_SetString(PyExc_TypeError, "set_model(Model) takes the class");
+        return NULL;
+    }
+    Py_ssize_t a = slot_offset((PyTypeObject *)t, "_direct"), b = slot_offset((PyTypeObject *)t, "_kmi"),
+               c = slot_offset((PyTypeObject *)t, "_kmf");
+    if (a < 0 || b < 0 || c < 0) return NULL;
+    Py_INCREF(t);
+    Py_XSETREF(model_type, (PyTypeObject *)t);
+    off_direct = a;
+    off_kmi = b;
+    off_kmf = c;
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------------------------ Route */
 typedef struct {
     PyObject_HEAD
@@ -225,31 +259,16 @@ static PyObject *route_call(PyObject *op, PyObject *const *args, size_t nargsf, 
     for (Py_ssize_t k = 0; k < nfast; k++)
         if (args[2 + r->nin + k] != PyTuple_GET_ITEM(r->fast, k)) goto slow;
     PyObject *model = args[0];
-    PyObject *direct = PyObject_GetAttr(model, s_direct);
-    if (!direct) {
-        PyErr_Clear();
-        goto slow;
-    }
-    Py_DECREF(direct); /* True and False are immortal enough: only the identity is compared */
+    if (Py_TYPE(model) != model_type) goto slow;
+    PyObject *direct = *(PyObject **)((char *)model + off_direct);
     if (direct != Py_True) goto slow;
     for (int k = 0; k < r->nin; k++)
         if (!is_vec(args[2 + k], NPY_DOUBLE)) goto slow;
-    PyObject *mi = PyObject_GetAttr(model, s_kmi);
-    if (!mi) return NULL;
-    PyObject *mf = PyObject_GetAttr(model, s_kmf);
-    if (!mf) {
-        Py_DECREF(mi);
-        return NULL;
-    }
-    PyObject *res = NULL;
-    if (model_ok(mi, mf)) res = run(r->addr, r->nin, r->matrix, (PyArrayObject *)mi, (PyArrayObject *)mf, Py_None,
-                                    args + 2);
-    Py_DECREF(mi);
-    Py_DECREF(mf);
-    if (res == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        goto slow;
-    }
+    PyObject *mi = *(PyObject **)((char *)model + off_kmi), *mf = *(PyObject **)((char *)model + off_kmf);
+    if (!mi || !mf) goto slow;
+    if (!model_ok(mi, mf)) goto slow;
+    PyObject *res = run(r->addr, r->nin, r->matrix, (PyArrayObject *)mi, (PyArrayObject *)mf, Py_None, args + 2);
+    if (res == NULL) return NULL;
     if (PyArray_CheckExact(res)) return res;
     Py_DECREF(res); /* a status: the slow path recomputes and names the problem */
 slow:
@@ -312,6 +331,7 @@ static PyTypeObject RouteType = {
 
 static PyMethodDef methods[] = {
     {"set_layout", set_layout, METH_VARARGS, "set_layout(work_body, work_dof, work_extra)"},
+    {"set_model", set_model, METH_O, "set_model(Model): the class whose slots _direct, _kmi, _kmf the fast path reads"},
     {"invoke", (PyCFunction)(void (*)(void))invoke, METH_FASTCALL, "invoke(addr, matrix, mi, mf, work, a[, b, c])"},
     {"conform", conform, METH_O, "conform(a): a native aligned contiguous writeable float64 1-D ndarray"},
     {"finite", py_finite, METH_O, "finite(a): every entry of a C-contiguous float64 array is finite"},
@@ -327,10 +347,7 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
         PyErr_SetString(PyExc_RuntimeError, "pthread_key_create failed");
         return NULL;
     }
-    s_direct = PyUnicode_InternFromString("_direct");
-    s_kmi = PyUnicode_InternFromString("_kmi");
-    s_kmf = PyUnicode_InternFromString("_kmf");
-    if (!s_direct || !s_kmi || !s_kmf || PyType_Ready(&RouteType) < 0) return NULL;
+    if (PyType_Ready(&RouteType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     Py_INCREF(&RouteType);

@@ -122,11 +122,21 @@ def mat(x, name: str) -> np.ndarray:
 _Model = None
 
 
-def check_model(model):
+def _bind_model():
+    """The Model class, imported on first use (model.py does not import this module), and told to
+    the shim so that its fast path reads the model's slots in place."""
     global _Model
     if _Model is None:
-        from .model import Model as _Model
-    if type(model) is not _Model:
+        from .model import Model
+
+        if _fast.AVAILABLE:
+            _fast.set_model(Model)
+        _Model = Model
+    return _Model
+
+
+def check_model(model):
+    if type(model) is not (_Model or _bind_model()):
         raise InputError(f"model must be a dn.Model (from dn.load_model), got {_type_name(model)}")
 
 
@@ -248,6 +258,7 @@ class Route:
         self.addr = shim.address if shim is not None and _fast.AVAILABLE else None
         self.front = self.slow
         if self.addr is not None:
+            _bind_model()
             self.front = _fast.Route(self.addr, len(self.inputs), matrix, self.fast, self.slow)
 
     def _fast_extras(self, extras):

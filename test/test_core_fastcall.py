@@ -65,3 +65,34 @@ def test_shim_refuses_a_work_array_too_small(arm):
     written past its end, whatever the Python side lets through)."""
     with pytest.raises(ValueError, match="too small"):
         _fast.invoke(_gravity_addr(), False, arm._kmi, arm._kmf, np.empty(arm.work_size - 1), np.zeros(arm.nv))
+
+
+def test_hot_path_stays_in_c(arm):
+    """gravity, inverse and forward dynamics and the mass matrix of a plain model with float64
+    vectors run no Python code below the public function: the route's C front answers them."""
+    import sys
+
+    q = np.full(arm.nv, 0.3)
+    calls = []
+
+    def prof(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    for fn, args in ((dn.gravity, (q,)), (dn.mass_matrix, (q,)), (dn.inverse_dynamics, (q, q, q)),
+                     (dn.forward_dynamics, (q, q, q))):
+        fn(arm, *args)
+        calls.clear()
+        sys.setprofile(prof)
+        try:
+            fn(arm, *args)
+        finally:
+            sys.setprofile(None)
+        assert calls == [fn.__name__], (fn.__name__, calls)
+    calls.clear()
+    sys.setprofile(prof)
+    try:
+        dn.gravity(arm, list(q))  # a list takes the Python side
+    finally:
+        sys.setprofile(None)
+    assert "slow" in calls
