@@ -285,7 +285,12 @@ class Route:
             r = _invoke(self.addr, self.matrix, model._kmi, model._kmf, work, *kx)
             st, out = (0, r) if r.__class__ is _ndarray else (r, None)
         else:
-            st, out = self.compute(model, data, work if work is not None else np.empty(model.work_size), *kx, *extras)
+            try:
+                st, out = self.compute(model, data, work if work is not None else np.empty(model.work_size), *kx,
+                                       *extras)
+            except np.linalg.LinAlgError as e:  # a factorisation met inf or NaN: numbers beyond range
+                raise InputError(f"{self.what} failed in its linear algebra ({e}): inputs out of range: "
+                                 f"{_out_of_range(model, self.names, xs, self._detail(extras))}") from None
         if st:
             self._fail(model, st, mimic, xs, kx, extras)
         if mimic and self.post is not None:
@@ -408,13 +413,20 @@ def guard(fn, name):
                 args[k] = _check_arg(kind, args[k], pname)
             elif pname in kw:
                 kw[pname] = _check_arg(kind, kw[pname], pname)
-        out = fn(model, *args, **kw)
-        if not _finite_out(out):
+        try:
+            out = fn(model, *args, **kw)
+        except np.linalg.LinAlgError as e:  # a factorisation met inf or NaN: numbers beyond range
+            out = e
+        if out.__class__ is np.linalg.LinAlgError or not _finite_out(out):
             given = list(zip(params[1:], args)) + list(kw.items())
             arrays = [(p, a) for p, a in given if isinstance(a, np.ndarray)]
             scal = [(p, a) for p, a in given if spec.get(p, "").startswith(("scalar", "wrenches"))
                     and (isinstance(a, (int, float, Mapping)))]
-            raise overflow(name.replace("_", " "), magnitudes([p for p, _ in arrays], [a for _, a in arrays], scal))
+            detail = magnitudes([p for p, _ in arrays], [a for _, a in arrays], scal)
+            if out.__class__ is np.linalg.LinAlgError:
+                raise InputError(f"{name.replace('_', ' ')} failed in its linear algebra ({out}): inputs out of "
+                                 f"range: {detail}") from None
+            raise overflow(name.replace("_", " "), detail)
         return out
 
     guarded.__wrapped_contract__ = True

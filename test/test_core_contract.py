@@ -422,3 +422,28 @@ def test_thread_buffers_are_freed_at_thread_exit():
     assert out.returncode == 0, out.stderr
     grown = int(out.stdout.split()[-1])
     assert grown < 4 * 2**20, f"RSS grew by {grown / 2**20:.1f} MB over 10,000 threads"
+
+
+def _all_finite(out):
+    if isinstance(out, dict):
+        return all(_all_finite(v) for v in out.values())
+    if isinstance(out, (tuple, list)):
+        return all(_all_finite(v) for v in out)
+    a = np.asarray(out)
+    return a.dtype.kind not in "fc" or bool(np.all(np.isfinite(a)))
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_finite_in_finite_out_or_input_error(models, name, data):
+    """Finite inputs of any size: a finite result, or InputError (which, for an overflow, says so)."""
+    m, call, arrays = _setup(models, name, data.draw(st.integers(0, 3), label="seed"))
+    i = data.draw(st.integers(0, len(arrays) - 1), label="argument")
+    scale = 10.0 ** data.draw(st.integers(100, 308), label="log10 scale")
+    arrays[i] = np.clip(arrays[i] * scale, -1.7e308, 1.7e308)
+    try:
+        out = call(m, *arrays)
+    except dn.InputError:
+        return
+    assert _all_finite(out), f"{name}: argument {i} scaled by {scale:g} gave a non-finite result"
