@@ -18,6 +18,7 @@
  *       thread's own); status OVERFLOW (5e8) when the result is not finite.
  *   conform(a) -> bool    a is what a numba kernel signature float64[::1] takes as it is
  *   finite(a) -> bool     every entry of a C-contiguous float64 array is finite
+ *   finite_all(x) -> bool | None   the same over a result: arrays, floats, tuples, lists, dicts
  *   set_layout(work_body, work_dof, work_extra)   the work-array size rule of layout.py
  *   set_model(Model)                              the model class (until then: always slow)
  * where the kernel at addr is int64 f(mi*, mf*, a*, len(a)[, b*, len(b), c*, len(c)], out*, work*,
@@ -200,6 +201,48 @@ static PyObject *py_finite(PyObject *self, PyObject *o) {
     return PyBool_FromLong(all_finite((const double *)PyArray_DATA(a), PyArray_SIZE(a)));
 }
 
+/* 1: every float in o (an ndarray, a float, tuples, lists and dicts of them) is finite; 0: one is
+ * not; 2: cannot tell here (another float dtype, a non-contiguous array; the caller uses numpy) */
+static int tree_finite(PyObject *o, int depth) {
+    if (PyArray_Check(o)) {
+        PyArrayObject *a = (PyArrayObject *)o;
+        if (!PyArray_ISFLOAT(a) && !PyArray_ISCOMPLEX(a)) return 1;
+        if (PyArray_TYPE(a) != NPY_DOUBLE || !PyArray_ISCARRAY_RO(a) || !PyArray_ISNOTSWAPPED(a)) return 2;
+        return all_finite((const double *)PyArray_DATA(a), PyArray_SIZE(a));
+    }
+    if (PyFloat_CheckExact(o)) {
+        double v = PyFloat_AS_DOUBLE(o);
+        return v - v == 0.0;
+    }
+    if (depth > 8) return 2;
+    int res = 1;
+    if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        PyObject **items = PySequence_Fast_ITEMS(o);
+        for (Py_ssize_t k = 0; k < n && res; k++) {
+            int r = tree_finite(items[k], depth + 1);
+            if (r != 1) res = r;
+        }
+        return res;
+    }
+    if (PyDict_Check(o)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (res && PyDict_Next(o, &pos, &key, &value)) {
+            int r = tree_finite(value, depth + 1);
+            if (r != 1) res = r;
+        }
+        return res;
+    }
+    return PyFloat_Check(o) || PyComplex_Check(o) ? 2 : 1;
+}
+
+static PyObject *finite_all(PyObject *self, PyObject *o) {
+    int r = tree_finite(o, 0);
+    if (r == 2) Py_RETURN_NONE;
+    return PyBool_FromLong(r);
+}
+
 static PyObject *set_layout(PyObject *self, PyObject *args) {
     Py_ssize_t b, d, e;
     if (!PyArg_ParseTuple(args, "nnn", &b, &d, &e)) return NULL;
@@ -335,6 +378,7 @@ static PyMethodDef methods[] = {
     {"invoke", (PyCFunction)(void (*)(void))invoke, METH_FASTCALL, "invoke(addr, matrix, mi, mf, work, a[, b, c])"},
     {"conform", conform, METH_O, "conform(a): a native aligned contiguous writeable float64 1-D ndarray"},
     {"finite", py_finite, METH_O, "finite(a): every entry of a C-contiguous float64 array is finite"},
+    {"finite_all", finite_all, METH_O, "finite_all(result): True, False, or None when it cannot tell"},
     {NULL, NULL, 0, NULL},
 };
 
