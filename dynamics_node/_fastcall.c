@@ -89,19 +89,19 @@ static inline int is_vec(PyObject *o, int typenum) {
  * not finite (a NaN, or finite entries whose sum overflows) is settled entry by entry: a double is
  * inf or NaN when its exponent bits are all ones, the only exponent that carries into the sign bit
  * when one is added to it. */
-typedef double f64x2 __attribute__((vector_size(16)));
-static int all_finite(const double *x, Py_ssize_t n) {
-    f64x2 a0 = {0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, b0, b1, b2, b3, b4, b5, b6, b7;
+typedef double f64x4 __attribute__((vector_size(32)));
+__attribute__((target_clones("avx2", "default"))) static int all_finite(const double *x, Py_ssize_t n) {
+    f64x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, b0, b1, b2, b3, b4, b5, b6, b7;
     Py_ssize_t k = 0;
-    for (; k + 16 <= n; k += 16) { /* eight independent chains: two vector adds per cycle */
-        memcpy(&b0, x + k, 16);
-        memcpy(&b1, x + k + 2, 16);
-        memcpy(&b2, x + k + 4, 16);
-        memcpy(&b3, x + k + 6, 16);
-        memcpy(&b4, x + k + 8, 16);
-        memcpy(&b5, x + k + 10, 16);
-        memcpy(&b6, x + k + 12, 16);
-        memcpy(&b7, x + k + 14, 16);
+    for (; k + 32 <= n; k += 32) { /* eight independent chains of four lanes */
+        memcpy(&b0, x + k, 32);
+        memcpy(&b1, x + k + 4, 32);
+        memcpy(&b2, x + k + 8, 32);
+        memcpy(&b3, x + k + 12, 32);
+        memcpy(&b4, x + k + 16, 32);
+        memcpy(&b5, x + k + 20, 32);
+        memcpy(&b6, x + k + 24, 32);
+        memcpy(&b7, x + k + 28, 32);
         a0 += b0;
         a1 += b1;
         a2 += b2;
@@ -112,7 +112,7 @@ static int all_finite(const double *x, Py_ssize_t n) {
         a7 += b7;
     }
     a0 = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
-    double s = a0[0] + a0[1];
+    double s = (a0[0] + a0[1]) + (a0[2] + a0[3]);
     for (; k < n; k++) s += x[k];
     if (s - s == 0.0) return 1;
     const uint64_t E = 0x7ff0000000000000ULL, ONE = 0x0010000000000000ULL;
