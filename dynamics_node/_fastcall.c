@@ -90,7 +90,12 @@ static inline int is_vec(PyObject *o, int typenum) {
  * inf or NaN when its exponent bits are all ones, the only exponent that carries into the sign bit
  * when one is added to it. */
 typedef double f64x4 __attribute__((vector_size(32)));
-__attribute__((target_clones("avx2", "default"))) static int all_finite(const double *x, Py_ssize_t n) {
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+#define LANES_CLONES __attribute__((target_clones("avx2", "default"))) /* resolved once, at load */
+#else
+#define LANES_CLONES
+#endif
+LANES_CLONES static int all_finite(const double *x, Py_ssize_t n) {
     f64x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, b0, b1, b2, b3, b4, b5, b6, b7;
     Py_ssize_t k = 0;
     for (; k + 32 <= n; k += 32) { /* eight independent chains of four lanes */
