@@ -181,8 +181,9 @@ def to_tree(model, x, kind):
     return x[model.v_src] * model.v_mul
 
 
-def magnitudes(names, arrays, extras=()) -> str:
-    """The part of an overflow message that says which inputs are out of range."""
+def magnitudes(names, arrays, extras=(), quiet=False) -> str:
+    """The part of an overflow message that says which inputs are out of range (those above 1e8,
+    else, unless quiet, all of them with their largest magnitudes)."""
     parts = []
     for n, a in zip(names, arrays):
         if isinstance(a, np.ndarray) and a.size:
@@ -193,9 +194,9 @@ def magnitudes(names, arrays, extras=()) -> str:
             parts.append((float(max(vals, default=0.0)), n))
     big = [f"{n} (largest |{n}| = {m:.3g})" for m, n in sorted(parts, reverse=True) if m > 1e8]
     big += [f"{n} = {v!r}" for n, v in extras if not isinstance(v, Mapping)]
-    if not big:
+    if not big and not quiet:
         big = [f"{n} (largest |{n}| = {m:.3g})" for m, n in sorted(parts, reverse=True)]
-    return ", ".join(big) or "the model's parameters"
+    return ", ".join(big) if big or quiet else "the model's parameters"
 
 
 def overflow(what: str, detail: str):
@@ -212,14 +213,16 @@ def raise_status(model, st, tree, what, names=(), arrays=(), extras=()):
 
 
 def _out_of_range(model, names, arrays, extras):
-    detail = magnitudes(names, arrays, extras)
+    """magnitudes() plus the model's own parameters that no robot has (gravity, payload mass)."""
+    own = []
     g = float(np.max(np.abs(model.gravity))) if model.gravity.size else 0.0
-    if g > 1e8:
-        detail += f"; the model's gravity (|g| = {g:.3g})"
-    heavy = [n for n, p in model.payloads.items() if not (abs(p.mass) < 1e8)]
+    if not g < 1e8:
+        own.append(f"the model's gravity (|g| = {g:.3g})")
+    heavy = [f"{n} ({p.mass:.3g} kg)" for n, p in model.payloads.items() if not abs(p.mass) < 1e8]
     if heavy:
-        detail += f"; payload(s) {', '.join(heavy)}"
-    return detail
+        own.append(f"the payload(s) {', '.join(heavy)}")
+    detail = magnitudes(names, arrays, extras, quiet=bool(own))
+    return "; ".join(([detail] if detail else []) + own)
 
 
 def wrenches(model, f_ext, name="f_ext"):
