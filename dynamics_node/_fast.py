@@ -1,12 +1,13 @@
 """The optional C shim (dynamics_node/_fastcall.c): present when the package was built with a C
-compiler (`make setup` builds it). Without it the wrappers call the numba dispatchers directly."""
+compiler (`make setup` builds it). Without it dynamics_node/dispatch.py takes its Python route for
+every call (numba's dispatchers), a little slower."""
 try:
-    from ._fastcall import call1, call1m, call3, set_layout
+    from ._fastcall import Route, conform, finite, finite_all, invoke, set_layout, set_model
 
     from .layout import WORK_BODY, WORK_DOF, WORK_EXTRA
 
     set_layout(WORK_BODY, WORK_DOF, WORK_EXTRA)
     AVAILABLE = True
 except ImportError:  # pragma: no cover - only on an install without a compiler
-    call1 = call1m = call3 = None
+    Route = conform = finite = finite_all = invoke = set_model = None
     AVAILABLE = False

@@ -1,67 +1,171 @@
-/* _fastcall: the cheapest possible Python entry into the compiled kernels.
+/* _fastcall: the cheapest possible Python entry into the compiled kernels, the front of the one call
+ * route (dynamics_node/dispatch.py).
  *
  * A numba dispatcher spends about 0.05 us per argument working out types before it calls the
  * machine code; for a 7-DoF arm that is as much as the whole gravity computation. The kernels are
- * also exported as numba C callbacks (`cfunc`, see algorithms/_entry.py); this module calls them
- * through their addresses after checking the arrays in a few instructions. Anything that is not a
- * C-contiguous float64 (int64 for the model) 1-D ndarray gets NotImplemented back, and the Python
- * wrapper takes the ordinary (converting) route. No algorithm lives here.
+ * also exported as C callbacks (`cfunc`, see dynamics_node/_jit.py); this module calls them through
+ * their addresses after checking the arrays in a few instructions. No algorithm lives here.
  *
- *   call1(addr, mi, mf, nout, a)           -> ndarray (nout,) | int status | NotImplemented
- *   call1m(addr, mi, mf, n, a)             -> ndarray (n, n)  | int status | NotImplemented
- *   call3(addr, mi, mf, nout, a, b, c)     -> ndarray (nout,) | int status | NotImplemented
+ *   Route(addr, nin, matrix, fast, slow)   a callable: route(model, data, a[, b, c], *extras).
+ *       The fast path is taken when data is None, every extra is (identically) the value in the
+ *       tuple `fast`, model is exactly of the class given to set_model (its slots are then read
+ *       in place), model._direct is True and every array is a native-byte-order, aligned,
+ *       C-contiguous float64 1-D ndarray; the kernel's answer is returned when its status is 0 and
+ *       every output is finite. Anything else, including every error, goes to slow(model, data,
+ *       a, ..., *extras) unchanged (Python: coercion, mimic mapping, data=, the error messages).
+ *   invoke(addr, matrix, mi, mf, work, a[, b, c]) -> ndarray | int status | NotImplemented
+ *       the same kernel call for the slow path: `work` is a Data's buffer or None (the calling
+ *       thread's own); status OVERFLOW (5e8) when the result is not finite.
+ *   conform(a) -> bool    a is what a numba kernel signature float64[::1] takes as it is
+ *   finite(a) -> bool     every entry of a C-contiguous float64 array is finite
+ *   finite_all(x) -> bool | None   the same over a result: arrays, floats, tuples, lists, dicts
  *   set_layout(work_body, work_dof, work_extra)   the work-array size rule of layout.py
+ *   set_model(Model)                              the model class (until then: always slow)
  * where the kernel at addr is int64 f(mi*, mf*, a*, len(a)[, b*, len(b), c*, len(c)], out*, work*,
  * len(work)) and a non-zero return is a status code the Python side turns into an error message.
- * The work array is a per-thread buffer kept here (grown on demand, never shared between threads):
- * allocating it in compiled code on every call cost as much as a small arm's whole computation.
+ *
+ * The per-thread work buffer (allocating it in compiled code on every call cost as much as a small
+ * arm's whole computation) is registered under a pthread key whose destructor frees it when the
+ * thread ends: short-lived threads leave nothing behind.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef int64_t (*k1_t)(const int64_t *, const double *, const double *, int64_t, double *, double *, int64_t);
 typedef int64_t (*k3_t)(const int64_t *, const double *, const double *, int64_t, const double *, int64_t,
                         const double *, int64_t, double *, double *, int64_t);
 
+#define OVERFLOW_STATUS 500000000LL /* dispatch.OVERFLOW * 10**8: finite inputs, non-finite result */
+
 static Py_ssize_t work_body = -1, work_dof = 0, work_extra = 0;
 static _Thread_local double *tls_work = NULL;
 static _Thread_local Py_ssize_t tls_len = 0;
+static pthread_key_t work_key;
+/* Model's slots read in place, as the interpreter's own LOAD_ATTR_SLOT does (set_model) */
+static PyTypeObject *model_type = NULL;
+static Py_ssize_t off_direct, off_kmi, off_kmf;
 
 /* The calling thread's work buffer for a model (mi: nb, nvt first), or NULL with an exception set. */
-static double *work_for(PyObject *mi, Py_ssize_t *len) {
-    const int64_t *h = (const int64_t *)PyArray_DATA((PyArrayObject *)mi);
+static double *thread_work(const int64_t *h, Py_ssize_t *len) {
     if (work_body < 0) {
         PyErr_SetString(PyExc_RuntimeError, "_fastcall.set_layout was not called");
         return NULL;
     }
     Py_ssize_t need = work_body * (Py_ssize_t)h[0] + work_dof * (Py_ssize_t)h[1] + work_extra;
     if (need > tls_len) {
-        double *p = (double *)PyMem_RawRealloc(tls_work, (size_t)need * sizeof(double));
+        double *p = (double *)realloc(tls_work, (size_t)need * sizeof(double));
         if (!p) {
             PyErr_NoMemory();
             return NULL;
         }
         tls_work = p;
         tls_len = need;
+        pthread_setspecific(work_key, p); /* freed by the key's destructor at thread exit */
     }
     *len = tls_len;
     return tls_work;
 }
 
+/* a float64 (typenum) 1-D ndarray the kernels can read in place: native byte order, aligned, contiguous */
 static inline int is_vec(PyObject *o, int typenum) {
     if (!PyArray_CheckExact(o)) return 0;
     PyArrayObject *a = (PyArrayObject *)o;
-    return PyArray_TYPE(a) == typenum && PyArray_NDIM(a) == 1 && PyArray_IS_C_CONTIGUOUS(a);
+    return PyArray_TYPE(a) == typenum && PyArray_NDIM(a) == 1 &&
+           (PyArray_FLAGS(a) & (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED)) ==
+               (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED) &&
+           PyArray_ISNOTSWAPPED(a);
 }
 
-static inline int model_ok(PyObject *const *args) {
-    return is_vec(args[1], NPY_INT64) && is_vec(args[2], NPY_DOUBLE);
+/* 1 when every one of n doubles is finite. First their sum, in eight explicit lanes (vectorised):
+ * an inf or NaN entry makes it inf or NaN, so a finite sum proves every entry finite. A sum that is
+ * not finite (a NaN, or finite entries whose sum overflows) is settled entry by entry: a double is
+ * inf or NaN when its exponent bits are all ones, the only exponent that carries into the sign bit
+ * when one is added to it. */
+typedef double f64x4 __attribute__((vector_size(32)));
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+#define LANES_CLONES __attribute__((target_clones("avx2", "default"))) /* resolved once, at load */
+#else
+#define LANES_CLONES
+#endif
+LANES_CLONES static int all_finite(const double *x, Py_ssize_t n) {
+    f64x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, b0, b1, b2, b3, b4, b5, b6, b7;
+    Py_ssize_t k = 0;
+    for (; k + 32 <= n; k += 32) { /* eight independent chains of four lanes */
+        memcpy(&b0, x + k, 32);
+        memcpy(&b1, x + k + 4, 32);
+        memcpy(&b2, x + k + 8, 32);
+        memcpy(&b3, x + k + 12, 32);
+        memcpy(&b4, x + k + 16, 32);
+        memcpy(&b5, x + k + 20, 32);
+        memcpy(&b6, x + k + 24, 32);
+        memcpy(&b7, x + k + 28, 32);
+        a0 += b0;
+        a1 += b1;
+        a2 += b2;
+        a3 += b3;
+        a4 += b4;
+        a5 += b5;
+        a6 += b6;
+        a7 += b7;
+    }
+    a0 = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
+    double s = (a0[0] + a0[1]) + (a0[2] + a0[3]);
+    for (; k < n; k++) s += x[k];
+    if (s - s == 0.0) return 1;
+    const uint64_t E = 0x7ff0000000000000ULL, ONE = 0x0010000000000000ULL;
+    uint64_t acc = 0;
+    for (k = 0; k < n; k++) {
+        uint64_t b;
+        memcpy(&b, x + k, 8);
+        acc |= (b & E) + ONE;
+    }
+    return !(acc >> 63);
 }
 
-static PyObject *finish(PyObject *out, int64_t st) {
+/* The kernel call behind addr on checked arrays: ndarray, int status, or NULL with an exception. */
+static PyObject *run(void *addr, int nin, int matrix, PyArrayObject *mi, PyArrayObject *mf, PyObject *work,
+                     PyObject *const *x) {
+    const int64_t *h = (const int64_t *)PyArray_DATA(mi);
+    npy_intp n = (npy_intp)h[1]; /* nvt */
+    Py_ssize_t nw;
+    double *w;
+    if (work == Py_None) {
+        w = thread_work(h, &nw);
+        if (!w) return NULL;
+    } else {
+        Py_ssize_t need = work_body * (Py_ssize_t)h[0] + work_dof * (Py_ssize_t)h[1] + work_extra;
+        if (!is_vec(work, NPY_DOUBLE) || !PyArray_ISWRITEABLE((PyArrayObject *)work) ||
+            PyArray_DIM((PyArrayObject *)work, 0) < need) {
+            PyErr_SetString(PyExc_ValueError, "work array too small for this model");
+            return NULL;
+        }
+        w = (double *)PyArray_DATA((PyArrayObject *)work);
+        nw = PyArray_DIM((PyArrayObject *)work, 0);
+    }
+    npy_intp dims[2] = {n, n};
+    PyObject *out = PyArray_SimpleNew(matrix ? 2 : 1, dims, NPY_DOUBLE);
+    if (!out) return NULL;
+    double *o = (double *)PyArray_DATA((PyArrayObject *)out);
+    PyArrayObject *a = (PyArrayObject *)x[0];
+    int64_t st;
+    if (nin == 1) {
+        st = ((k1_t)addr)(h, (const double *)PyArray_DATA(mf), (const double *)PyArray_DATA(a),
+                          (int64_t)PyArray_DIM(a, 0), o, w, (int64_t)nw);
+    } else {
+        PyArrayObject *b = (PyArrayObject *)x[1], *c = (PyArrayObject *)x[2];
+        st = ((k3_t)addr)(h, (const double *)PyArray_DATA(mf), (const double *)PyArray_DATA(a),
+                          (int64_t)PyArray_DIM(a, 0), (const double *)PyArray_DATA(b), (int64_t)PyArray_DIM(b, 0),
+                          (const double *)PyArray_DATA(c), (int64_t)PyArray_DIM(c, 0), o, w, (int64_t)nw);
+    }
+    if (st == 0 && !all_finite(o, matrix ? n * n : n)) st = OVERFLOW_STATUS;
     if (st) {
         Py_DECREF(out);
         return PyLong_FromLongLong((long long)st);
@@ -69,70 +173,79 @@ static PyObject *finish(PyObject *out, int64_t st) {
     return out;
 }
 
-static PyObject *call1_impl(PyObject *const *args, Py_ssize_t nargs, int matrix) {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "expected (addr, mi, mf, n, a)");
+static int model_ok(PyObject *mi, PyObject *mf) { return is_vec(mi, NPY_INT64) && is_vec(mf, NPY_DOUBLE); }
+
+/* ------------------------------------------------------------------------------------ invoke */
+static PyObject *invoke(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 && nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "expected (addr, matrix, mi, mf, work, a[, b, c])");
         return NULL;
     }
     void *addr = PyLong_AsVoidPtr(args[0]);
     if (!addr) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
-    if (!model_ok(args) || !is_vec(args[4], NPY_DOUBLE)) Py_RETURN_NOTIMPLEMENTED;
-    Py_ssize_t n = PyLong_AsSsize_t(args[3]);
-    if (n < 0) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "negative size"), NULL);
-    npy_intp dims[2] = {n, n};
-    PyObject *out = PyArray_SimpleNew(matrix ? 2 : 1, dims, NPY_DOUBLE);
-    if (!out) return NULL;
-    Py_ssize_t nw;
-    double *w = work_for(args[1], &nw);
-    if (!w) {
-        Py_DECREF(out);
-        return NULL;
-    }
-    PyArrayObject *a = (PyArrayObject *)args[4];
-    int64_t st = ((k1_t)addr)((const int64_t *)PyArray_DATA((PyArrayObject *)args[1]),
-                              (const double *)PyArray_DATA((PyArrayObject *)args[2]),
-                              (const double *)PyArray_DATA(a), (int64_t)PyArray_DIM(a, 0),
-                              (double *)PyArray_DATA((PyArrayObject *)out), w, (int64_t)nw);
-    return finish(out, st);
+    int matrix = PyObject_IsTrue(args[1]);
+    if (matrix < 0) return NULL;
+    int nin = nargs == 6 ? 1 : 3;
+    if (!model_ok(args[2], args[3])) Py_RETURN_NOTIMPLEMENTED;
+    for (int k = 0; k < nin; k++)
+        if (!is_vec(args[5 + k], NPY_DOUBLE)) Py_RETURN_NOTIMPLEMENTED;
+    return run(addr, nin, matrix, (PyArrayObject *)args[2], (PyArrayObject *)args[3], args[4], args + 5);
 }
 
-static PyObject *call1(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    return call1_impl(args, nargs, 0);
+static PyObject *conform(PyObject *self, PyObject *a) {
+    return PyBool_FromLong(is_vec(a, NPY_DOUBLE) && PyArray_ISWRITEABLE((PyArrayObject *)a));
 }
 
-static PyObject *call1m(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    return call1_impl(args, nargs, 1);
+static PyObject *py_finite(PyObject *self, PyObject *o) {
+    if (!PyArray_Check(o) || PyArray_TYPE((PyArrayObject *)o) != NPY_DOUBLE ||
+        !PyArray_ISCARRAY_RO((PyArrayObject *)o) || !PyArray_ISNOTSWAPPED((PyArrayObject *)o)) {
+        PyErr_SetString(PyExc_TypeError, "finite() takes a C-contiguous native float64 ndarray");
+        return NULL;
+    }
+    PyArrayObject *a = (PyArrayObject *)o;
+    return PyBool_FromLong(all_finite((const double *)PyArray_DATA(a), PyArray_SIZE(a)));
 }
 
-static PyObject *call3(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "expected (addr, mi, mf, n, a, b, c)");
-        return NULL;
+/* 1: every float in o (an ndarray, a float, tuples, lists and dicts of them) is finite; 0: one is
+ * not; 2: cannot tell here (another float dtype, a non-contiguous array; the caller uses numpy) */
+static int tree_finite(PyObject *o, int depth) {
+    if (PyArray_Check(o)) {
+        PyArrayObject *a = (PyArrayObject *)o;
+        if (!PyArray_ISFLOAT(a) && !PyArray_ISCOMPLEX(a)) return 1;
+        if (PyArray_TYPE(a) != NPY_DOUBLE || !PyArray_ISCARRAY_RO(a) || !PyArray_ISNOTSWAPPED(a)) return 2;
+        return all_finite((const double *)PyArray_DATA(a), PyArray_SIZE(a));
     }
-    void *addr = PyLong_AsVoidPtr(args[0]);
-    if (!addr) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
-    if (!model_ok(args) || !is_vec(args[4], NPY_DOUBLE) || !is_vec(args[5], NPY_DOUBLE) ||
-        !is_vec(args[6], NPY_DOUBLE))
-        Py_RETURN_NOTIMPLEMENTED;
-    Py_ssize_t n = PyLong_AsSsize_t(args[3]);
-    if (n < 0) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "negative size"), NULL);
-    npy_intp dims[1] = {n};
-    PyObject *out = PyArray_SimpleNew(1, dims, NPY_DOUBLE);
-    if (!out) return NULL;
-    Py_ssize_t nw;
-    double *w = work_for(args[1], &nw);
-    if (!w) {
-        Py_DECREF(out);
-        return NULL;
+    if (PyFloat_CheckExact(o)) {
+        double v = PyFloat_AS_DOUBLE(o);
+        return v - v == 0.0;
     }
-    PyArrayObject *a = (PyArrayObject *)args[4], *b = (PyArrayObject *)args[5], *c = (PyArrayObject *)args[6];
-    int64_t st = ((k3_t)addr)((const int64_t *)PyArray_DATA((PyArrayObject *)args[1]),
-                              (const double *)PyArray_DATA((PyArrayObject *)args[2]),
-                              (const double *)PyArray_DATA(a), (int64_t)PyArray_DIM(a, 0),
-                              (const double *)PyArray_DATA(b), (int64_t)PyArray_DIM(b, 0),
-                              (const double *)PyArray_DATA(c), (int64_t)PyArray_DIM(c, 0),
-                              (double *)PyArray_DATA((PyArrayObject *)out), w, (int64_t)nw);
-    return finish(out, st);
+    if (depth > 8) return 2;
+    int res = 1;
+    if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        PyObject **items = PySequence_Fast_ITEMS(o);
+        for (Py_ssize_t k = 0; k < n && res; k++) {
+            int r = tree_finite(items[k], depth + 1);
+            if (r != 1) res = r;
+        }
+        return res;
+    }
+    if (PyDict_Check(o)) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (res && PyDict_Next(o, &pos, &key, &value)) {
+            int r = tree_finite(value, depth + 1);
+            if (r != 1) res = r;
+        }
+        return res;
+    }
+    return PyFloat_Check(o) || PyComplex_Check(o) ? 2 : 1;
+}
+
+static PyObject *finite_all(PyObject *self, PyObject *o) {
+    int r = tree_finite(o, 0);
+    if (r == 2) Py_RETURN_NONE;
+    return PyBool_FromLong(r);
 }
 
 static PyObject *set_layout(PyObject *self, PyObject *args) {
@@ -148,11 +261,129 @@ static PyObject *set_layout(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The offset of a __slots__ object attribute of type t, or -1 with an exception set. */
+static Py_ssize_t slot_offset(PyTypeObject *t, const char *name) {
+    PyObject *d = PyObject_GetAttrString((PyObject *)t, name);
+    if (!d) return -1;
+    Py_ssize_t off = -1;
+    if (Py_TYPE(d) == &PyMemberDescr_Type && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX)
+        off = ((PyMemberDescrObject *)d)->d_member->offset;
+    else
+        PyErr_Format(PyExc_TypeError, "%s is not a slot of %s", name, t->tp_name);
+    Py_DECREF(d);
+    return off;
+}
+
+static PyObject *set_model(PyObject *self, PyObject *t) {
+    if (!PyType_Check(t)) {
+        PyErr_SetString(PyExc_TypeError, "set_model(Model) takes the class");
+        return NULL;
+    }
+    Py_ssize_t a = slot_offset((PyTypeObject *)t, "_direct"), b = slot_offset((PyTypeObject *)t, "_kmi"),
+               c = slot_offset((PyTypeObject *)t, "_kmf");
+    if (a < 0 || b < 0 || c < 0) return NULL;
+    Py_INCREF(t);
+    Py_XSETREF(model_type, (PyTypeObject *)t);
+    off_direct = a;
+    off_kmi = b;
+    off_kmf = c;
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------ Route */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    void *addr;
+    int nin, matrix;
+    PyObject *fast; /* tuple: the extras' values that keep the fast path */
+    PyObject *slow; /* callable(model, data, *arrays, *extras) */
+} Route;
+
+static PyObject *route_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Route *r = (Route *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nfast = PyTuple_GET_SIZE(r->fast);
+    if (kwnames || nargs != 2 + r->nin + nfast || args[1] != Py_None) goto slow;
+    for (Py_ssize_t k = 0; k < nfast; k++)
+        if (args[2 + r->nin + k] != PyTuple_GET_ITEM(r->fast, k)) goto slow;
+    PyObject *model = args[0];
+    if (Py_TYPE(model) != model_type) goto slow;
+    PyObject *direct = *(PyObject **)((char *)model + off_direct);
+    if (direct != Py_True) goto slow;
+    for (int k = 0; k < r->nin; k++)
+        if (!is_vec(args[2 + k], NPY_DOUBLE)) goto slow;
+    PyObject *mi = *(PyObject **)((char *)model + off_kmi), *mf = *(PyObject **)((char *)model + off_kmf);
+    if (!mi || !mf) goto slow;
+    if (!model_ok(mi, mf)) goto slow;
+    PyObject *res = run(r->addr, r->nin, r->matrix, (PyArrayObject *)mi, (PyArrayObject *)mf, Py_None, args + 2);
+    if (res == NULL) return NULL;
+    if (PyArray_CheckExact(res)) return res;
+    Py_DECREF(res); /* a status: the slow path recomputes and names the problem */
+slow:
+    return PyObject_Vectorcall(r->slow, args, nargsf, kwnames);
+}
+
+static PyObject *route_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    PyObject *addr, *fast, *slow;
+    int nin, matrix;
+    if (!PyArg_ParseTuple(args, "OipO!O:Route", &addr, &nin, &matrix, &PyTuple_Type, &fast, &slow)) return NULL;
+    if (nin != 1 && nin != 3) {
+        PyErr_SetString(PyExc_ValueError, "nin must be 1 or 3");
+        return NULL;
+    }
+    void *p = PyLong_AsVoidPtr(addr);
+    if (!p) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
+    Route *r = (Route *)type->tp_alloc(type, 0);
+    if (!r) return NULL;
+    r->vectorcall = route_call;
+    r->addr = p;
+    r->nin = nin;
+    r->matrix = matrix;
+    Py_INCREF(fast);
+    r->fast = fast;
+    Py_INCREF(slow);
+    r->slow = slow;
+    return (PyObject *)r;
+}
+
+static int route_traverse(Route *r, visitproc visit, void *arg) {
+    Py_VISIT(r->fast);
+    Py_VISIT(r->slow);
+    return 0;
+}
+
+static int route_clear(Route *r) {
+    Py_CLEAR(r->fast);
+    Py_CLEAR(r->slow);
+    return 0;
+}
+
+static void route_dealloc(Route *r) {
+    PyObject_GC_UnTrack(r);
+    route_clear(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyTypeObject RouteType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dynamics_node._fastcall.Route",
+    .tp_basicsize = sizeof(Route),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Route, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = route_new,
+    .tp_traverse = (traverseproc)route_traverse,
+    .tp_clear = (inquiry)route_clear,
+    .tp_dealloc = (destructor)route_dealloc,
+    .tp_doc = "Route(addr, nin, matrix, fast, slow): the fast front of one public function",
+};
+
 static PyMethodDef methods[] = {
     {"set_layout", set_layout, METH_VARARGS, "set_layout(work_body, work_dof, work_extra)"},
-    {"call1", (PyCFunction)(void (*)(void))call1, METH_FASTCALL, "call1(addr, mi, mf, n, a)"},
-    {"call1m", (PyCFunction)(void (*)(void))call1m, METH_FASTCALL, "call1m(addr, mi, mf, n, a)"},
-    {"call3", (PyCFunction)(void (*)(void))call3, METH_FASTCALL, "call3(addr, mi, mf, n, a, b, c)"},
+    {"set_model", set_model, METH_O, "set_model(Model): the class whose slots _direct, _kmi, _kmf the fast path reads"},
+    {"invoke", (PyCFunction)(void (*)(void))invoke, METH_FASTCALL, "invoke(addr, matrix, mi, mf, work, a[, b, c])"},
+    {"conform", conform, METH_O, "conform(a): a native aligned contiguous writeable float64 1-D ndarray"},
+    {"finite", py_finite, METH_O, "finite(a): every entry of a C-contiguous float64 array is finite"},
+    {"finite_all", finite_all, METH_O, "finite_all(result): True, False, or None when it cannot tell"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -161,5 +392,18 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_fastcall",
 
 PyMODINIT_FUNC PyInit__fastcall(void) {
     import_array();
-    return PyModule_Create(&moddef);
+    if (pthread_key_create(&work_key, free) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "pthread_key_create failed");
+        return NULL;
+    }
+    if (PyType_Ready(&RouteType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m) return NULL;
+    Py_INCREF(&RouteType);
+    if (PyModule_AddObject(m, "Route", (PyObject *)&RouteType) < 0) {
+        Py_DECREF(&RouteType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

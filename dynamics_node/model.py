@@ -319,13 +319,39 @@ class Model:
 
 
 class Data:
-    """Per-call work arrays of a model (Pinocchio's Data). Not thread-safe: one per thread."""
+    """The work array of one model's computations (Pinocchio's Data): pass ``data=`` to a core
+    function and it computes in this buffer instead of the calling thread's own, leaving named
+    quantities readable afterwards (body coordinates, spatial vectors angular-first, Featherstone
+    Table 5.1's notation): ``E``, ``r`` (^iX_λ(i) = rot(E) xlt(r), Eq. 2.24), ``v``, ``a`` (body
+    velocities and accelerations, Eqs. 5.14-5.15) and ``f`` (body forces, Eq. 5.16) after
+    inverse_dynamics / bias_forces; ``E``, ``r``, ``a``, ``f`` after gravity (v is then not
+    computed). A Data serves the model it was made for and every model of the same tree
+    (with_payload / with_gravity); any other is refused at entry (dispatch.check_data). Not
+    thread-safe: one per thread."""
 
     __slots__ = ("work", "model")
 
     def __init__(self, model: Model):
+        if type(model) is not Model:
+            from .errors import InputError
+
+            raise InputError(f"Data(model) needs a dn.Model, got {type(model).__name__}")
         self.model = model
-        self.work = np.empty(model.work_size)
+        self.work = np.zeros(model.work_size)
+
+    def _block(self, start: int, width: int) -> np.ndarray:
+        nb = self.model.nb
+        return self.work[start * nb:(start + width) * nb].reshape(nb, width)
+
+    # offsets per body in the order of layout.py's work array: E 9, r 3, v 6, a 6, f 6, ...
+    E = property(lambda self: self._block(0, 9).reshape(-1, 3, 3), doc="(nb, 3, 3) rotations E_i of ^iX_λ(i)")
+    r = property(lambda self: self._block(9, 3), doc="(nb, 3) translations r_i of ^iX_λ(i), parent axes")
+    v = property(lambda self: self._block(12, 6), doc="(nb, 6) body velocities [ω; v_O], body axes")
+    a = property(lambda self: self._block(18, 6), doc="(nb, 6) body accelerations (gravity as a_0 = -a_g)")
+    f = property(lambda self: self._block(24, 6), doc="(nb, 6) net body forces I a + v x* I v - f^x")
+
+    def __repr__(self):
+        return f"Data(model '{self.model.name}', {self.work.size} doubles)"
 
 
 def _inertia_matrix(i6) -> np.ndarray:

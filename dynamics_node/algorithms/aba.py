@@ -26,8 +26,10 @@ from .._jit import carray, cfunc, njit, types
 from ..joints import S_mul, jcalc_sc, sincos_all
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
-from .._fast import call3 as _call3
-from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_TAU, BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, check, fast_vec, fext_array, raise_status)
+from ..dispatch import Route, wrenches
+from ..errors import InputError
+from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_TAU, BAD_LENGTH,
+                      EMPTY, EMPTY_I, SINGULAR, check)
 
 
 @njit(cache=True, inline="always")
@@ -312,10 +314,21 @@ def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
                       w, mi[0:0], e, e)
 
 
-_ABA_C = aba_c.address
+def _aba(model, data, w, q, qd, tau, f_ext, method):
+    if method not in ("aba", "crba"):
+        raise InputError(f"method must be 'aba' or 'crba', got {method!r}")
+    if model.has_mimic or method == "crba":
+        from .ltdl import crba_forward_dynamics
+
+        return 0, crba_forward_dynamics(model, q, qd, tau, f_ext, data)
+    qdd = np.empty(model.nvt)
+    fx = wrenches(model, f_ext)
+    return aba_kernel(model._kmi, model._kmf, q, qd, tau, fx, qdd, w, EMPTY_I, EMPTY, EMPTY), qdd
 
 
-_ndarray = np.ndarray
+# user coordinates in (a mimic model's reduced system is solved by ltdl.crba_forward_dynamics)
+_FD = Route("forward dynamics", (("q", "q"), ("qd", "v"), ("tau", "v")), _aba, extras=("f_ext", "method"),
+            fast=(None, "aba"), shim=aba_c, tree=False).front
 
 
 def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):
@@ -326,36 +339,4 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):
     this is Table 9.5's route). Models with mimic joints always use the CRBA route on G^T H G (§9.6).
     Raises SingularMassMatrixError (naming the link) when H is singular.
     """
-    if model._direct and not f_ext and method == "aba":
-        r = _call3(_ABA_C, model._kmi, model._kmf, model.nvt, q, qd, tau)
-        if r.__class__ is _ndarray:
-            return r
-        if r is not NotImplemented:
-            raise_status(model, r, what="forward dynamics")
-    if model.has_mimic or method == "crba":
-        from .ltdl import crba_forward_dynamics
-
-        return crba_forward_dynamics(model, q, qd, tau, f_ext, data)
-    if method != "aba":
-        from ..errors import InputError
-
-        raise InputError(f"method must be 'aba' or 'crba', got {method!r}")
-    qdd = np.empty(model.nvt)
-    if not f_ext and data is None:
-        try:
-            st = aba_entry(model._kmi, model._kmf, q, qd, tau, qdd)
-        except TypeError:
-            st = aba_entry(model._kmi, model._kmf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(tau, "tau"), qdd)
-        if st:
-            raise_status(model, st, what="forward dynamics")
-        return qdd
-    w = data.work if data is not None else np.empty(model.work_size)
-    fx = fext_array(model, f_ext) if f_ext else EMPTY
-    try:
-        st = aba_kernel(model._kmi, model._kmf, q, qd, tau, fx, qdd, w, EMPTY_I, EMPTY, EMPTY)
-    except TypeError:
-        st = aba_kernel(model._kmi, model._kmf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(tau, "tau"), fx, qdd, w,
-                        EMPTY_I, EMPTY, EMPTY)
-    if st:
-        raise_status(model, st, what="forward dynamics")
-    return qdd
+    return _FD(model, data, q, qd, tau, f_ext, method)

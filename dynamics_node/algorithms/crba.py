@@ -16,8 +16,9 @@ from .._jit import carray, cfunc, njit, types
 from ..joints import jcalc_sc, sincos_all
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import rbi_mul_t, rbi_to_parent_add, xtf_t
-from .._fast import call1m as _call1m
-from ._common import (FASTMATH, SIG1, model_from_pointers, F1, I1, check_q, new_work, fast_vec, raise_status, to_tree_q)
+from .._fast import invoke
+from ..dispatch import Route, check_data, raise_status, vec
+from ._common import (FASTMATH, SIG1, model_from_pointers, F1, I1, check_q, new_work)
 
 
 @njit(types.int64(I1, F1, F1, F1, F1), cache=True, fastmath=FASTMATH)
@@ -86,46 +87,30 @@ def crba_c(mip, mfp, qp, nq, outp, wp, nw):
     return crba_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (nvt * nvt,)), carray(wp, (nw,)))
 
 
-_CRBA_C = crba_c.address
+def _crba(model, data, w, q):
+    H = np.empty((model.nvt, model.nvt))
+    return crba_kernel(model._kmi, model._kmf, q, H.reshape(-1), w), H
 
 
-_ndarray = np.ndarray
+_MASS_MATRIX = Route("the mass matrix", (("q", "q"),), _crba, shim=crba_c, matrix=True, post="vv")
+_H = _MASS_MATRIX.front
 
 
 def mass_matrix_tree(model, q_tree, data=None):
-    """H over the tree coordinates (mimic followers included)."""
-    if data is None and _call1m is not None:  # the C callback works on the tree anyway
-        r = _call1m(_CRBA_C, model._kmi, model._kmf, model.nvt, q_tree)
-        if r.__class__ is _ndarray:
-            return r
-        if r is not NotImplemented:
-            raise_status(model, r, tree=True)
-    w = data.work if data is not None else np.empty(model.work_size)
-    H = np.empty(model.nvt * model.nvt)
-    st = crba_kernel(model._kmi, model._kmf, q_tree, H, w)
+    """H over the tree coordinates (mimic followers included), for q_tree already checked (nqt)."""
+    w = check_data(model, data)
+    q_tree = vec(q_tree, "q")
+    if _MASS_MATRIX.addr is not None:
+        r = invoke(_MASS_MATRIX.addr, True, model._kmi, model._kmf, w, q_tree)
+        st, H = (0, r) if r.__class__ is np.ndarray else (r, None)
+    else:
+        st, H = _crba(model, data, w if w is not None else np.empty(model.work_size), q_tree)
     if st:
-        raise_status(model, st, tree=True)
-    return H.reshape(model.nvt, model.nvt)
+        raise_status(model, st, True, "the mass matrix", ("q",), (q_tree,))
+    return H
 
 
 def mass_matrix(model, q, data=None):
     """The joint-space inertia matrix H(q) (nv x nv, symmetric positive definite unless a massless
     subtree makes it singular): Featherstone Table 6.2."""
-    if model._direct:
-        r = _call1m(_CRBA_C, model._kmi, model._kmf, model.nvt, q)
-        if r.__class__ is _ndarray:
-            return r
-        if r is not NotImplemented:
-            raise_status(model, r)
-    if model.has_mimic:
-        H = mass_matrix_tree(model, to_tree_q(model, q), data)
-        return model.G.T @ H @ model.G
-    H = np.empty((model.nvt, model.nvt))
-    Hf = H.reshape(-1)
-    try:
-        st = crba_entry(model._kmi, model._kmf, q, Hf)
-    except TypeError:
-        st = crba_entry(model._kmi, model._kmf, fast_vec(q, "q"), Hf)
-    if st:
-        raise_status(model, st)
-    return H
+    return _H(model, data, q)

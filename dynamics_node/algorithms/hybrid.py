@@ -12,11 +12,14 @@ import numpy as np
 
 from ..errors import InputError
 from ..urdf import ROOT_JOINT
-from ._common import (EMPTY, fast_vec, fext_array, raise_status)
+from ..dispatch import Route, names_arg, wrenches
 from .aba import aba_kernel
 
 
 def _mask(model, forward_joints):
+    forward_joints = names_arg(forward_joints, "forward_joints")
+    if forward_joints is None:
+        raise InputError("forward_joints must be a joint name or a list of joint names, got None")
     if isinstance(forward_joints, str):
         forward_joints = [forward_joints]
     mask = np.zeros(model.nb, dtype=np.int64)
@@ -36,6 +39,38 @@ def _mask(model, forward_joints):
     return mask, vmask
 
 
+def _hybrid(model, data, w, q, qd, qdd, tau, forward_joints, f_ext):
+    mask, vmask = _mask(model, forward_joints)
+    qdd_in = qdd.copy()
+    tau_in = tau.copy()
+    qdd_in[vmask] = 0.0  # not read
+    tau_in[~vmask] = 0.0  # not read
+    if model.has_mimic:
+        return 0, _hybrid_dense(model, q, qd, qdd_in, tau_in, vmask, f_ext, data)
+    fx = wrenches(model, f_ext)
+    qdd_out = np.empty(model.nvt)
+    tau_out = np.empty(model.nvt)
+    st = aba_kernel(model._kmi, model._kmf, q, qd, tau_in, fx, qdd_out, w, mask, qdd_in, tau_out)
+    return st, (qdd_out, tau_out)
+
+
+def _fbid(model, data, w, q, qd, qdd_j, f_ext):
+    if not model.floating_base:
+        raise InputError("floating_base_inverse_dynamics needs a model loaded with floating_base=True")
+    if qdd_j.shape[0] != model.nv - 6:
+        raise InputError(f"qdd_joints has length {qdd_j.shape[0]}, expected {model.nv - 6}")
+    qdd = np.concatenate([np.zeros(6), qdd_j])
+    qdd_out, tau_out = hybrid_dynamics(model, q, qd, qdd, np.zeros(model.nv), [ROOT_JOINT], f_ext, data)
+    return 0, (qdd_out[:6], tau_out[6:])
+
+
+# user coordinates in (a mimic model's system is solved densely by _hybrid_dense)
+_HYBRID = Route("hybrid dynamics", (("q", "q"), ("qd", "v"), ("qdd", "v"), ("tau", "v")), _hybrid,
+                extras=("forward_joints", "f_ext"), tree=False).front
+_FBID = Route("floating-base inverse dynamics", (("q", "q"), ("qd", "v"), ("qdd_joints", "x")), _fbid,
+              extras=("f_ext",), tree=False).front
+
+
 def hybrid_dynamics(model, q, qd, qdd, tau, forward_joints, f_ext=None, data=None):
     """Return (qdd, tau), both complete (nv each).
 
@@ -43,39 +78,14 @@ def hybrid_dynamics(model, q, qd, qdd, tau, forward_joints, f_ext=None, data=Non
     are not read may hold anything, NaN included). With a floating base, name ``dn.ROOT_JOINT``
     ("root_joint") to make the base a forward-dynamics joint (then tau[:6] is the wrench applied to it).
     """
-    mask, vmask = _mask(model, forward_joints)
-    qdd_in = np.array(fast_vec(qdd, "qdd"), dtype=float)
-    tau_in = np.array(fast_vec(tau, "tau"), dtype=float)
-    for name, arr, want in (("qdd", qdd_in, model.nv), ("tau", tau_in, model.nv)):
-        if arr.shape[0] != want:
-            raise InputError(f"{name} has length {arr.shape[0]}, expected {want} (joint order: {', '.join(model.joint_names)})")
-    qdd_in[vmask] = 0.0  # not read
-    tau_in[~vmask] = 0.0  # not read
-    if model.has_mimic:
-        return _hybrid_dense(model, q, qd, qdd_in, tau_in, vmask, f_ext, data)
-    w = data.work if data is not None else np.empty(model.work_size)
-    fx = fext_array(model, f_ext) if f_ext else EMPTY
-    qdd_out = np.empty(model.nvt)
-    tau_out = np.empty(model.nvt)
-    st = aba_kernel(model._kmi, model._kmf, fast_vec(q, "q"), fast_vec(qd, "qd"), tau_in, fx, qdd_out, w, mask, qdd_in,
-                    tau_out)
-    if st:
-        raise_status(model, st, what="hybrid dynamics")
-    return qdd_out, tau_out
+    return _HYBRID(model, data, q, qd, qdd, tau, forward_joints, f_ext)
 
 
 def floating_base_inverse_dynamics(model, q, qd, qdd_joints, f_ext=None, data=None):
     """Featherstone §9.5 (Table 9.6): given the joint accelerations of a floating-base robot with no
     wrench on its base, return (base acceleration (6,) as [dv, domega] in the base frame, joint
     torques (nv - 6,))."""
-    if not model.floating_base:
-        raise InputError("floating_base_inverse_dynamics needs a model loaded with floating_base=True")
-    qdd_j = fast_vec(qdd_joints, "qdd_joints")
-    if qdd_j.shape[0] != model.nv - 6:
-        raise InputError(f"qdd_joints has length {qdd_j.shape[0]}, expected {model.nv - 6}")
-    qdd = np.concatenate([np.zeros(6), qdd_j])
-    qdd_out, tau_out = hybrid_dynamics(model, q, qd, qdd, np.zeros(model.nv), [ROOT_JOINT], f_ext, data)
-    return qdd_out[:6], tau_out[6:]
+    return _FBID(model, data, q, qd, qdd_joints, f_ext)
 
 
 def _hybrid_dense(model, q, qd, qdd_in, tau_in, fd, f_ext, data):

@@ -19,7 +19,8 @@ from ..errors import InputError
 from ..joints import S_mul, jcalc
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crm_t, load6, xm_t
-from ._common import (check_state, F1, I1, check_q, A_QD, A_QDD, fast_vec, raise_status, to_tree_q, to_tree_v)
+from ..dispatch import Route
+from ._common import (check_state, F1, I1, check_q)
 
 
 @njit(cache=True, inline="always")
@@ -176,58 +177,41 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
 
 
 # ---------------------------------------------------------------------------------------------
-def _tree_q(model, q):
-    return to_tree_q(model, q) if model.has_mimic else fast_vec(q, "q")
-
-
 def _link(model, link):
+    if not isinstance(link, str):
+        raise InputError(f"link must be a link name (str), got {'None' if link is None else type(link).__name__}")
     k = model.link_index(link)
     return int(model.link_body[k]), model.link_R[9 * k:9 * k + 9].reshape(3, 3), np.array(model.link_p[3 * k:3 * k + 3])
 
 
-def body_poses(model, q, data=None):
-    """(R (nb,3,3), p (nb,3)) of every body in the world."""
-    w = data.work if data is not None else np.empty(model.work_size)
+def _body_poses(model, data, w, qt):
     R = np.empty(9 * model.nb)
     p = np.empty(3 * model.nb)
-    st = poses_kernel(model._kmi, model._kmf, _tree_q(model, q), w, R, p)
-    if st:
-        raise_status(model, st, tree=model.has_mimic)
-    return R.reshape(model.nb, 3, 3), p.reshape(model.nb, 3)
+    st = poses_kernel(model._kmi, model._kmf, qt, w, R, p)
+    return st, (R.reshape(model.nb, 3, 3), p.reshape(model.nb, 3))
 
 
-def link_pose(model, q, link, data=None):
-    """4 x 4 homogeneous transform of the link frame in the world frame."""
+_BODY_POSES = Route("link poses", (("q", "q"),), _body_poses).front
+
+
+def body_poses(model, q, data=None):
+    """(R (nb,3,3), p (nb,3)) of every body in the world."""
+    return _BODY_POSES(model, data, q)
+
+
+def _link_pose(model, data, w, qt, link):
     b, Rl, pl = _link(model, link)
     T = np.eye(4)
+    st, (R, p) = _body_poses(model, data, w, qt)
     if b < 0:
-        T[:3, :3] = Rl
-        T[:3, 3] = pl
-        _tree_q_checked(model, q)
-        return T
-    R, p = body_poses(model, q, data)
-    T[:3, :3] = R[b] @ Rl
-    T[:3, 3] = p[b] + R[b] @ pl
-    return T
+        T[:3, :3], T[:3, 3] = Rl, pl
+    elif st == 0:
+        T[:3, :3], T[:3, 3] = R[b] @ Rl, p[b] + R[b] @ pl
+    return st, T
 
 
-def _tree_q_checked(model, q):
-    qt = _tree_q(model, q)
-    st = check_only(model, qt)
-    if st:
-        raise_status(model, st, tree=model.has_mimic)
-
-
-def check_only(model, qt):
-    if qt.shape[0] != model.nqt:
-        return 1 * 100000000 + min(qt.shape[0], 99999)
-    bad = np.nonzero(~np.isfinite(qt))[0]
-    return 2 * 100000000 + int(bad[0]) if bad.size else 0
-
-
-def link_poses(model, q, data=None) -> dict:
-    """{link: 4x4 pose in the world} for every link of the model."""
-    R, p = body_poses(model, q, data)
+def _link_poses(model, data, w, qt):
+    st, (R, p) = _body_poses(model, data, w, qt)
     out = {}
     for k, name in enumerate(model.link_names):
         b = int(model.link_body[k])
@@ -239,54 +223,39 @@ def link_poses(model, q, data=None) -> dict:
         else:
             T[:3, :3], T[:3, 3] = R[b] @ Rl, p[b] + R[b] @ pl
         out[name] = T
-    return out
+    return st, out
 
 
-def jacobian(model, q, link, data=None):
-    """6 x nv geometric Jacobian of the link frame origin in world axes, rows [linear; angular]."""
+def _jacobian(model, data, w, qt, link):
     b, Rl, pl = _link(model, link)
-    w = data.work if data is not None else np.empty(model.work_size)
     Jt = np.empty(6 * model.nvt)
-    st = jacobian_kernel(model._kmi, model._kmf, _tree_q(model, q), b, np.ascontiguousarray(pl), Jt, w)
-    if st:
-        raise_status(model, st, tree=model.has_mimic)
-    Jm = Jt.reshape(6, model.nvt)
-    return Jm @ model.G if model.has_mimic else Jm
+    st = jacobian_kernel(model._kmi, model._kmf, qt, b, np.ascontiguousarray(pl), Jt, w)
+    return st, Jt.reshape(6, model.nvt)
 
 
-def _motion(model, q, qd, qdd, link, data):
+def _motion(model, data, w, qt, qdt, qddt, link, part):
     b, Rl, pl = _link(model, link)
-    w = data.work if data is not None else np.empty(model.work_size)
     out = np.empty(12)
-    if model.has_mimic:
-        qt, qdt, qddt = to_tree_q(model, q), to_tree_v(model, qd, "qd", A_QD), to_tree_v(model, qdd, "qdd", A_QDD)
-    else:
-        qt, qdt, qddt = fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(qdd, "qdd")
     st = motion_kernel(model._kmi, model._kmf, qt, qdt, qddt, b, np.ascontiguousarray(pl), out, w)
+    return st, (out[:6] if part == 0 else out[6:])
+
+
+def _velocity(model, data, w, qt, qdt, link):
+    return _motion(model, data, w, qt, qdt, np.zeros(model.nvt), link, 0)
+
+
+def _bias(model, data, w, qt, qdt, link):
+    return _motion(model, data, w, qt, qdt, np.zeros(model.nvt), link, 1)
+
+
+def _acceleration(model, data, w, qt, qdt, qddt, link):
+    return _motion(model, data, w, qt, qdt, qddt, link, 1)
+
+
+def _com(model, data, w, qt):
+    st, (R, p) = _body_poses(model, data, w, qt)
     if st:
-        raise_status(model, st, tree=model.has_mimic)
-    return out
-
-
-def link_velocity(model, q, qd, link, data=None):
-    """(6,) [velocity of the link origin; angular velocity], world axes (= jacobian @ qd)."""
-    return _motion(model, q, qd, np.zeros(model.nv), link, data)[:6]
-
-
-def link_acceleration(model, q, qd, qdd, link, data=None):
-    """(6,) classical acceleration [d/dt v_origin; d/dt omega] of the link origin, world axes, no gravity."""
-    return _motion(model, q, qd, qdd, link, data)[6:]
-
-
-def bias_acceleration(model, q, qd, link, data=None):
-    """(6,) J̇ q̇: the classical acceleration of the link origin when qdd = 0, world axes."""
-    return _motion(model, q, qd, np.zeros(model.nv), link, data)[6:]
-
-
-def center_of_mass(model, q, data=None):
-    """(3,) world position of the whole mechanism's centre of mass (bodies on the fixed base excluded
-    only if they carry no mass: fixed-base links count with their fixed position)."""
-    R, p = body_poses(model, q, data)
+        return st, None
     total = 0.0
     acc = np.zeros(3)
     for i in range(model.nb):
@@ -306,4 +275,50 @@ def center_of_mass(model, q, data=None):
             acc += pl.mass * (fr.p + fr.R @ np.asarray(pl.com))
     if total <= 0:
         raise InputError("the model has no mass: its centre of mass is undefined")
-    return acc / total
+    return 0, acc / total
+
+
+_Q, _QD, _QDD = ("q", "q"), ("qd", "v"), ("qdd", "v")
+_LINK_POSE = Route("the link pose", (_Q,), _link_pose, extras=("link",)).front
+_LINK_POSES = Route("the link poses", (_Q,), _link_poses).front
+_JACOBIAN = Route("the Jacobian", (_Q,), _jacobian, extras=("link",), post="J").front
+_VELOCITY = Route("the link velocity", (_Q, _QD), _velocity, extras=("link",)).front
+_ACCELERATION = Route("the link acceleration", (_Q, _QD, _QDD), _acceleration, extras=("link",)).front
+_BIAS = Route("the bias acceleration", (_Q, _QD), _bias, extras=("link",)).front
+_COM = Route("the centre of mass", (_Q,), _com).front
+
+
+def link_pose(model, q, link, data=None):
+    """4 x 4 homogeneous transform of the link frame in the world frame."""
+    return _LINK_POSE(model, data, q, link)
+
+
+def link_poses(model, q, data=None) -> dict:
+    """{link: 4x4 pose in the world} for every link of the model."""
+    return _LINK_POSES(model, data, q)
+
+
+def jacobian(model, q, link, data=None):
+    """6 x nv geometric Jacobian of the link frame origin in world axes, rows [linear; angular]."""
+    return _JACOBIAN(model, data, q, link)
+
+
+def link_velocity(model, q, qd, link, data=None):
+    """(6,) [velocity of the link origin; angular velocity], world axes (= jacobian @ qd)."""
+    return _VELOCITY(model, data, q, qd, link)
+
+
+def link_acceleration(model, q, qd, qdd, link, data=None):
+    """(6,) classical acceleration [d/dt v_origin; d/dt omega] of the link origin, world axes, no gravity."""
+    return _ACCELERATION(model, data, q, qd, qdd, link)
+
+
+def bias_acceleration(model, q, qd, link, data=None):
+    """(6,) J̇ q̇: the classical acceleration of the link origin when qdd = 0, world axes."""
+    return _BIAS(model, data, q, qd, link)
+
+
+def center_of_mass(model, q, data=None):
+    """(3,) world position of the whole mechanism's centre of mass (bodies on the fixed base excluded
+    only if they carry no mass: fixed-base links count with their fixed position)."""
+    return _COM(model, data, q)

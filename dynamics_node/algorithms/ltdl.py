@@ -79,23 +79,18 @@ def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):
     """qdd from H qdd = tau - C (Eq. 1.1): H by the CRBA, C by the RNEA, solved with L^T D L over the
     expanded parent array. With mimic joints (explicit constraints q_t = G q + offset, §9.6 / Eq. 3.19)
     the reduced system G^T H G qdd = G^T (tau_t - C) is dense and solved by Cholesky."""
+    from ..dispatch import to_tree
     from ..errors import SingularMassMatrixError
-    from ._common import fast_vec, to_tree_q
     from .crba import mass_matrix_tree
     from .rnea import inverse_dynamics
 
-    tau = fast_vec(tau, "tau")
-    if tau.shape[0] != model.nv:
-        from ..errors import InputError
-
-        raise InputError(f"tau has length {tau.shape[0]}, expected {model.nv} (joint order: {', '.join(model.joint_names)})")
+    # q, qd, tau: checked vectors of the right lengths (dispatch.Route); tau must be finite here
     if not np.all(np.isfinite(tau)):
         from ..errors import InputError
-
         k = int(np.nonzero(~np.isfinite(tau))[0][0])
         raise InputError(f"tau[{k}] is not finite (NaN or inf)")
     C = inverse_dynamics(model, q, qd, np.zeros(model.nv), f_ext=f_ext, data=data)
-    qt = to_tree_q(model, q) if model.has_mimic else fast_vec(q, "q")
+    qt = to_tree(model, q, "q") if model.has_mimic else q
     H = mass_matrix_tree(model, qt, data)
     if model.has_mimic:
         Hy = model.G.T @ H @ model.G

@@ -18,9 +18,10 @@ from .._jit import carray, cfunc, njit, types
 from ..joints import PRISMATIC, REVOLUTE, S_mul, jcalc_sc, sincos_all
 from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
 from ..spatial import crf_t, crm_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
-from .._fast import call1 as _call1, call3 as _call3
+from ..dispatch import Route, check_model, wrenches
 from .rnea_batch import rnea_lanes_kernel, work_size as lanes_work_size
-from ._common import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_QDD, BAD_LENGTH, EMPTY, fast_vec, fext_array, raise_status, to_tree_q, to_tree_v)
+from ._common import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT,
+                      BAD_LENGTH)
 
 
 @njit(cache=True, inline="always")
@@ -191,11 +192,19 @@ def gravity_c(mip, mfp, qp, nq, outp, wp, nw):
     return gravity_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (nvt,)), carray(wp, (nw,)))
 
 
-_RNEA_C = rnea_c.address
-_GRAVITY_C = gravity_c.address
+def _rnea(model, data, w, q, qd, qdd, f_ext):
+    tau = np.empty(model.nvt)
+    return rnea_kernel(model._kmi, model._kmf, q, qd, qdd, wrenches(model, f_ext), tau, w), tau
 
 
-_ndarray = np.ndarray
+def _gravity(model, data, w, q):
+    tau = np.empty(model.nvt)
+    return gravity_kernel(model._kmi, model._kmf, q, tau, w), tau
+
+
+_ID = Route("inverse dynamics", (("q", "q"), ("qd", "v"), ("qdd", "v")), _rnea, extras=("f_ext",), fast=(None,),
+            shim=rnea_c, post="v").front
+_GRAVITY = Route("gravity", (("q", "q"),), _gravity, shim=gravity_c, post="v").front
 
 
 def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
@@ -204,128 +213,70 @@ def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
     f_ext: {link: (fx, fy, fz, tx, ty, tz)} acting on the link, link frame, about its origin.
     Returns tau (nv,), in the order of model.joint_names (after the 6 root entries of a floating base).
     """
-    if model._direct and not f_ext:  # the shim brings its own per-thread work array
-        r = _call3(_RNEA_C, model._kmi, model._kmf, model.nvt, q, qd, qdd)
-        if r.__class__ is _ndarray:
-            return r
-        if r is not NotImplemented:
-            raise_status(model, r)
-    if f_ext or data is not None or model.has_mimic:
-        return _inverse_dynamics(model, q, qd, qdd, f_ext, data)
-    tau = np.empty(model.nvt)
-    try:
-        st = rnea_entry(model._kmi, model._kmf, q, qd, qdd, tau)
-    except TypeError:
-        st = rnea_entry(model._kmi, model._kmf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(qdd, "qdd"), tau)
-    if st:
-        raise_status(model, st)
-    return tau
-
-
-def _inverse_dynamics(model, q, qd, qdd, f_ext, data):
-    w = data.work if data is not None else np.empty(model.work_size)
-    fx = fext_array(model, f_ext) if f_ext else EMPTY
-    if model.has_mimic:
-        qt, qdt, qddt = to_tree_q(model, q), to_tree_v(model, qd, "qd", A_QD), to_tree_v(model, qdd, "qdd", A_QDD)
-        tau = np.empty(model.nvt)
-        st = rnea_kernel(model._kmi, model._kmf, qt, qdt, qddt, fx, tau, w)
-        if st:
-            raise_status(model, st, tree=True)
-        return model.G.T @ tau
-    tau = np.empty(model.nvt)
-    try:
-        st = rnea_kernel(model._kmi, model._kmf, q, qd, qdd, fx, tau, w)
-    except TypeError:
-        st = rnea_kernel(model._kmi, model._kmf, fast_vec(q, "q"), fast_vec(qd, "qd"), fast_vec(qdd, "qdd"), fx, tau, w)
-    if st:
-        raise_status(model, st)
-    return tau
+    return _ID(model, data, q, qd, qdd, f_ext)
 
 
 def gravity(model, q, data=None):
     """Gravity compensation torques: ID(q, 0, 0) (Featherstone §5.3)."""
-    if model._direct:
-        r = _call1(_GRAVITY_C, model._kmi, model._kmf, model.nvt, q)
-        if r.__class__ is _ndarray:
-            return r
-        if r is not NotImplemented:
-            raise_status(model, r)
-    if data is None and not model.has_mimic:
-        tau = np.empty(model.nvt)
-        try:
-            st = gravity_entry(model._kmi, model._kmf, q, tau)
-        except TypeError:
-            st = gravity_entry(model._kmi, model._kmf, fast_vec(q, "q"), tau)
-        if st:
-            raise_status(model, st)
-        return tau
-    w = data.work if data is not None else np.empty(model.work_size)
-    tau = np.empty(model.nvt)
-    if model.has_mimic:
-        st = gravity_kernel(model._kmi, model._kmf, to_tree_q(model, q), tau, w)
-        if st:
-            raise_status(model, st, tree=True)
-        return model.G.T @ tau
-    st = gravity_kernel(model._kmi, model._kmf, fast_vec(q, "q"), tau, w)
-    if st:
-        raise_status(model, st)
-    return tau
+    return _GRAVITY(model, data, q)
 
 
 def bias_forces(model, q, qd, data=None):
     """C(q, qd) = ID(q, qd, 0) (Featherstone Eq. 6.2): Coriolis, centrifugal, gravity (and friction
     when the model has it)."""
-    return inverse_dynamics(model, q, qd, np.zeros(model.nv), data=data)
+    check_model(model)
+    return _ID(model, data, q, qd, np.zeros(model.nv), None)
 
 
-def _as_batch(model, X, name, ncols):
-    A = np.ascontiguousarray(X, dtype=np.float64)
-    if A.ndim != 2 or A.shape[1] != ncols:
+def _rows(model, *arrays):
+    if any(A.shape[0] != arrays[0].shape[0] for A in arrays):
         from ..errors import InputError
 
-        raise InputError(f"{name} must be an N x {ncols} array, got shape {A.shape}")
-    return A
+        names = ("Q", "QD", "QDD")[:len(arrays)]
+        raise InputError(f"{', '.join(names)} must have the same number of rows, got "
+                         f"{', '.join(str(A.shape[0]) for A in arrays)}")
 
 
-def inverse_dynamics_batch(model, Q, QD, QDD):
-    """Inverse dynamics of N states at once (rows of N x nq / N x nv arrays), computed side by side
-    in groups of rnea_batch.LANES states (algorithms/rnea_batch.py)."""
-    Q = _as_batch(model, Q, "Q", model.nq)
-    QD = _as_batch(model, QD, "QD", model.nv)
-    QDD = _as_batch(model, QDD, "QDD", model.nv)
-    if QD.shape[0] != Q.shape[0] or QDD.shape[0] != Q.shape[0]:
-        from ..errors import InputError
-
-        raise InputError(f"Q, QD and QDD must have the same number of rows, got {Q.shape[0]}, {QD.shape[0]}, {QDD.shape[0]}")
-    if model.has_mimic:
-        Q = np.ascontiguousarray(Q[:, model.q_src] * model.q_mul + model.q_off)
-        QD = np.ascontiguousarray(QD[:, model.v_src] * model.v_mul)
-        QDD = np.ascontiguousarray(QDD[:, model.v_src] * model.v_mul)
+def _id_batch(model, data, w, Q, QD, QDD):
+    _rows(model, Q, QD, QDD)
     TAU = np.empty((Q.shape[0], model.nvt))
     st = rnea_lanes_kernel(model._kmi, model._kmf, Q, QD, QDD, TAU, np.empty(lanes_work_size(model)))
     if st:
         _raise_batch(model, st, Q, QD, QDD)
-    return TAU @ model.G if model.has_mimic else TAU
+    return 0, TAU
 
 
-def gravity_batch(model, Q):
-    """Gravity torques of N configurations (rows of an N x nq array): the batch inverse dynamics
-    with qd = qdd = 0, which side by side costs less than gravity_kernel one state at a time."""
-    Q = _as_batch(model, Q, "Q", model.nq)
-    if model.has_mimic:
-        Q = np.ascontiguousarray(Q[:, model.q_src] * model.q_mul + model.q_off)
+def _gravity_batch(model, data, w, Q):
     TAU = np.empty((Q.shape[0], model.nvt))
     Z = np.zeros((Q.shape[0], model.nvt))  # qd = qdd = 0: ID(q, 0, 0), every state side by side
     st = rnea_lanes_kernel(model._kmi, model._kmf, Q, Z, Z, TAU, np.empty(lanes_work_size(model)))
     if st:
         _raise_batch(model, st, Q)
-    return TAU @ model.G if model.has_mimic else TAU
+    return 0, TAU
+
+
+_ID_BATCH = Route("batch inverse dynamics", (("Q", "Q"), ("QD", "V"), ("QDD", "V")), _id_batch, post="J").front
+_GRAVITY_BATCH = Route("batch gravity", (("Q", "Q"),), _gravity_batch, post="J").front
+
+
+def inverse_dynamics_batch(model, Q, QD, QDD):
+    """Inverse dynamics of N states at once (rows of N x nq / N x nv arrays), computed side by side
+    in groups of rnea_batch.LANES states (algorithms/rnea_batch.py)."""
+    return _ID_BATCH(model, None, Q, QD, QDD)
+
+
+def gravity_batch(model, Q):
+    """Gravity torques of N configurations (rows of an N x nq array): the batch inverse dynamics
+    with qd = qdd = 0, which side by side costs less than gravity_kernel one state at a time."""
+    return _GRAVITY_BATCH(model, None, Q)
 
 
 def _raise_batch(model, st, *arrays):
     from ..errors import InputError
 
     rows = [int(np.nonzero(~np.isfinite(A).all(axis=1))[0][0]) for A in arrays if not np.isfinite(A).all()]
+    from ._common import raise_status
+
     try:
         raise_status(model, st, tree=model.has_mimic)
     except InputError as e:
