@@ -81,6 +81,8 @@ WORK_SCRATCH = (  # of the ABA's multi-dof joints (Table 7.1 with a free joint)
     ("D", 36, "D_i = S_i^T U_i before inversion (Eq. 7.44)"),
     ("UA", 6, "u_i - U_i^T a' (Eq. 7.49)"),
 )
+FEXT_N = 6  # the kernels' external forces: one spatial force f_i^x per body, at fx[FEXT_N i]
+
 # The batch inverse dynamics (algorithms/rnea_batch): LANES states side by side, one block of rows per
 # body; row r of body i's block holds one number of each state: w[(BATCH_BLOCK i + L_r) LANES + k].
 LANES = 32  # states side by side (measured among 8 .. 128 on TALOS and arm7; see rnea_batch)

@@ -9,9 +9,10 @@ from .._jit import carray, njit, types
 
 from ..errors import InputError, SingularMassMatrixError
 from ..joints import DBL_MIN, FREE, quat_scale
-from ..layout import (BODY_F, BODY_I, DOF_F, H_NB, H_NQT, H_NVT, HEADER_F, HEADER_I, J_QI, J_TYPE, V_U, V_U_N,
-                      V_UU, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E, W_E_N, W_F, W_F_N, W_IA, W_IA_N, W_PA, W_PA_N, W_PW, W_PW_N, W_R, W_R_N, W_RW, W_RW_N, W_V, W_V_N,
-                      WORK_BODY, WORK_DOF, WORK_EXTRA)
+from ..layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, J_QI, J_TYPE, V_U, V_UU,
+                      V_U_N, WORK_BODY, WORK_DOF, WORK_EXTRA, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E,
+                      W_E_N, W_F, W_F_N, W_IA, W_IA_N, W_PA, W_PA_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N,
+                      W_V, W_V_N)
 from ..model import Model
 
 # explicit kernel signatures: compiled once (and cached), and anything else (a list, float32, a
@@ -185,7 +186,8 @@ def raise_status(model: Model, st: int, tree: bool = False, what: str = "") -> N
         raise InputError(f"{name}[{index}] (joint '{owner}') is not finite (NaN or inf)")
     if kind == BAD_QUAT:
         owner = coordinate_owner(model, arg, index, tree)
-        raise InputError(f"q[{index}:{index + 4}] (joint '{owner}') is a zero quaternion: a rotation needs a unit quaternion")
+        raise InputError(f"q[{index}:{index + 4}] (joint '{owner}') is zero (or below 2.2e-308 in every "
+                         "component): a rotation needs a non-zero quaternion, which is normalised")
     if kind == SINGULAR:
         raise SingularMassMatrixError(
             f"{what or 'this computation'} needs to invert the mass matrix, which is singular at "

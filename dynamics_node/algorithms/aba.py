@@ -24,10 +24,10 @@ import numpy as np
 from .._jit import carray, cfunc, njit, types
 
 from ..joints import jcalc_sc, joint_velocity, sincos_all
-from ..layout import (B_RBI, BODY_F, BODY_I, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, DOF_F, H_NB, H_NVT, HEADER_F,
-                      HEADER_I, HF_TOL, J_NV, J_PARENT, J_VI, T_D, T_D_N, T_IA, T_PA, T_UA, V_U, V_U_N, V_UU, W_A, W_A_N,
-                      W_C, W_C_N, W_COS, W_DINV, W_DINV_N, W_E, W_E_N, W_IA, W_IA_N, W_PA, W_PA_N, W_R, W_R_N, W_SIN,
-                      W_V, W_V_N, WORK_BODY, WORK_DOF)
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HEADER_F,
+                      HEADER_I, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT, J_VI, T_D, T_D_N, T_IA, T_PA, T_UA, V_U,
+                      V_UU, V_U_N, WORK_BODY, WORK_DOF, W_A, W_A_N, W_C, W_COS, W_C_N, W_DINV, W_DINV_N, W_E,
+                      W_E_N, W_IA, W_IA_N, W_PA, W_PA_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
 from ..spatial import crf_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from .rnea import gravity_acceleration
 from .._fast import call3 as _call3
@@ -82,7 +82,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     if st != 0:
         return st
     hasfx = fx.shape[0] != 0
-    if hasfx and fx.shape[0] != 6 * nb:
+    if hasfx and fx.shape[0] != FEXT_N * nb:
         return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
     tol = mf[HF_TOL]
     do0 = HEADER_F + BODY_F * nb
@@ -122,7 +122,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
             w[po + k] = pf[k]
         if hasfx:
             for k in range(6):
-                w[po + k] -= fx[6 * i + k]
+                w[po + k] -= fx[FEXT_N * i + k]
     # ---- pass 2 (Eqs. 7.39-7.48)
     for i in range(nb - 1, -1, -1):
         ii = HEADER_I + BODY_I * i

@@ -14,7 +14,7 @@ import numpy as np
 from .._jit import carray, cfunc, njit, types
 
 from ..joints import jcalc_sc, sincos_all
-from ..layout import (B_RBI, BODY_F, BODY_I, D_ARMATURE, D_S, DOF_F, H_NB, H_NVT, HEADER_F, HEADER_I, J_NV,
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV,
                       J_PARENT, J_VI, RBI_N, W_COS, W_E, W_E_N, W_IA, W_IA_N, W_R, W_R_N, W_SIN)
 from ..spatial import rbi_mul_t, rbi_to_parent_add, xtf_t
 from .._fast import call1m as _call1m

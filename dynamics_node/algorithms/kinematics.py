@@ -17,8 +17,8 @@ from .._jit import njit, types
 
 from ..errors import InputError
 from ..joints import jcalc, joint_motion
-from ..layout import (BODY_F, BODY_I, D_S, DOF_F, H_NB, H_NVT, HEADER_F, HEADER_I, J_NV, J_PARENT, J_VI, W_A,
-                      W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_R_N, W_RW, W_RW_N, W_V, W_V_N)
+from ..layout import (BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, W_A,
+                      W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V, W_V_N)
 from ..spatial import load6, store6, xm_t
 from ._common import (check_state, F1, I1, check_q, A_QD, A_QDD, fast_vec, raise_status, to_tree_q, to_tree_v)
 
@@ -77,8 +77,8 @@ def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
     if st != 0:
         return st
     _poses(mi, mf, q, w)
-    for k in range(6 * nvt):
-        Jout[k] = 0.0
+    J = Jout.reshape((6, nvt))  # rows [v_P; omega]
+    J[:, :] = 0.0
     if body < 0:
         return 0
     do0 = HEADER_F + BODY_F * nb
@@ -105,12 +105,12 @@ def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
             l0 = w[Rj] * mf[s + 3] + w[Rj + 1] * mf[s + 4] + w[Rj + 2] * mf[s + 5]
             l1 = w[Rj + 3] * mf[s + 3] + w[Rj + 4] * mf[s + 4] + w[Rj + 5] * mf[s + 5]
             l2 = w[Rj + 6] * mf[s + 3] + w[Rj + 7] * mf[s + 4] + w[Rj + 8] * mf[s + 5]
-            Jout[dof] = l0 + w1 * d2 - w2 * d1
-            Jout[nvt + dof] = l1 + w2 * d0 - w0 * d2
-            Jout[2 * nvt + dof] = l2 + w0 * d1 - w1 * d0
-            Jout[3 * nvt + dof] = w0
-            Jout[4 * nvt + dof] = w1
-            Jout[5 * nvt + dof] = w2
+            J[0, dof] = l0 + w1 * d2 - w2 * d1
+            J[1, dof] = l1 + w2 * d0 - w0 * d2
+            J[2, dof] = l2 + w0 * d1 - w1 * d0
+            J[3, dof] = w0
+            J[4, dof] = w1
+            J[5, dof] = w2
         j = mi[jj + J_PARENT]
     return 0
 

@@ -16,9 +16,9 @@ import numpy as np
 from .._jit import carray, cfunc, njit, types
 
 from ..joints import jcalc_sc, joint_motion, sincos_all
-from ..layout import (B_RBI, BODY_F, BODY_I, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, DOF_F, H_NB, HEADER_F,
-                      HEADER_I, HF_GRAVITY, J_NV, J_PARENT, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F, W_F_N, W_R,
-                      W_R_N, W_SIN, W_V, W_V_N)
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HEADER_F,
+                      HEADER_I, HF_GRAVITY, H_NB, J_NV, J_PARENT, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F,
+                      W_F_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
 from ..spatial import crf_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from .._fast import call1 as _call1, call3 as _call3
 from .rnea_batch import rnea_lanes_kernel, work_size as lanes_work_size
@@ -72,7 +72,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     if st != 0:
         return st
     hasfx = fx.shape[0] != 0
-    if hasfx and fx.shape[0] != 6 * nb:
+    if hasfx and fx.shape[0] != FEXT_N * nb:
         return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
     E0, r0, v0, a0, f0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb, W_F * nb
     sincos_all(mi, q, w, W_SIN * nb)  # sin q, cos q of every joint, in one vectorised loop
@@ -99,7 +99,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
                        Ia[5] + vIv[5]))
         if hasfx:
             for k in range(6):
-                w[fo + k] -= fx[6 * i + k]
+                w[fo + k] -= fx[FEXT_N * i + k]
     inward_pass(mi, mf, w, tau, qd, qdd, True)  # Eqs. 5.17-5.18
     return 0
 

@@ -18,7 +18,8 @@ which LLVM vectorises (8 doubles per instruction with AVX-512, 4 with AVX2). On 
 state costs about half of what it costs alone (bench/bench.py, "Batch").
 
 Work array (layout.BATCH_ROWS): one block of BATCH_BLOCK rows per body (row L_X of body i's block
-is w[(BATCH_BLOCK i + L_X) LANES + k], k = 0 .. LANES - 1), and one for the fixed base as a pseudo-body whose v = 0 and a = -a_g (§5.3).
+is w[(BATCH_BLOCK i + L_X) LANES + k], k = 0 .. LANES - 1), and one for the fixed base as a
+pseudo-body whose v = 0 and a = -a_g (§5.3).
 LLVM vectorises a loop over k only if it can tell that its stores do not overwrite what it loads.
 Within one block the rows are at distances it knows (LANES is a compile-time constant); rows of two
 blocks are at distances it does not know, and it would need a run-time check per pair of rows, more
@@ -26,8 +27,8 @@ than it allows. So every loop reads and writes one block only: what a body needs
 (its parent's v and a; its q, qd and qdd) is copied into its block first, and its X^T f is added
 to its parent's f afterwards, each by one plain copy or sum. Indices are unsigned (`_u`). The free
 joint (the root of a floating base) is done one state at a time, by the functions of rnea.py's
-kernels (joints.jcalc_sc, joints.S_mul); the others by joints.jcalc_lanes. A last, partial group of states is padded with copies of
-the last state, whose results are dropped.
+kernels (joints.jcalc_sc, joints.S_mul); the others by joints.jcalc_lanes. A last, partial group of
+states is padded with copies of the last state, whose results are dropped.
 """
 from __future__ import annotations
 
@@ -35,10 +36,10 @@ import numpy as np
 
 from .._jit import njit, types
 from ..joints import FREE, REVOLUTE, S_mul, jcalc_lanes, jcalc_sc, sincos_row
-from ..layout import (BATCH_BLOCK, BATCH_EXTRA, BODY_F, BODY_I, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, DOF_F,
-                      H_NB, HEADER_F, HEADER_I, HF_GRAVITY, J_NV, J_PARENT, J_QI, J_TYPE, J_VI, L_A, L_COS, L_E, L_E_N,
-                      L_F, L_PAC, L_PV, L_Q, L_QD, L_QDD, L_R, L_R_N, L_SIN, L_SQ, L_TAU, L_V, L_VJ, LANES, LT_X,
-                      B_RBI)
+from ..layout import (BATCH_BLOCK, BATCH_EXTRA, BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB,
+                      D_DAMPING, D_S, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, J_NV, J_PARENT, J_QI, J_TYPE,
+                      J_VI, LANES, LT_X, L_A, L_COS, L_E, L_E_N, L_F, L_PAC, L_PV, L_Q, L_QD, L_QDD, L_R,
+                      L_R_N, L_SIN, L_SQ, L_TAU, L_V, L_VJ)
 from ..spatial import crf_t, crm_t, ld6_s, rbi_mul_c, st6_s, xm_s, xtf_s
 from ._common import FASTMATH, F1, F2, I1, check_state
 
