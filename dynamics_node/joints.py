@@ -343,37 +343,37 @@ def joint_velocity(mi, mf, i, xv, qd):
 
 
 @njit(cache=True, inline="always")
-def joint_motion(mi, mf, i, xv, xa, qd, qdd):
+def joint_motion(mi, mf, i, jt, xv, xa, qd, qdd):
     """(v_i, a_i) of body i given xv = X_i v_λ(i) and xa = X_i a_λ(i) (Eqs. 5.14-5.15, c_J = 0):
     v_i = xv + S_i qd_i ;  a_i = xa + S_i qdd_i + v_i x S_i qd_i.
 
     A revolute joint has S = [u; 0], a prismatic one S = [0; u] (Table 4.1): v_J = u qd sits in one
     half, and v_i x v_J = qd (omega_i x u; v_i,O x u) or qd (0; omega_i x u) (Eq. 2.31), half the
-    arithmetic of the general product, which the free joint takes."""
+    arithmetic of the general product, which the free joint takes. jt: the joint's type (J_TYPE of body i)."""
     ii = HEADER_I + BODY_I * i
-    jt = mi[ii + J_TYPE]
-    if jt == FREE:
+    if jt == REVOLUTE or jt == PRISMATIC:
+        dof = mi[ii + J_VI]
+        so = HEADER_F + BODY_F * mi[H_NB] + DOF_F * dof + D_S + (0 if jt == REVOLUTE else 3)
+        x, y, z = mf[so], mf[so + 1], mf[so + 2]
+        qdi = qd[dof]
+        qddi = qdd[dof]
+        if jt == REVOLUTE:
+            v = (xv[0] + x * qdi, xv[1] + y * qdi, xv[2] + z * qdi, xv[3], xv[4], xv[5])
+            a = (xa[0] + x * qddi + qdi * (v[1] * z - v[2] * y),
+                 xa[1] + y * qddi + qdi * (v[2] * x - v[0] * z),
+                 xa[2] + z * qddi + qdi * (v[0] * y - v[1] * x),
+                 xa[3] + qdi * (v[4] * z - v[5] * y),
+                 xa[4] + qdi * (v[5] * x - v[3] * z),
+                 xa[5] + qdi * (v[3] * y - v[4] * x))
+        else:
+            v = (xv[0], xv[1], xv[2], xv[3] + x * qdi, xv[4] + y * qdi, xv[5] + z * qdi)
+            a = (xa[0], xa[1], xa[2],
+                 xa[3] + x * qddi + qdi * (v[1] * z - v[2] * y),
+                 xa[4] + y * qddi + qdi * (v[2] * x - v[0] * z),
+                 xa[5] + z * qddi + qdi * (v[0] * y - v[1] * x))
+    else:  # FREE: the general product
         v, c = joint_velocity(mi, mf, i, xv, qd)
         sq = S_mul(mi, mf, i, qdd)
-        return v, (xa[0] + sq[0] + c[0], xa[1] + sq[1] + c[1], xa[2] + sq[2] + c[2], xa[3] + sq[3] + c[3],
-                   xa[4] + sq[4] + c[4], xa[5] + sq[5] + c[5])
-    dof = mi[ii + J_VI]
-    so = HEADER_F + BODY_F * mi[H_NB] + DOF_F * dof + D_S + (0 if jt == REVOLUTE else 3)
-    x, y, z = mf[so], mf[so + 1], mf[so + 2]
-    qdi = qd[dof]
-    qddi = qdd[dof]
-    if jt == REVOLUTE:
-        v = (xv[0] + x * qdi, xv[1] + y * qdi, xv[2] + z * qdi, xv[3], xv[4], xv[5])
-        a = (xa[0] + x * qddi + qdi * (v[1] * z - v[2] * y),
-             xa[1] + y * qddi + qdi * (v[2] * x - v[0] * z),
-             xa[2] + z * qddi + qdi * (v[0] * y - v[1] * x),
-             xa[3] + qdi * (v[4] * z - v[5] * y),
-             xa[4] + qdi * (v[5] * x - v[3] * z),
-             xa[5] + qdi * (v[3] * y - v[4] * x))
-        return v, a
-    v = (xv[0], xv[1], xv[2], xv[3] + x * qdi, xv[4] + y * qdi, xv[5] + z * qdi)
-    a = (xa[0], xa[1], xa[2],
-         xa[3] + x * qddi + qdi * (v[1] * z - v[2] * y),
-         xa[4] + y * qddi + qdi * (v[2] * x - v[0] * z),
-         xa[5] + z * qddi + qdi * (v[0] * y - v[1] * x))
+        a = (xa[0] + sq[0] + c[0], xa[1] + sq[1] + c[1], xa[2] + sq[2] + c[2], xa[3] + sq[3] + c[3],
+             xa[4] + sq[4] + c[4], xa[5] + sq[5] + c[5])
     return v, a

@@ -62,14 +62,14 @@ WORK_PER_BODY = (  # Tables 5.1, 6.2, 7.1 in body coordinates
     ("V", 6, "v_i (Eq. 5.14)"),
     ("A", 6, "a_i (Eq. 5.15)"),
     ("F", 6, "f_i (Eq. 5.16)"),
+    ("SIN", 1, "sin q_i of the joint's first coordinate (joints.sincos_all), next to X_i: read with it"),
+    ("COS", 1, "cos q_i"),
     ("C", 6, "c_i = v_i x S_i qd_i (Eq. 7.35)"),
     ("IA", 36, "I_i^A dense (Table 7.1); the composite rbi I_i^c in the CRBA (Table 6.2)"),
     ("PA", 6, "p_i^A (Table 7.1)"),
     ("RW", 9, "world axes R_i of body i, row-major (kinematics)"),
     ("PW", 3, "world origin p_i of body i (kinematics)"),
     ("DINV", 36, "D_i^-1, nv_i x nv_i at stride 6 (Eq. 7.44)"),
-    ("SIN", 1, "sin q_i of the joint's first coordinate (joints.sincos_all)"),
-    ("COS", 1, "cos q_i"),
 )
 WORK_PER_DOF = (
     ("U", 6, "U_i = I_i^A S_i, one column per dof (Eq. 7.43)"),
@@ -128,4 +128,5 @@ _generate(BATCH_ROWS, "L", "BATCH_BLOCK")
 _generate(BATCH_SCRATCH, "LT", "BATCH_EXTRA")
 B_RBI = B_M  # noqa: F821 - m, h, Ibar: the 13 numbers of rbi(m, h, Ibar), in this order (spatial.rbi_mul_t)
 RBI_N = 13
+assert L_A == L_V + L_V_N and L_PAC == L_PV + L_PV_N  # noqa: F821 - rnea_batch copies v and a as one run
 BODY_STRIDE, DOF_STRIDE = BODY_F, DOF_F  # noqa: F821 - the former names, for code written against them

@@ -17,7 +17,7 @@ from .._jit import njit, types
 
 from ..errors import InputError
 from ..joints import jcalc, joint_motion
-from ..layout import (BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, W_A,
+from ..layout import (BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_TYPE, J_VI, W_A,
                       W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V, W_V_N)
 from ..spatial import load6, store6, xm_t
 from ._common import (check_state, F1, I1, check_q, A_QD, A_QDD, fast_vec, raise_status, to_tree_q, to_tree_v)
@@ -137,7 +137,7 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
         ro = r0 + W_R_N * i
         xv = xm_t(w, eo, ro, load6(w, v0 + W_V_N * p)) if p >= 0 else zero
         xa = xm_t(w, eo, ro, load6(w, a0 + W_A_N * p)) if p >= 0 else zero
-        v, a = joint_motion(mi, mf, i, xv, xa, qd, qdd)  # Eqs. 5.14-5.15
+        v, a = joint_motion(mi, mf, i, mi[HEADER_I + BODY_I * i + J_TYPE], xv, xa, qd, qdd)  # Eqs. 5.14-5.15
         store6(w, v0 + W_V_N * i, v)
         store6(w, a0 + W_A_N * i, a)
     vb = v0 + W_V_N * body

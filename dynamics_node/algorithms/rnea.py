@@ -17,7 +17,7 @@ from .._jit import carray, cfunc, njit, types
 
 from ..joints import jcalc_sc, joint_motion, sincos_all
 from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HEADER_F,
-                      HEADER_I, HF_GRAVITY, H_NB, J_NV, J_PARENT, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F,
+                      HEADER_I, HF_GRAVITY, H_NB, J_NV, J_PARENT, J_TYPE, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F,
                       W_F_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
 from ..spatial import crf_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from .._fast import call1 as _call1, call3 as _call3
@@ -79,6 +79,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
     a_0 = gravity_acceleration(mf)
     for i in range(nb):
         p = mi[HEADER_I + BODY_I * i + J_PARENT]  # λ(i)
+        jt = mi[HEADER_I + BODY_I * i + J_TYPE]
         i_X_p = (E0 + W_E_N * i, r0 + W_R_N * i)
         jcalc_sc(mi, mf, i, q, w, i_X_p[0], i_X_p[1], w[W_SIN * nb + i], w[W_COS * nb + i])
         if p >= 0:
@@ -87,7 +88,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
         else:
             xv = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
             xa = xm_t(w, i_X_p[0], i_X_p[1], a_0)
-        v, a = joint_motion(mi, mf, i, xv, xa, qd, qdd)  # Eqs. 5.14-5.15
+        v, a = joint_motion(mi, mf, i, jt, xv, xa, qd, qdd)  # Eqs. 5.14-5.15
         # Eq. 5.16: f_i = I_i a_i + v_i x* I_i v_i - f^x_i
         I_i = HEADER_F + BODY_F * i + B_RBI
         Ia = rbi_mul_t(mf, I_i, a)

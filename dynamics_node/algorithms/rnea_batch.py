@@ -38,8 +38,8 @@ from .._jit import njit, types
 from ..joints import FREE, REVOLUTE, S_mul, jcalc_lanes, jcalc_sc, sincos_row
 from ..layout import (BATCH_BLOCK, BATCH_EXTRA, BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB,
                       D_DAMPING, D_S, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, J_NV, J_PARENT, J_QI, J_TYPE,
-                      J_VI, LANES, LT_X, L_A, L_COS, L_E, L_E_N, L_F, L_PAC, L_PV, L_Q, L_QD, L_QDD, L_R,
-                      L_R_N, L_SIN, L_SQ, L_TAU, L_V, L_VJ)
+                      J_VI, LANES, LT_X, L_A, L_A_N, L_COS, L_E, L_E_N, L_F, L_PAC, L_PV, L_Q, L_QD, L_QDD,
+                      L_R, L_R_N, L_SIN, L_SQ, L_TAU, L_V, L_V_N, L_VJ)
 from ..spatial import crf_t, crm_t, ld6_s, rbi_mul_c, st6_s, xm_s, xtf_s
 from ._common import FASTMATH, F1, F2, I1, check_state
 
@@ -112,10 +112,8 @@ def rnea_lanes_kernel(mi, mf, Q, QD, QDD, TAU, w):
             I_i = HEADER_F + BODY_F * i + B_RBI
             b = BATCH_BLOCK * i * L
             pb = BATCH_BLOCK * p * L if p >= 0 else base
-            for t in range(6 * L):  # the parent's v and a, into this block
+            for t in range((L_V_N + L_A_N) * L):  # the parent's v and a (one run: layout.py), into this block
                 w[_u(b + L_PV * L + t)] = w[_u(pb + L_V * L + t)]
-            for t in range(6 * L):
-                w[_u(b + L_PAC * L + t)] = w[_u(pb + L_A * L + t)]
             if jt == FREE:  # one state at a time
                 for k in range(L):
                     kk = min(k0 + k, n - 1)
