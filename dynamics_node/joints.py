@@ -31,7 +31,11 @@ import math
 import numpy as np
 from ._jit import njit
 
-from .layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
+from .layout import (B_ET, B_RT, BODY_F, BODY_I, D_S, DOF_F, H_NB, HEADER_F, HEADER_I, J_NV, J_QI, J_TYPE, J_VI,
+                     W_COS, W_SIN)
+from .spatial import crm_t, st6_s
+
+assert W_COS == W_SIN + 1  # sincos_all writes the cosines right after the sines
 
 REVOLUTE = 0
 PRISMATIC = 1
@@ -86,11 +90,11 @@ def _sincos_reduced(x):
 def sincos_all(mi, q, w, so):
     """w[so + i] = sin q and w[so + nb + i] = cos q of the first coordinate q of every body's joint
     (used for the revolute ones), in one loop that LLVM vectorises; libm beyond |q| >= 1e5."""
-    nb = mi[0]
+    nb = mi[H_NB]
     for i in range(nb):
-        w[so + i], w[so + nb + i] = _sincos_reduced(q[mi[HEADER_I + 5 * i + 2]])
+        w[so + i], w[so + nb + i] = _sincos_reduced(q[mi[HEADER_I + BODY_I * i + J_QI]])
     for i in range(nb):
-        x = q[mi[HEADER_I + 5 * i + 2]]
+        x = q[mi[HEADER_I + BODY_I * i + J_QI]]
         if not (abs(x) < 1.0e5):
             w[so + i] = math.sin(x)
             w[so + nb + i] = math.cos(x)
@@ -109,19 +113,43 @@ def sincos_row(w, xo, so, co, n):
             w[np.uint64(co + k)] = math.cos(x)
 
 
+# ---------------------------------------------------------------------------------------------
+# The joint models' calc (Pinocchio's jmodel.calc): what depends on the joint type, for the kernels.
+# Body i of the packed model (mi, mf; layout.py); results at flat offsets of w, not array views
+# (numba would reference-count every view).
+
+DBL_MIN = 2.2250738585072014e-308  # smallest normal double: a quaternion below it has lost its digits
+
+
+@njit(cache=True, inline="always")
+def quat_scale(q, k):
+    """The largest |component| of the quaternion q[k:k+4]: dividing by it first makes the norm
+    computable for any finite magnitude (the sum of squares of 1e160 would overflow, of 1e-160
+    underflow). The quaternion is unusable (zero, or subnormal) when this is below DBL_MIN."""
+    return max(max(abs(q[k]), abs(q[k + 1])), max(abs(q[k + 2]), abs(q[k + 3])))
+
+
+@njit(cache=True, inline="always")
+def unit_quaternion(q, k):
+    """q[k:k+4] = (x, y, z, w) normalised robustly: scaled by its largest component, then by its norm."""
+    m = quat_scale(q, k)
+    x, y, z, w = q[k] / m, q[k + 1] / m, q[k + 2] / m, q[k + 3] / m
+    n = math.sqrt(x * x + y * y + z * z + w * w)  # in [1, 2]
+    return x / n, y / n, z / n, w / n
+
+
 @njit(cache=True, inline="always")
 def jcalc(mi, mf, i, q, w, eo, ro):
     """Joint transform composed with the tree transform: ^iX_λ(i) = X_J(q) X_T(i) (Table 4.1, §4.2).
 
     Revolute: X_J = rot(R(a, q)^T) (Rodrigues); prismatic: X_J = xlt(a q); free: X_J =
     rot(R(quat)^T) xlt(p). Composition rule of Table A.3: E = E_J E_T, r = r_T + E_T^T r_J.
-    Body i of the packed model (mi, mf; see model.py); the result goes into w[eo:eo+9] (E, row-major)
-    and w[ro:ro+3] (r). Flat offsets, not array views: numba would reference-count every view."""
-    ii = HEADER_I + 5 * i
+    The result goes into w[eo:eo+9] (E, row-major) and w[ro:ro+3] (r)."""
+    ii = HEADER_I + BODY_I * i
     s = 0.0
     c = 1.0
-    if mi[ii + 1] == REVOLUTE:
-        qi = mi[ii + 2]
+    if mi[ii + J_TYPE] == REVOLUTE:
+        qi = mi[ii + J_QI]
         c = math.cos(q[qi])
         s = math.sin(q[qi])
     jcalc_sc(mi, mf, i, q, w, eo, ro, s, c)
@@ -130,14 +158,16 @@ def jcalc(mi, mf, i, q, w, eo, ro):
 @njit(cache=True, inline="always")
 def jcalc_sc(mi, mf, i, q, w, eo, ro, s, c):
     """jcalc with s = sin q_i and c = cos q_i of a revolute joint given (e.g. from sincos_all)."""
-    ii = HEADER_I + 5 * i
-    jt = mi[ii + 1]
-    qi = mi[ii + 2]
-    bo = HEADER_F + BODY_STRIDE * i
-    ax = HEADER_F + BODY_STRIDE * mi[0] + DOF_STRIDE * mi[ii + 3] + (3 if jt == PRISMATIC else 0)
-    e0, e1, e2, e3, e4, e5, e6, e7, e8 = (mf[bo], mf[bo + 1], mf[bo + 2], mf[bo + 3], mf[bo + 4], mf[bo + 5],
-                                          mf[bo + 6], mf[bo + 7], mf[bo + 8])
-    t0, t1, t2 = mf[bo + 9], mf[bo + 10], mf[bo + 11]
+    ii = HEADER_I + BODY_I * i
+    jt = mi[ii + J_TYPE]
+    qi = mi[ii + J_QI]
+    et = HEADER_F + BODY_F * i + B_ET
+    rt = HEADER_F + BODY_F * i + B_RT
+    # the axis u: S = [u; 0] (revolute) or [0; u] (prismatic)
+    ax = HEADER_F + BODY_F * mi[H_NB] + DOF_F * mi[ii + J_VI] + D_S + (3 if jt == PRISMATIC else 0)
+    e0, e1, e2, e3, e4, e5, e6, e7, e8 = (mf[et], mf[et + 1], mf[et + 2], mf[et + 3], mf[et + 4], mf[et + 5],
+                                          mf[et + 6], mf[et + 7], mf[et + 8])
+    t0, t1, t2 = mf[rt], mf[rt + 1], mf[rt + 2]
     if jt == REVOLUTE:
         x, y, z = mf[ax], mf[ax + 1], mf[ax + 2]
         w[ro] = t0
@@ -180,14 +210,9 @@ def jcalc_sc(mi, mf, i, q, w, eo, ro, s, c):
         t0 += e0 * p0 + e3 * p1 + e6 * p2
         t1 += e1 * p0 + e4 * p1 + e7 * p2
         t2 += e2 * p0 + e5 * p1 + e8 * p2
-    else:
+    else:  # FREE: q = [p, quaternion (x y z w)]
         px, py, pz = q[qi], q[qi + 1], q[qi + 2]
-        qx, qy, qz, qw = q[qi + 3], q[qi + 4], q[qi + 5], q[qi + 6]
-        n = math.sqrt(qx * qx + qy * qy + qz * qz + qw * qw)
-        qx /= n
-        qy /= n
-        qz /= n
-        qw /= n
+        qx, qy, qz, qw = unit_quaternion(q, qi + 3)
         # E_J = R(quat)^T
         j00 = 1.0 - 2.0 * (qy * qy + qz * qz)
         j10 = 2.0 * (qx * qy - qz * qw)
@@ -216,15 +241,88 @@ def jcalc_sc(mi, mf, i, q, w, eo, ro, s, c):
 
 
 @njit(cache=True, inline="always")
+def jcalc_lanes(mi, mf, i, w, E, R, Q, SIN, COS, L):
+    """jcalc_sc of a revolute or prismatic body for L states side by side (algorithms/rnea_batch):
+    the states' q at w[Q + k], sin, cos at w[SIN + k], w[COS + k]; E's entry j at w[E + j L + k], r's at
+    w[R + j L + k]. One loop over the states per case, which LLVM vectorises."""
+    ii = HEADER_I + BODY_I * i
+    jt = mi[ii + J_TYPE]
+    et = HEADER_F + BODY_F * i + B_ET
+    rt = HEADER_F + BODY_F * i + B_RT
+    e0, e1, e2, e3, e4, e5, e6, e7, e8 = (mf[et], mf[et + 1], mf[et + 2], mf[et + 3], mf[et + 4], mf[et + 5],
+                                          mf[et + 6], mf[et + 7], mf[et + 8])
+    t0, t1, t2 = mf[rt], mf[rt + 1], mf[rt + 2]
+    ax = HEADER_F + BODY_F * mi[H_NB] + DOF_F * mi[ii + J_VI] + D_S + (3 if jt == PRISMATIC else 0)
+    x, y, z = mf[ax], mf[ax + 1], mf[ax + 2]
+    if jt == PRISMATIC:  # E = E_T, r = r_T + E_T^T u q
+        for k in range(L):
+            d = w[_u(Q + k)]
+            st6_s(w, E + k, L, (e0, e1, e2, e3, e4, e5))
+            w[_u(E + 6 * L + k)], w[_u(E + 7 * L + k)], w[_u(E + 8 * L + k)] = e6, e7, e8
+            p0, p1, p2 = x * d, y * d, z * d
+            w[_u(R + k)] = t0 + e0 * p0 + e3 * p1 + e6 * p2
+            w[_u(R + L + k)] = t1 + e1 * p0 + e4 * p1 + e7 * p2
+            w[_u(R + 2 * L + k)] = t2 + e2 * p0 + e5 * p1 + e8 * p2
+        return
+    if x == 0.0 and y == 0.0:  # E = rz(z q) E_T (Table 2.2)
+        for k in range(L):
+            s = w[_u(SIN + k)] * z
+            c = w[_u(COS + k)]
+            st6_s(w, E + k, L, (c * e0 + s * e3, c * e1 + s * e4, c * e2 + s * e5,
+                                c * e3 - s * e0, c * e4 - s * e1, c * e5 - s * e2))
+            w[_u(E + 6 * L + k)], w[_u(E + 7 * L + k)], w[_u(E + 8 * L + k)] = e6, e7, e8
+            w[_u(R + k)], w[_u(R + L + k)], w[_u(R + 2 * L + k)] = t0, t1, t2
+    elif y == 0.0 and z == 0.0:  # rx
+        for k in range(L):
+            s = w[_u(SIN + k)] * x
+            c = w[_u(COS + k)]
+            st6_s(w, E + k, L, (e0, e1, e2, c * e3 + s * e6, c * e4 + s * e7, c * e5 + s * e8))
+            w[_u(E + 6 * L + k)] = c * e6 - s * e3
+            w[_u(E + 7 * L + k)] = c * e7 - s * e4
+            w[_u(E + 8 * L + k)] = c * e8 - s * e5
+            w[_u(R + k)], w[_u(R + L + k)], w[_u(R + 2 * L + k)] = t0, t1, t2
+    elif x == 0.0 and z == 0.0:  # ry
+        for k in range(L):
+            s = w[_u(SIN + k)] * y
+            c = w[_u(COS + k)]
+            st6_s(w, E + k, L, (c * e0 - s * e6, c * e1 - s * e7, c * e2 - s * e8, e3, e4, e5))
+            w[_u(E + 6 * L + k)] = s * e0 + c * e6
+            w[_u(E + 7 * L + k)] = s * e1 + c * e7
+            w[_u(E + 8 * L + k)] = s * e2 + c * e8
+            w[_u(R + k)], w[_u(R + L + k)], w[_u(R + 2 * L + k)] = t0, t1, t2
+    else:
+        for k in range(L):  # any axis: E_J = R(u, q)^T (Rodrigues), E = E_J E_T
+            s = w[_u(SIN + k)]
+            c = w[_u(COS + k)]
+            t = 1.0 - c
+            j00, j01, j02 = c + t * x * x, t * x * y + s * z, t * x * z - s * y
+            j10, j11, j12 = t * x * y - s * z, c + t * y * y, t * y * z + s * x
+            j20, j21, j22 = t * x * z + s * y, t * y * z - s * x, c + t * z * z
+            st6_s(w, E + k, L, (j00 * e0 + j01 * e3 + j02 * e6, j00 * e1 + j01 * e4 + j02 * e7,
+                                j00 * e2 + j01 * e5 + j02 * e8, j10 * e0 + j11 * e3 + j12 * e6,
+                                j10 * e1 + j11 * e4 + j12 * e7, j10 * e2 + j11 * e5 + j12 * e8))
+            w[_u(E + 6 * L + k)] = j20 * e0 + j21 * e3 + j22 * e6
+            w[_u(E + 7 * L + k)] = j20 * e1 + j21 * e4 + j22 * e7
+            w[_u(E + 8 * L + k)] = j20 * e2 + j21 * e5 + j22 * e8
+            w[_u(R + k)], w[_u(R + L + k)], w[_u(R + 2 * L + k)] = t0, t1, t2
+
+
+@njit(cache=True, inline="always")
+def _u(i):
+    """An index as unsigned: numba then drops its negative-index wrap-around (see rnea_batch)."""
+    return np.uint64(i)
+
+
+@njit(cache=True, inline="always")
 def S_mul(mi, mf, i, x):
     """S_i x as a 6-tuple (angular-first): joint i's motion subspace (Table 4.1) times the entries of x
     at its degrees of freedom, e.g. v_J = S qd (Eq. 3.32) or S qdd."""
-    ii = HEADER_I + 5 * i
-    vi = mi[ii + 3]
-    do0 = HEADER_F + BODY_STRIDE * mi[0]
+    ii = HEADER_I + BODY_I * i
+    vi = mi[ii + J_VI]
+    do0 = HEADER_F + BODY_F * mi[H_NB]
     j0 = j1 = j2 = j3 = j4 = j5 = 0.0
-    for dof in range(vi, vi + mi[ii + 4]):
-        so = do0 + DOF_STRIDE * dof
+    for dof in range(vi, vi + mi[ii + J_NV]):
+        so = do0 + DOF_F * dof + D_S
         y = x[dof]
         j0 += mf[so] * y
         j1 += mf[so + 1] * y
@@ -233,3 +331,49 @@ def S_mul(mi, mf, i, x):
         j4 += mf[so + 4] * y
         j5 += mf[so + 5] * y
     return (j0, j1, j2, j3, j4, j5)
+
+
+@njit(cache=True, inline="always")
+def joint_velocity(mi, mf, i, xv, qd):
+    """(v_i, c_i) of body i given xv = ^iX_λ(i) v_λ(i): v_i = xv + S_i qd_i (Eq. 5.14) and the
+    velocity-product c_i = v_i x S_i qd_i (Eq. 7.35; c_J = 0, S constant for every joint kernel)."""
+    vJ = S_mul(mi, mf, i, qd)
+    v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
+    return v, crm_t(v, vJ)
+
+
+@njit(cache=True, inline="always")
+def joint_motion(mi, mf, i, jt, xv, xa, qd, qdd):
+    """(v_i, a_i) of body i given xv = X_i v_λ(i) and xa = X_i a_λ(i) (Eqs. 5.14-5.15, c_J = 0):
+    v_i = xv + S_i qd_i ;  a_i = xa + S_i qdd_i + v_i x S_i qd_i.
+
+    A revolute joint has S = [u; 0], a prismatic one S = [0; u] (Table 4.1): v_J = u qd sits in one
+    half, and v_i x v_J = qd (omega_i x u; v_i,O x u) or qd (0; omega_i x u) (Eq. 2.31), half the
+    arithmetic of the general product, which the free joint takes. jt: the joint's type (J_TYPE of body i)."""
+    ii = HEADER_I + BODY_I * i
+    if jt == REVOLUTE or jt == PRISMATIC:
+        dof = mi[ii + J_VI]
+        so = HEADER_F + BODY_F * mi[H_NB] + DOF_F * dof + D_S + (0 if jt == REVOLUTE else 3)
+        x, y, z = mf[so], mf[so + 1], mf[so + 2]
+        qdi = qd[dof]
+        qddi = qdd[dof]
+        if jt == REVOLUTE:
+            v = (xv[0] + x * qdi, xv[1] + y * qdi, xv[2] + z * qdi, xv[3], xv[4], xv[5])
+            a = (xa[0] + x * qddi + qdi * (v[1] * z - v[2] * y),
+                 xa[1] + y * qddi + qdi * (v[2] * x - v[0] * z),
+                 xa[2] + z * qddi + qdi * (v[0] * y - v[1] * x),
+                 xa[3] + qdi * (v[4] * z - v[5] * y),
+                 xa[4] + qdi * (v[5] * x - v[3] * z),
+                 xa[5] + qdi * (v[3] * y - v[4] * x))
+        else:
+            v = (xv[0], xv[1], xv[2], xv[3] + x * qdi, xv[4] + y * qdi, xv[5] + z * qdi)
+            a = (xa[0], xa[1], xa[2],
+                 xa[3] + x * qddi + qdi * (v[1] * z - v[2] * y),
+                 xa[4] + y * qddi + qdi * (v[2] * x - v[0] * z),
+                 xa[5] + z * qddi + qdi * (v[0] * y - v[1] * x))
+    else:  # FREE: the general product
+        v, c = joint_velocity(mi, mf, i, xv, qd)
+        sq = S_mul(mi, mf, i, qdd)
+        a = (xa[0] + sq[0] + c[0], xa[1] + sq[1] + c[1], xa[2] + sq[2] + c[2], xa[3] + sq[3] + c[3],
+             xa[4] + sq[4] + c[4], xa[5] + sq[5] + c[5])
+    return v, a

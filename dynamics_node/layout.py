@@ -1,12 +1,132 @@
-"""Layout of the packed model and of the per-call work array (see model.py and
-algorithms/_common.work_views): shared by the model builder and every compiled kernel."""
+"""Memory layouts of the compiled kernels, by name: the packed model (``mi``, ``mf``, see model.py),
+the per-call work array (algorithms/_common.work_views) and the batch kernel's blocks
+(algorithms/rnea_batch).
 
-HEADER_I = 4
-HEADER_F = 4
-BODY_STRIDE = 25
-DOF_STRIDE = 9
-# work array per body (see algorithms/_common.work_views): E 9, r 3, v 6, a 6, f 6, c 6, IA 36, pA 6,
-# R 9, p 3, Dinv 36; per dof: U 6, u 1, d 1; plus 172 scratch
-WORK_BODY = 126
-WORK_DOF = 8
-WORK_EXTRA = 172
+Each layout is one table of fields (name, size, meaning) below; the module turns every table into
+constants: ``<PREFIX>_<NAME>`` is the field's offset and ``<PREFIX>_<NAME>_N`` its size, and the
+table's total size is named too. numba reads module-level integers as compile-time constants, so a
+kernel written as ``mf[bo + B_M]`` compiles to the same machine code as ``mf[bo + 12]``.
+
+Packed model (one int array, one float array; a numba call costs per argument):
+
+    mi = [H_* header (HEADER_I) | per body i: J_* (BODY_I ints)]
+    mf = [HF_* header (HEADER_F) | per body i: B_* (BODY_F floats) | per dof: D_* (DOF_F floats)]
+    body i's ints at HEADER_I + BODY_I i, its floats at HEADER_F + BODY_F i, dof k's floats at
+    HEADER_F + BODY_F nb + DOF_F k.
+
+Work array of one call (struct of arrays: each per-body field is one block of nb entries):
+
+    per body, W_*: field X of body i at  W_X nb + W_X_N i          (WORK_BODY floats per body)
+    per dof,  V_*: field X of dof k at   WORK_BODY nb + V_X nvt + V_X_N k   (WORK_DOF per dof)
+    scratch,  T_*: at                    WORK_BODY nb + WORK_DOF nvt + T_X  (WORK_EXTRA floats)
+
+_fastcall.c sizes its per-thread work array with set_layout(WORK_BODY, WORK_DOF, WORK_EXTRA).
+"""
+from __future__ import annotations
+
+# ---- the tables: (name, size, meaning) --------------------------------------------------------
+
+MODEL_HEADER_I = (  # mi[0:HEADER_I]; _fastcall.c reads NB and NVT at these places
+    ("NB", 1, "number of bodies nb (= moving kernel joints)"),
+    ("NVT", 1, "tree velocity coordinates nvt"),
+    ("NQT", 1, "tree position coordinates nqt"),
+    ("SPARE", 1, "unused"),
+)
+MODEL_BODY_I = (  # per body: the joint model and the tree (Featherstone Table 4.3)
+    ("PARENT", 1, "λ(i), -1 for the fixed base"),
+    ("TYPE", 1, "joint kernel: joints.REVOLUTE, PRISMATIC or FREE"),
+    ("QI", 1, "first coordinate of the joint in q"),
+    ("VI", 1, "first coordinate of the joint in qd (and first dof)"),
+    ("NV", 1, "degrees of freedom of the joint"),
+)
+MODEL_HEADER_F = (
+    ("GRAVITY", 3, "a_g, the acceleration of gravity in the base frame (§5.3)"),
+    ("TOL", 1, "pivots of H or D_i at or below this are singular"),
+)
+MODEL_BODY_F = (  # per body: X_T(i) = plx(E_T, r_T) and I_i = rbi(m, h, Ibar) (Table A.3)
+    ("ET", 9, "E of the tree transform X_T(i), row-major"),
+    ("RT", 3, "r of X_T(i)"),
+    ("M", 1, "mass m"),
+    ("H", 3, "first moment h = m c"),
+    ("IBAR", 9, "rotational inertia about the body origin, row-major (Eq. 2.63)"),
+)
+MODEL_DOF_F = (  # per degree of freedom
+    ("S", 6, "column of the motion subspace S_i, angular-first (Table 4.1)"),
+    ("ARMATURE", 1, "rotor inertia (Example 9.5)"),
+    ("DAMPING", 1, "viscous friction coefficient"),
+    ("COULOMB", 1, "Coulomb friction force"),
+)
+WORK_PER_BODY = (  # Tables 5.1, 6.2, 7.1 in body coordinates
+    ("E", 9, "E of ^iX_λ(i) = X_J X_T(i), row-major"),
+    ("R", 3, "r of ^iX_λ(i)"),
+    ("V", 6, "v_i (Eq. 5.14)"),
+    ("A", 6, "a_i (Eq. 5.15)"),
+    ("F", 6, "f_i (Eq. 5.16)"),
+    ("SIN", 1, "sin q_i of the joint's first coordinate (joints.sincos_all), next to X_i: read with it"),
+    ("COS", 1, "cos q_i"),
+    ("C", 6, "c_i = v_i x S_i qd_i (Eq. 7.35)"),
+    ("IA", 36, "I_i^A dense (Table 7.1); the composite rbi I_i^c in the CRBA (Table 6.2)"),
+    ("PA", 6, "p_i^A (Table 7.1)"),
+    ("RW", 9, "world axes R_i of body i, row-major (kinematics)"),
+    ("PW", 3, "world origin p_i of body i (kinematics)"),
+    ("DINV", 36, "D_i^-1, nv_i x nv_i at stride 6 (Eq. 7.44)"),
+)
+WORK_PER_DOF = (
+    ("U", 6, "U_i = I_i^A S_i, one column per dof (Eq. 7.43)"),
+    ("UU", 1, "u_i = tau_i - S_i^T p_i^A (Eq. 7.45)"),
+)
+WORK_SCRATCH = (  # of the ABA's multi-dof joints (Table 7.1 with a free joint)
+    ("IA", 36, "I^a of the body being folded into its parent (Eq. 7.39)"),
+    ("PA", 6, "p^a (Eq. 7.40); Table 9.3's p^a at an inverse-dynamics joint"),
+    ("D", 36, "D_i = S_i^T U_i before inversion (Eq. 7.44)"),
+    ("UA", 6, "u_i - U_i^T a' (Eq. 7.49)"),
+)
+FEXT_N = 6  # the kernels' external forces: one spatial force f_i^x per body, at fx[FEXT_N i]
+
+# The batch inverse dynamics (algorithms/rnea_batch): LANES states side by side, one block of rows per
+# body; row r of body i's block holds one number of each state: w[(BATCH_BLOCK i + L_r) LANES + k].
+LANES = 32  # states side by side (measured among 8 .. 128 on TALOS and arm7; see rnea_batch)
+BATCH_ROWS = (
+    ("E", 9, "E of ^iX_λ(i)"),
+    ("R", 3, "r of ^iX_λ(i)"),
+    ("V", 6, "v_i"),
+    ("A", 6, "a_i"),
+    ("F", 6, "f_i"),
+    ("VJ", 6, "v_J = S_i qd_i; X_i^T f_i in the inward pass"),
+    ("SQ", 6, "S_i qdd_i"),
+    ("PV", 6, "the parent's v (copied in)"),
+    ("PAC", 6, "the parent's a (copied in, right after PV)"),
+    ("Q", 1, "q_i"),
+    ("QD", 1, "qd_i"),
+    ("QDD", 1, "qdd_i"),
+    ("SIN", 1, "sin q_i"),
+    ("COS", 1, "cos q_i"),
+    ("TAU", 1, "tau_i"),
+)
+BATCH_SCRATCH = (("X", 12, "E and r of a free joint, one state at a time"),)
+
+
+def _generate(table, prefix, total):
+    """<prefix>_<name> = offset and <prefix>_<name>_N = size of every field; total = their sum."""
+    off = 0
+    for name, size, _ in table:
+        globals()[f"{prefix}_{name}"] = off
+        globals()[f"{prefix}_{name}_N"] = size
+        off += size
+    globals()[total] = off
+
+
+_generate(MODEL_HEADER_I, "H", "HEADER_I")
+_generate(MODEL_BODY_I, "J", "BODY_I")
+_generate(MODEL_HEADER_F, "HF", "HEADER_F")
+_generate(MODEL_BODY_F, "B", "BODY_F")
+_generate(MODEL_DOF_F, "D", "DOF_F")
+_generate(WORK_PER_BODY, "W", "WORK_BODY")
+_generate(WORK_PER_DOF, "V", "WORK_DOF")
+_generate(WORK_SCRATCH, "T", "WORK_EXTRA")
+_generate(BATCH_ROWS, "L", "BATCH_BLOCK")
+_generate(BATCH_SCRATCH, "LT", "BATCH_EXTRA")
+B_RBI = B_M  # noqa: F821 - m, h, Ibar: the 13 numbers of rbi(m, h, Ibar), in this order (spatial.rbi_mul_t)
+RBI_N = 13
+assert L_A == L_V + L_V_N and L_PAC == L_PV + L_PV_N  # noqa: F821 - rnea_batch copies v and a as one run
+BODY_STRIDE, DOF_STRIDE = BODY_F, DOF_F  # noqa: F821 - the former names, for code written against them

@@ -16,10 +16,10 @@ q_t = G q + offset (Featherstone §9.6, Eq. 3.11 "explicit constraints").
 For the compiled kernels the model is packed into two flat arrays (one int, one float), because a
 numba call costs per argument (and several times more for a 2-D array than a 1-D one):
 
-``mi`` = [nb, nvt, nqt, 0, then per body: parent, jtype, qi, vi, nv]
-``mf`` = [gx, gy, gz, singular_tol, then per body BODY_STRIDE floats, then per dof DOF_STRIDE floats]
-  body: E_T (9, row-major), r_T (3), m (1), h (3), Ibar (9)        -- X_T(i) and rbi(m, h, Ibar)
-  dof:  S (6), armature, damping, coulomb
+``mi`` = [header H_*, then per body the J_* fields: parent, joint type, qi, vi, nv]
+``mf`` = [header HF_* (gravity, singular tolerance), then per body the B_* fields (X_T(i) and
+rbi(m, h, Ibar)), then per dof the D_* fields (S, armature, damping, Coulomb friction)]
+with the fields, offsets and sizes of the tables in :mod:`dynamics_node.layout`.
 """
 from __future__ import annotations
 
@@ -32,7 +32,10 @@ from ._fast import AVAILABLE as SHIM_AVAILABLE
 from .joints import FREE, motion_subspace
 
 from .spatial import rbi_from_com
-from .layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, WORK_BODY, WORK_DOF, WORK_EXTRA  # noqa: F401
+from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, BODY_F, BODY_I, D_ARMATURE,
+                     D_COULOMB, D_DAMPING, D_S, D_S_N, DOF_F, H_NB, H_NQT, H_NVT, HEADER_F, HEADER_I, HF_GRAVITY,
+                     HF_GRAVITY_N, HF_TOL, J_NV, J_PARENT, J_QI, J_TYPE, J_VI, WORK_BODY, WORK_DOF, WORK_EXTRA,
+                     W_A, W_A_N, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_V, W_V_N)
 
 
 @dataclass(frozen=True)
@@ -166,38 +169,38 @@ class Model:
         self.G = _ro(G)
 
         # ---- pack for the kernels
-        mi = np.zeros(HEADER_I + 5 * nb, dtype=np.int64)
-        mi[0], mi[1], mi[2] = nb, self.nvt, self.nqt
-        body = mi[HEADER_I:].reshape(nb, 5)
-        body[:, 0] = spec.parent
-        body[:, 1] = spec.jtype
-        body[:, 2] = qi
-        body[:, 3] = vi
-        body[:, 4] = nvj
+        mi = np.zeros(HEADER_I + BODY_I * nb, dtype=np.int64)
+        mi[H_NB], mi[H_NVT], mi[H_NQT] = nb, self.nvt, self.nqt
+        J = mi[HEADER_I:].reshape(nb, BODY_I)
+        J[:, J_PARENT] = spec.parent
+        J[:, J_TYPE] = spec.jtype
+        J[:, J_QI] = qi
+        J[:, J_VI] = vi
+        J[:, J_NV] = nvj
         mass = np.array(spec.mass, dtype=float)
         h = np.array(spec.h, dtype=float).reshape(nb, 3)
         Ib = np.array(spec.Ibar, dtype=float).reshape(nb, 9)
         for pl in spec.payloads.values():
             self._add_payload_inertia(pl, mass, h, Ib)
-        mf = np.zeros(HEADER_F + BODY_STRIDE * nb + DOF_STRIDE * self.nvt)
-        mf[0:3] = spec.gravity
-        B = mf[HEADER_F:HEADER_F + BODY_STRIDE * nb].reshape(nb, BODY_STRIDE)
-        B[:, 0:9] = np.array(spec.ET, dtype=float).reshape(nb, 9)
-        B[:, 9:12] = np.array(spec.rT, dtype=float).reshape(nb, 3)
-        B[:, 12] = mass
-        B[:, 13:16] = h
-        B[:, 16:25] = Ib
-        D = mf[HEADER_F + BODY_STRIDE * nb:].reshape(self.nvt, DOF_STRIDE)
+        mf = np.zeros(HEADER_F + BODY_F * nb + DOF_F * self.nvt)
+        mf[HF_GRAVITY:HF_GRAVITY + HF_GRAVITY_N] = spec.gravity
+        B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape(nb, BODY_F)
+        B[:, B_ET:B_ET + B_ET_N] = np.array(spec.ET, dtype=float).reshape(nb, 9)
+        B[:, B_RT:B_RT + B_RT_N] = np.array(spec.rT, dtype=float).reshape(nb, 3)
+        B[:, B_M] = mass
+        B[:, B_H:B_H + B_H_N] = h
+        B[:, B_IBAR:B_IBAR + B_IBAR_N] = Ib
+        D = mf[HEADER_F + BODY_F * nb:].reshape(self.nvt, DOF_F)
         for i in range(nb):
             S = motion_subspace(spec.jtype[i], np.asarray(spec.axis[i], dtype=float))
-            D[vi[i]:vi[i] + nvj[i], 0:6] = S.T
-        D[:, 6] = spec.armature
-        D[:, 7] = spec.damping
-        D[:, 8] = spec.coulomb
+            D[vi[i]:vi[i] + nvj[i], D_S:D_S + D_S_N] = S.T
+        D[:, D_ARMATURE] = spec.armature
+        D[:, D_DAMPING] = spec.damping
+        D[:, D_COULOMB] = spec.coulomb
         # H is declared singular when a pivot falls below this (scaled by the model's inertia size)
         scale = 1.0 + float(np.sum(mass)) + float(np.sum(np.abs(Ib)))
         self.singular_tol = 1e-11 * scale
-        mf[3] = self.singular_tol
+        mf[HF_TOL] = self.singular_tol
         # The kernels get private writable copies: numba dispatches read-only arrays through a slow
         # path (measured +0.25 us per call). Nothing writes them; the public views are read-only.
         self._kmi = mi
@@ -247,15 +250,15 @@ class Model:
 
     def total_mass(self) -> float:
         """Mass of every link (those welded to the fixed base included) plus payloads."""
-        moving = float(np.sum(self.mf[HEADER_F + 12:HEADER_F + BODY_STRIDE * self.nb:BODY_STRIDE]))
+        moving = float(np.sum(self.mf[HEADER_F + B_M:HEADER_F + BODY_F * self.nb:BODY_F]))
         fixed = sum(self._spec.link_inertia[n][0] for n, f in self.link_frames.items() if f.body < 0)
         fixed += sum(p.mass for p in self.payloads.values() if self.link_frames[p.link].body < 0)
         return moving + fixed
 
     def body_inertia(self, i: int):
         """rbi(m, h, Ibar) of body i in its own frame (payloads included)."""
-        B = self.mf[HEADER_F + BODY_STRIDE * i:HEADER_F + BODY_STRIDE * (i + 1)]
-        return float(B[12]), B[13:16].copy(), B[16:25].reshape(3, 3).copy()
+        B = self.mf[HEADER_F + BODY_F * i:HEADER_F + BODY_F * (i + 1)]
+        return float(B[B_M]), B[B_H:B_H + B_H_N].copy(), B[B_IBAR:B_IBAR + B_IBAR_N].reshape(3, 3).copy()
 
     def summary(self) -> str:
         lines = [
@@ -343,12 +346,12 @@ class Data:
         nb = self.model.nb
         return self.work[start * nb:(start + width) * nb].reshape(nb, width)
 
-    # offsets per body in the order of layout.py's work array: E 9, r 3, v 6, a 6, f 6, ...
-    E = property(lambda self: self._block(0, 9).reshape(-1, 3, 3), doc="(nb, 3, 3) rotations E_i of ^iX_λ(i)")
-    r = property(lambda self: self._block(9, 3), doc="(nb, 3) translations r_i of ^iX_λ(i), parent axes")
-    v = property(lambda self: self._block(12, 6), doc="(nb, 6) body velocities [ω; v_O], body axes")
-    a = property(lambda self: self._block(18, 6), doc="(nb, 6) body accelerations (gravity as a_0 = -a_g)")
-    f = property(lambda self: self._block(24, 6), doc="(nb, 6) net body forces I a + v x* I v - f^x")
+    # the work array's per-body blocks, by layout.py's names (W_<NAME> offset, W_<NAME>_N width)
+    E = property(lambda self: self._block(W_E, W_E_N).reshape(-1, 3, 3), doc="(nb, 3, 3) rotations E_i of ^iX_λ(i)")
+    r = property(lambda self: self._block(W_R, W_R_N), doc="(nb, 3) translations r_i of ^iX_λ(i), parent axes")
+    v = property(lambda self: self._block(W_V, W_V_N), doc="(nb, 6) body velocities [ω; v_O], body axes")
+    a = property(lambda self: self._block(W_A, W_A_N), doc="(nb, 6) body accelerations (gravity as a_0 = -a_g)")
+    f = property(lambda self: self._block(W_F, W_F_N), doc="(nb, 6) net body forces I a + v x* I v - f^x")
 
     def __repr__(self):
         return f"Data(model '{self.model.name}', {self.work.size} doubles)"

@@ -40,15 +40,6 @@ def skew(v) -> np.ndarray:
     return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
 
 
-def plx_to_matrix(E, r) -> np.ndarray:
-    """Dense 6x6 motion transform [[E, 0], [-E r x, E]] (Eq. 2.24), for tests and documentation."""
-    X = np.zeros((6, 6))
-    X[:3, :3] = E
-    X[3:, 3:] = E
-    X[3:, :3] = -E @ skew(r)
-    return X
-
-
 def rbi_from_com(mass: float, com, I_com) -> tuple[float, np.ndarray, np.ndarray]:
     """rbi(m, h, Ibar) about a frame origin from mass, centre of mass c and inertia about the CoM
     (same axes): h = m c, Ibar = I_C - m c x c x (Eq. 2.63)."""
@@ -125,11 +116,10 @@ def crf_t(v, f):
 
 
 @njit(cache=True, inline="always")
-def rbi_mul_t(mf, bo, v):
-    """rbi(m, h, Ibar) v (Eq. 2.63) with m, h, Ibar at mf[bo+12], mf[bo+13:16], mf[bo+16:25]."""
-    return rbi_mul_c((mf[bo + 12], mf[bo + 13], mf[bo + 14], mf[bo + 15], mf[bo + 16], mf[bo + 17],
-                      mf[bo + 18], mf[bo + 19], mf[bo + 20], mf[bo + 21], mf[bo + 22], mf[bo + 23],
-                      mf[bo + 24]), v)
+def rbi_mul_t(a, o, v):
+    """rbi(m, h, Ibar) v (Eq. 2.63) with the 13 numbers m, h (3), Ibar (9, row-major) at a[o:o+13]."""
+    return rbi_mul_c((a[o], a[o + 1], a[o + 2], a[o + 3], a[o + 4], a[o + 5], a[o + 6], a[o + 7], a[o + 8],
+                      a[o + 9], a[o + 10], a[o + 11], a[o + 12]), v)
 
 
 @njit(cache=True, inline="always")
@@ -217,30 +207,29 @@ def rbi_to_parent_add(w, eo, ro, c, p):
 
 
 @njit(cache=True, inline="always")
-def rbi_to_dense(mf, bo, w, o):
-    """w[o:o+36] = dense 6x6 of rbi(m, h, Ibar) at mf[bo+12:bo+25] (Eq. 2.63): [[Ibar, h x], [(h x)^T, m 1]]."""
+def rbi_to_dense(a, o, w, out):
+    """w[out:out+36] = dense 6x6 of rbi(m, h, Ibar) at a[o:o+13] (Eq. 2.63): [[Ibar, h x], [(h x)^T, m 1]]."""
     for k in range(36):
-        w[o + k] = 0.0
-    I = bo + 16
-    for a in range(3):
-        for b in range(3):
-            w[o + 6 * a + b] = mf[I + 3 * a + b]
-    h0, h1, h2, m = mf[bo + 13], mf[bo + 14], mf[bo + 15], mf[bo + 12]
-    w[o + 4] = -h2
-    w[o + 5] = h1
-    w[o + 9] = h2
-    w[o + 11] = -h0
-    w[o + 15] = -h1
-    w[o + 16] = h0
-    w[o + 19] = h2
-    w[o + 20] = -h1
-    w[o + 24] = -h2
-    w[o + 26] = h0
-    w[o + 30] = h1
-    w[o + 31] = -h0
-    w[o + 21] = m
-    w[o + 28] = m
-    w[o + 35] = m
+        w[out + k] = 0.0
+    m, h0, h1, h2 = a[o], a[o + 1], a[o + 2], a[o + 3]
+    for r in range(3):
+        for c in range(3):
+            w[out + 6 * r + c] = a[o + 4 + 3 * r + c]
+    w[out + 4] = -h2
+    w[out + 5] = h1
+    w[out + 9] = h2
+    w[out + 11] = -h0
+    w[out + 15] = -h1
+    w[out + 16] = h0
+    w[out + 19] = h2
+    w[out + 20] = -h1
+    w[out + 24] = -h2
+    w[out + 26] = h0
+    w[out + 30] = h1
+    w[out + 31] = -h0
+    w[out + 21] = m
+    w[out + 28] = m
+    w[out + 35] = m
 
 
 @njit(cache=True, inline="always")
@@ -387,7 +376,6 @@ def dense_to_parent_add(w, eo, ro, ia, out):
     w[out + 35] += C1_22
 
 
-
 @njit(cache=True, inline="always")
 def load6(w, o):
     """w[o:o+6] as a 6-tuple."""
@@ -403,3 +391,22 @@ def store6(w, o, t):
     w[o + 3] = t[3]
     w[o + 4] = t[4]
     w[o + 5] = t[5]
+
+
+@njit(cache=True, inline="always")
+def ld6_s(w, o, s):
+    """w[o], w[o + s], ..., w[o + 5 s] as a 6-tuple (one state's 6-vector in algorithms/rnea_batch's
+    layout); unsigned indices (see rnea_batch)."""
+    return (w[np.uint64(o)], w[np.uint64(o + s)], w[np.uint64(o + 2 * s)], w[np.uint64(o + 3 * s)],
+            w[np.uint64(o + 4 * s)], w[np.uint64(o + 5 * s)])
+
+
+@njit(cache=True, inline="always")
+def st6_s(w, o, s, t):
+    """w[o + j s] = t[j] for j < 6 (the store of ld6_s)."""
+    w[np.uint64(o)] = t[0]
+    w[np.uint64(o + s)] = t[1]
+    w[np.uint64(o + 2 * s)] = t[2]
+    w[np.uint64(o + 3 * s)] = t[3]
+    w[np.uint64(o + 4 * s)] = t[4]
+    w[np.uint64(o + 5 * s)] = t[5]

@@ -24,6 +24,7 @@ import numpy as np
 
 from .errors import ModelError
 from .joints import FREE, PRISMATIC, REVOLUTE
+from .layout import BODY_I, HEADER_I, J_QI, J_VI
 from .loop_joints import parse_loop_joints, parse_transmissions, validate_loop_bodies
 from .model import LinkFrame, Model, TreeSpec
 from .spatial import rbi_from_com, rpy_to_matrix
@@ -462,7 +463,7 @@ def _warn_singular(model: Model):
     if model.nvt == 0:
         return
     H = mass_matrix_tree(model, np.zeros(model.nqt) if not model.floating_base else _neutral_tree(model))
-    vi = model.mi[4 + 3::5]
+    vi = model.mi[HEADER_I + J_VI::BODY_I]
     for i in range(model.nb):
         d = H[vi[i], vi[i]]
         if d <= model.singular_tol:
@@ -473,7 +474,7 @@ def _warn_singular(model: Model):
 
 def _neutral_tree(model):
     q = np.zeros(model.nqt)
-    qi = model.mi[4 + 2::5]
+    qi = model.mi[HEADER_I + J_QI::BODY_I]
     for i in range(model.nb):
         if model.jtype[i] == FREE:
             q[qi[i] + 6] = 1.0

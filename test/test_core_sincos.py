@@ -7,14 +7,14 @@ import math
 import numpy as np
 
 from dynamics_node.joints import sincos_all, sincos_row
-from dynamics_node.layout import HEADER_I
+from dynamics_node.layout import BODY_I, H_NB, HEADER_I, J_QI
 
 
 def _sincos(angles):
     n = len(angles)
-    mi = np.zeros(HEADER_I + 5 * n, dtype=np.int64)
-    mi[0] = n
-    mi[HEADER_I + 2::5] = np.arange(n)  # body i's first coordinate is q[i]
+    mi = np.zeros(HEADER_I + BODY_I * n, dtype=np.int64)
+    mi[H_NB] = n
+    mi[HEADER_I + J_QI::BODY_I] = np.arange(n)  # body i's first coordinate is q[i]
     w = np.full(2 * n + 3, np.nan)
     sincos_all(mi, np.ascontiguousarray(angles, dtype=float), w, 3)
     return w[3:3 + n], w[3 + n:3 + 2 * n]

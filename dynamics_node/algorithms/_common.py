@@ -8,7 +8,11 @@ import numpy as np
 from .._jit import carray, njit, types
 
 from ..errors import InputError, SingularMassMatrixError
-from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I, WORK_BODY, WORK_DOF, WORK_EXTRA
+from ..joints import DBL_MIN, FREE, quat_scale
+from ..layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, J_QI, J_TYPE, V_U, V_UU,
+                      V_U_N, WORK_BODY, WORK_DOF, WORK_EXTRA, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E,
+                      W_E_N, W_F, W_F_N, W_IA, W_IA_N, W_PA, W_PA_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N,
+                      W_V, W_V_N)
 from ..model import Model
 
 # explicit kernel signatures: compiled once (and cached), and anything else (a list, float32, a
@@ -39,12 +43,14 @@ A_Q, A_QD, A_QDD, A_TAU, A_FEXT = 0, 1, 2, 3, 4
 
 @njit(cache=True, inline="always")
 def unpack(mi, mf):
-    nb = mi[0]
-    nvt = mi[1]
-    nqt = mi[2]
-    J = mi[HEADER_I:HEADER_I + 5 * nb].reshape((nb, 5))
-    B = mf[HEADER_F:HEADER_F + BODY_STRIDE * nb].reshape((nb, BODY_STRIDE))
-    D = mf[HEADER_F + BODY_STRIDE * nb:HEADER_F + BODY_STRIDE * nb + DOF_STRIDE * nvt].reshape((nvt, DOF_STRIDE))
+    """(nb, nvt, nqt, J, B, D): the packed model's per-body ints J (nb x BODY_I, columns J_*), per-body
+    floats B (nb x BODY_F, columns B_*) and per-dof floats D (nvt x DOF_F, columns D_*) as views."""
+    nb = mi[H_NB]
+    nvt = mi[H_NVT]
+    nqt = mi[H_NQT]
+    J = mi[HEADER_I:HEADER_I + BODY_I * nb].reshape((nb, BODY_I))
+    B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape((nb, BODY_F))
+    D = mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt].reshape((nvt, DOF_F))
     return nb, nvt, nqt, J, B, D
 
 
@@ -52,16 +58,16 @@ def unpack(mi, mf):
 def model_from_pointers(mip, mfp):
     """(mi, mf, nvt) as arrays over the packed model behind two C pointers (header first)."""
     hdr = carray(mip, (HEADER_I,))
-    nb = hdr[0]
-    nvt = hdr[1]
-    return (carray(mip, (HEADER_I + 5 * nb,)), carray(mfp, (HEADER_F + BODY_STRIDE * nb + DOF_STRIDE * nvt,)), nvt)
+    nb = hdr[H_NB]
+    nvt = hdr[H_NVT]
+    return (carray(mip, (HEADER_I + BODY_I * nb,)), carray(mfp, (HEADER_F + BODY_F * nb + DOF_F * nvt,)), nvt)
 
 
 @njit(cache=True, inline="always")
 def new_work(mi):
     """The work array of a call, allocated in compiled code (cheaper than a numpy call from Python,
     and private to the call, so concurrent calls never share one)."""
-    return np.empty(WORK_BODY * mi[0] + WORK_DOF * mi[1] + WORK_EXTRA)
+    return np.empty(WORK_BODY * mi[H_NB] + WORK_DOF * mi[H_NVT] + WORK_EXTRA)
 
 
 @njit(cache=True, inline="always")
@@ -77,14 +83,16 @@ def check(x, n, arg):
 
 @njit(cache=True, inline="always")
 def check_q(q, mi):
-    """check(q) plus: every free joint's quaternion must be non-zero (it is normalised on use)."""
-    st = check(q, mi[2], A_Q)
+    """check(q) plus: every free joint's quaternion must be usable, i.e. not zero or subnormal (it is
+    normalised on use, by joints.unit_quaternion, at any finite magnitude above that)."""
+    st = check(q, mi[H_NQT], A_Q)
     if st != 0:
         return st
-    for i in range(mi[0]):
-        if mi[HEADER_I + 5 * i + 1] == 2:
-            k = mi[HEADER_I + 5 * i + 2] + 3
-            if q[k] * q[k] + q[k + 1] * q[k + 1] + q[k + 2] * q[k + 2] + q[k + 3] * q[k + 3] < 1e-20:
+    for i in range(mi[H_NB]):
+        ii = HEADER_I + BODY_I * i
+        if mi[ii + J_TYPE] == FREE:
+            k = mi[ii + J_QI] + 3
+            if quat_scale(q, k) < DBL_MIN:
                 return BAD_QUAT * 100000000 + A_Q * 100000 + k
     return 0
 
@@ -94,44 +102,33 @@ def check_state(q, qd, qdd, mi):
     """check_q(q), then qd and qdd: lengths nvt and finite."""
     st = check_q(q, mi)
     if st == 0:
-        st = check(qd, mi[1], A_QD)
+        st = check(qd, mi[H_NVT], A_QD)
     if st == 0:
-        st = check(qdd, mi[1], A_QDD)
+        st = check(qdd, mi[H_NVT], A_QDD)
     return st
 
 
 @njit(cache=True, inline="always")
 def work_views(w, nb, nvt):
-    o = 0
-    E = w[o:o + 9 * nb].reshape((nb, 9))
-    o += 9 * nb
-    r = w[o:o + 3 * nb].reshape((nb, 3))
-    o += 3 * nb
-    v = w[o:o + 6 * nb].reshape((nb, 6))
-    o += 6 * nb
-    a = w[o:o + 6 * nb].reshape((nb, 6))
-    o += 6 * nb
-    f = w[o:o + 6 * nb].reshape((nb, 6))
-    o += 6 * nb
-    c = w[o:o + 6 * nb].reshape((nb, 6))
-    o += 6 * nb
-    IA = w[o:o + 36 * nb].reshape((nb, 36))
-    o += 36 * nb
-    pA = w[o:o + 6 * nb].reshape((nb, 6))
-    o += 6 * nb
-    Rw = w[o:o + 9 * nb].reshape((nb, 9))
-    o += 9 * nb
-    pw = w[o:o + 3 * nb].reshape((nb, 3))
-    o += 3 * nb
-    Dinv = w[o:o + 36 * nb].reshape((nb, 36))
-    o += 36 * nb
-    U = w[o:o + 6 * nvt].reshape((max(nvt, 1), 6)) if nvt > 0 else w[o:o + 6].reshape((1, 6))
-    o += 6 * nvt
-    u = w[o:o + nvt]
-    o += nvt
-    d = w[o:o + nvt]
-    o += nvt
-    tmp = w[o:o + 172]
+    """The per-body fields of the work array (layout.WORK_PER_BODY) as nb x size views, the per-dof ones
+    (WORK_PER_DOF) as nvt x size views, and the scratch: (E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d,
+    tmp); d (no longer used by any kernel) is empty."""
+    E = w[W_E * nb:(W_E + W_E_N) * nb].reshape((nb, W_E_N))
+    r = w[W_R * nb:(W_R + W_R_N) * nb].reshape((nb, W_R_N))
+    v = w[W_V * nb:(W_V + W_V_N) * nb].reshape((nb, W_V_N))
+    a = w[W_A * nb:(W_A + W_A_N) * nb].reshape((nb, W_A_N))
+    f = w[W_F * nb:(W_F + W_F_N) * nb].reshape((nb, W_F_N))
+    c = w[W_C * nb:(W_C + W_C_N) * nb].reshape((nb, W_C_N))
+    IA = w[W_IA * nb:(W_IA + W_IA_N) * nb].reshape((nb, W_IA_N))
+    pA = w[W_PA * nb:(W_PA + W_PA_N) * nb].reshape((nb, W_PA_N))
+    Rw = w[W_RW * nb:(W_RW + W_RW_N) * nb].reshape((nb, W_RW_N))
+    pw = w[W_PW * nb:(W_PW + W_PW_N) * nb].reshape((nb, W_PW_N))
+    Dinv = w[W_DINV * nb:(W_DINV + W_DINV_N) * nb].reshape((nb, W_DINV_N))
+    o = WORK_BODY * nb
+    U = w[o + V_U * nvt:o + V_U * nvt + V_U_N * max(nvt, 1)].reshape((max(nvt, 1), V_U_N))  # 1 row if nvt = 0
+    u = w[o + V_UU * nvt:o + V_UU * nvt + nvt]
+    d = w[0:0]
+    tmp = w[o + WORK_DOF * nvt:o + WORK_DOF * nvt + WORK_EXTRA]
     return E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp
 
 
@@ -189,7 +186,8 @@ def raise_status(model: Model, st: int, tree: bool = False, what: str = "") -> N
         raise InputError(f"{name}[{index}] (joint '{owner}') is not finite (NaN or inf)")
     if kind == BAD_QUAT:
         owner = coordinate_owner(model, arg, index, tree)
-        raise InputError(f"q[{index}:{index + 4}] (joint '{owner}') is a zero quaternion: a rotation needs a unit quaternion")
+        raise InputError(f"q[{index}:{index + 4}] (joint '{owner}') is zero (or below 2.2e-308 in every "
+                         "component): a rotation needs a non-zero quaternion, which is normalised")
     if kind == SINGULAR:
         raise SingularMassMatrixError(
             f"{what or 'this computation'} needs to invert the mass matrix, which is singular at "

@@ -23,13 +23,18 @@ from __future__ import annotations
 import numpy as np
 from .._jit import carray, cfunc, njit, types
 
-from ..joints import S_mul, jcalc_sc, sincos_all
-from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
-from ..spatial import crf_t, crm_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
+from ..joints import jcalc_sc, sincos_all
+from ..layout import HEADER_F, HEADER_I
+from ..spatial import crf_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from ..dispatch import Route, wrenches
 from ..errors import InputError
 from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_TAU, BAD_LENGTH,
                       EMPTY, EMPTY_I, SINGULAR, check)
+from ..joints import joint_velocity
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT, J_VI, T_D, T_D_N, T_IA, T_PA, T_UA, V_U,
+                      V_UU, V_U_N, WORK_BODY, WORK_DOF, W_A, W_A_N, W_C, W_COS, W_C_N, W_DINV, W_DINV_N, W_E,
+                      W_E_N, W_IA, W_IA_N, W_PA, W_PA_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
+from .rnea import gravity_acceleration
 
 
 @njit(cache=True, inline="always")
@@ -64,11 +69,11 @@ def _invert_spd(A, n, out, tol):
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1, I1, F1, F1), cache=True, fastmath=FASTMATH)
 def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
-    """Tables 7.1 / 9.3 on flat offsets into the work array, laid out as _common.work_views:
-    E, r at 0 and 9nb; v 12nb; a 18nb; c 30nb; I^A 36nb (36 each); p^A 72nb; D^-1 90nb (36 each);
-    U (6 per dof) at 126nb, u after it; then scratch. fdmask empty = every joint forward."""
-    nb = mi[0]
-    nvt = mi[1]
+    """Tables 7.1 / 9.3 on flat offsets into the work array (layout.WORK_PER_BODY: X_i at W_E, W_R;
+    v_i W_V; a_i W_A; c_i W_C; I_i^A W_IA; p_i^A W_PA; D_i^-1 W_DINV; per dof U_i V_U, u_i V_UU; the
+    scratch T_*). fdmask empty = every joint forward."""
+    nb = mi[H_NB]
+    nvt = mi[H_NVT]
     hybrid = fdmask.shape[0] != 0
     st = check_q(q, mi)
     if st == 0:
@@ -80,80 +85,66 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     if st != 0:
         return st
     hasfx = fx.shape[0] != 0
-    if hasfx and fx.shape[0] != 6 * nb:
+    if hasfx and fx.shape[0] != FEXT_N * nb:
         return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
-    tol = mf[3]
-    do0 = HEADER_F + BODY_STRIDE * nb
-    r0 = 9 * nb
-    v0 = 12 * nb
-    a0 = 18 * nb
-    c0 = 30 * nb
-    I0 = 36 * nb
-    P0 = 72 * nb
-    Di0 = 90 * nb
-    U0 = 126 * nb
-    u0 = U0 + 6 * nvt
-    t0 = u0 + 2 * nvt
-    Ia = t0
-    pa = t0 + 36
-    Dm = t0 + 42
-    ap = t0 + 78
-    sc0 = 24 * nb  # sin, cos of the joint angles (joints.sincos_all) in the slot f, unused here
-    sincos_all(mi, q, w, sc0)
+    tol = mf[HF_TOL]
+    do0 = HEADER_F + BODY_F * nb
+    E0, r0, v0, a0, c0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb, W_C * nb
+    I0, P0, Di0 = W_IA * nb, W_PA * nb, W_DINV * nb
+    U0 = WORK_BODY * nb + V_U * nvt
+    u0 = WORK_BODY * nb + V_UU * nvt
+    t0 = WORK_BODY * nb + WORK_DOF * nvt
+    Ia, pa, Dm, ap = t0 + T_IA, t0 + T_PA, t0 + T_D, t0 + T_UA
+    sincos_all(mi, q, w, W_SIN * nb)
     # ---- pass 1 (Eqs. 7.34-7.38)
     for i in range(nb):
-        ii = HEADER_I + 5 * i
-        p = mi[ii]
-        vi = mi[ii + 3]
-        nv = mi[ii + 4]
-        bo = HEADER_F + BODY_STRIDE * i
-        eo = 9 * i
-        ro = r0 + 3 * i
-        jcalc_sc(mi, mf, i, q, w, eo, ro, w[sc0 + i], w[sc0 + nb + i])
-        vJ = S_mul(mi, mf, i, qd)
-        if p >= 0:
-            pv = v0 + 6 * p
-            xv = xm_t(w, eo, ro, load6(w, pv))
-            v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
-        else:
-            v = vJ
-        cc = crm_t(v, vJ)  # c_i = c_J + v_i x v_J
-        vo = v0 + 6 * i
-        co = c0 + 6 * i
+        ii = HEADER_I + BODY_I * i
+        p = mi[ii + J_PARENT]
+        vi = mi[ii + J_VI]
+        nv = mi[ii + J_NV]
+        I_i = HEADER_F + BODY_F * i + B_RBI
+        eo = E0 + W_E_N * i
+        ro = r0 + W_R_N * i
+        jcalc_sc(mi, mf, i, q, w, eo, ro, w[W_SIN * nb + i], w[W_COS * nb + i])
+        xv = xm_t(w, eo, ro, load6(w, v0 + W_V_N * p)) if p >= 0 else (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        v, cc = joint_velocity(mi, mf, i, xv, qd)  # v_i = X_i v_λ(i) + S_i qd_i ; c_i = v_i x S_i qd_i
+        vo = v0 + W_V_N * i
+        co = c0 + W_C_N * i
         for k in range(6):
             w[vo + k] = v[k]
             w[co + k] = cc[k]
         if hybrid and fdmask[i] == 0:  # Table 9.3: c_i += S_i qdd_i at an inverse-dynamics joint
             for dof in range(vi, vi + nv):
-                so = do0 + DOF_STRIDE * dof
+                so = do0 + DOF_F * dof + D_S
                 for k in range(6):
                     w[co + k] += mf[so + k] * qdd_in[dof]
-        rbi_to_dense(mf, bo, w, I0 + 36 * i)  # I_i^A = I_i
-        pf = crf_t(v, rbi_mul_t(mf, bo, v))  # p_i^A = v_i x* I_i v_i - f_i^x
-        po = P0 + 6 * i
+        rbi_to_dense(mf, I_i, w, I0 + W_IA_N * i)  # I_i^A = I_i
+        pf = crf_t(v, rbi_mul_t(mf, I_i, v))  # p_i^A = v_i x* I_i v_i - f_i^x
+        po = P0 + W_PA_N * i
         for k in range(6):
             w[po + k] = pf[k]
         if hasfx:
             for k in range(6):
-                w[po + k] -= fx[6 * i + k]
+                w[po + k] -= fx[FEXT_N * i + k]
     # ---- pass 2 (Eqs. 7.39-7.48)
     for i in range(nb - 1, -1, -1):
-        ii = HEADER_I + 5 * i
-        p = mi[ii]
-        vi = mi[ii + 3]
-        nv = mi[ii + 4]
-        IAo = I0 + 36 * i
-        po = P0 + 6 * i
-        co = c0 + 6 * i
+        ii = HEADER_I + BODY_I * i
+        p = mi[ii + J_PARENT]
+        vi = mi[ii + J_VI]
+        nv = mi[ii + J_NV]
+        IAo = I0 + W_IA_N * i
+        po = P0 + W_PA_N * i
+        co = c0 + W_C_N * i
         fd = (not hybrid) or fdmask[i] != 0
-        Dio = Di0 + 36 * i
+        Dio = Di0 + W_DINV_N * i
         if fd and nv == 1:
             # one degree of freedom (every joint but a free one): scalars, and I^a, p^a formed in
             # place of I^A, p^A, which pass 3 no longer needs at a forward-dynamics joint
-            so = do0 + DOF_STRIDE * vi
-            Uo = U0 + 6 * vi
+            dd = do0 + DOF_F * vi
+            so = dd + D_S
+            Uo = U0 + V_U_N * vi
             s0, s1, s2, s3, s4, s5 = mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5]
-            D = mf[so + 6]  # rotor inertia (Eq. 9.28)
+            D = mf[dd + D_ARMATURE]  # rotor inertia (Eq. 9.28)
             for k in range(6):  # U_i = I_i^A S_i ; D_i = S_i^T U_i
                 b = IAo + 6 * k
                 x = w[b] * s0 + w[b + 1] * s1 + w[b + 2] * s2 + w[b + 3] * s3 + w[b + 4] * s4 + w[b + 5] * s5
@@ -164,7 +155,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
             dinv = 1.0 / D
             w[Dio] = dinv
             uu = (tau[vi] - (s0 * w[po] + s1 * w[po + 1] + s2 * w[po + 2] + s3 * w[po + 3] + s4 * w[po + 4]
-                             + s5 * w[po + 5]) - mf[so + 7] * qd[vi] - mf[so + 8] * _sign(qd[vi]))
+                             + s5 * w[po + 5]) - mf[dd + D_DAMPING] * qd[vi] - mf[dd + D_COULOMB] * _sign(qd[vi]))
             w[u0 + vi] = uu
             if p < 0:
                 continue
@@ -178,8 +169,9 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
         elif fd:
             for col in range(nv):
                 dof = vi + col
-                so = do0 + DOF_STRIDE * dof
-                Uo = U0 + 6 * dof
+                dd = do0 + DOF_F * dof
+                so = dd + D_S
+                Uo = U0 + V_U_N * dof
                 for k in range(6):  # U_i = I_i^A S_i
                     x = 0.0
                     for l in range(6):
@@ -188,28 +180,29 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                 x = tau[dof]  # u_i = tau_i - S_i^T p_i^A (- friction)
                 for k in range(6):
                     x -= mf[so + k] * w[po + k]
-                x -= mf[so + 7] * qd[dof] + mf[so + 8] * _sign(qd[dof])
+                x -= mf[dd + D_DAMPING] * qd[dof] + mf[dd + D_COULOMB] * _sign(qd[dof])
                 w[u0 + dof] = x
             for r1 in range(nv):  # D_i = S_i^T U_i (+ rotor inertia, Eq. 9.28)
-                so = do0 + DOF_STRIDE * (vi + r1)
+                dd = do0 + DOF_F * (vi + r1)
+                so = dd + D_S
                 for r2 in range(nv):
-                    Uo = U0 + 6 * (vi + r2)
+                    Uo = U0 + V_U_N * (vi + r2)
                     x = 0.0
                     for k in range(6):
                         x += mf[so + k] * w[Uo + k]
                     w[Dm + 6 * r1 + r2] = x
-                w[Dm + 7 * r1] += mf[so + 6]
-            if not _invert_spd(w[Dm:Dm + 36], nv, w[Dio:Dio + 36], tol):
+                w[Dm + 7 * r1] += mf[dd + D_ARMATURE]
+            if not _invert_spd(w[Dm:Dm + T_D_N], nv, w[Dio:Dio + W_DINV_N], tol):
                 return SINGULAR * 100000000 + i
             if p < 0:
                 continue
             # I^a = I^A - U D^-1 U^T ;  p^a = p^A + U D^-1 u (+ I^a c below)
-            for k in range(36):
+            for k in range(W_IA_N):
                 w[Ia + k] = w[IAo + k]
             for k in range(6):
                 w[pa + k] = w[po + k]
             for r1 in range(nv):
-                U1 = U0 + 6 * (vi + r1)
+                U1 = U0 + V_U_N * (vi + r1)
                 du = 0.0
                 for r2 in range(nv):
                     du += w[Dio + 6 * r1 + r2] * w[u0 + vi + r2]
@@ -217,7 +210,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                     w[pa + k] += w[U1 + k] * du
                 for r2 in range(nv):
                     dv = w[Dio + 6 * r1 + r2]
-                    U2 = U0 + 6 * (vi + r2)
+                    U2 = U0 + V_U_N * (vi + r2)
                     for k in range(6):
                         x = w[U1 + k] * dv
                         for l in range(6):
@@ -238,32 +231,27 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
             w[pao + k] += (w[b] * w[co] + w[b + 1] * w[co + 1] + w[b + 2] * w[co + 2] + w[b + 3] * w[co + 3]
                            + w[b + 4] * w[co + 4] + w[b + 5] * w[co + 5])
         # I_λ(i)^A += X^T I^a X ;  p_λ(i)^A += X^T p^a
-        dense_to_parent_add(w, 9 * i, r0 + 3 * i, Iao, I0 + 36 * p)
-        xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, pao), w,
-                  P0 + 6 * p)
+        dense_to_parent_add(w, E0 + W_E_N * i, r0 + W_R_N * i, Iao, I0 + W_IA_N * p)
+        xtf_add_t(w, E0 + W_E_N * i, r0 + W_R_N * i, load6(w, pao), w, P0 + W_PA_N * p)
     # ---- pass 3 (Eqs. 7.49-7.50), a_0 = -a_g
-    ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])
+    a_0 = gravity_acceleration(mf)
     for i in range(nb):
-        ii = HEADER_I + 5 * i
-        p = mi[ii]
-        vi = mi[ii + 3]
-        nv = mi[ii + 4]
-        eo = 9 * i
-        ro = r0 + 3 * i
-        co = c0 + 6 * i
-        if p >= 0:
-            pa_ = a0 + 6 * p
-            xa = xm_t(w, eo, ro, load6(w, pa_))
-        else:
-            xa = xm_t(w, eo, ro, ag)
-        ao = a0 + 6 * i
+        ii = HEADER_I + BODY_I * i
+        p = mi[ii + J_PARENT]
+        vi = mi[ii + J_VI]
+        nv = mi[ii + J_NV]
+        eo = E0 + W_E_N * i
+        ro = r0 + W_R_N * i
+        co = c0 + W_C_N * i
+        xa = xm_t(w, eo, ro, load6(w, a0 + W_A_N * p) if p >= 0 else a_0)
+        ao = a0 + W_A_N * i
         for k in range(6):
             w[ao + k] = xa[k] + w[co + k]  # a' = X a_λ(i) + c_i
         fd = (not hybrid) or fdmask[i] != 0
         if fd:
-            Dio = Di0 + 36 * i
+            Dio = Di0 + W_DINV_N * i
             for r1 in range(nv):
-                U1 = U0 + 6 * (vi + r1)
+                U1 = U0 + V_U_N * (vi + r1)
                 x = w[u0 + vi + r1]
                 for k in range(6):
                     x -= w[U1 + k] * w[ao + k]
@@ -273,7 +261,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                 for r2 in range(nv):
                     x += w[Dio + 6 * r1 + r2] * w[ap + r2]
                 qdd[vi + r1] = x
-                so = do0 + DOF_STRIDE * (vi + r1)
+                so = do0 + DOF_F * (vi + r1) + D_S
                 for k in range(6):
                     w[ao + k] += mf[so + k] * x
             if hybrid:
@@ -281,18 +269,19 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                     tau_out[vi + r1] = tau[vi + r1]
         else:
             # tau_i = S_i^T (I_i^A a_i + p_i^A)   (Table 9.3, pass 3)
-            IAo = I0 + 36 * i
-            po = P0 + 6 * i
+            IAo = I0 + W_IA_N * i
+            po = P0 + W_PA_N * i
             for r1 in range(nv):
                 dof = vi + r1
-                so = do0 + DOF_STRIDE * dof
+                dd = do0 + DOF_F * dof
+                so = dd + D_S
                 x = 0.0
                 for k in range(6):
                     y = w[po + k]
                     for l in range(6):
                         y += w[IAo + 6 * k + l] * w[ao + l]
                     x += mf[so + k] * y
-                x += mf[so + 6] * qdd_in[dof] + mf[so + 7] * qd[dof] + mf[so + 8] * _sign(qd[dof])
+                x += mf[dd + D_ARMATURE] * qdd_in[dof] + mf[dd + D_DAMPING] * qd[dof] + mf[dd + D_COULOMB] * _sign(qd[dof])
                 tau_out[dof] = x
                 qdd[dof] = qdd_in[dof]
     return 0

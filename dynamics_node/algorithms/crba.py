@@ -14,62 +14,62 @@ import numpy as np
 from .._jit import carray, cfunc, njit, types
 
 from ..joints import jcalc_sc, sincos_all
-from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV,
+                      J_PARENT, J_VI, RBI_N, W_COS, W_E, W_E_N, W_IA, W_IA_N, W_R, W_R_N, W_SIN)
 from ..spatial import rbi_mul_t, rbi_to_parent_add, xtf_t
 from .._fast import invoke
 from ..dispatch import Route, check_data, raise_status, vec
 from ._common import (FASTMATH, SIG1, model_from_pointers, F1, I1, check_q, new_work)
 
 
+@njit(cache=True, inline="always")
+def S_dot(mf, so, F):
+    """S_j^T F for the motion-subspace column at mf[so:so+6] and a force 6-tuple F."""
+    return (mf[so] * F[0] + mf[so + 1] * F[1] + mf[so + 2] * F[2] + mf[so + 3] * F[3] + mf[so + 4] * F[4]
+            + mf[so + 5] * F[5])
+
+
 @njit(types.int64(I1, F1, F1, F1, F1), cache=True, fastmath=FASTMATH)
 def crba_kernel(mi, mf, q, H, w):
-    """Table 6.2 on flat offsets. The composite inertia I_i^c is kept as rbi [m, h, Ibar] at
-    w[36nb + 36i] (the articulated-inertia slot of work_views, unused here)."""
-    nb = mi[0]
-    nvt = mi[1]
+    """Table 6.2 on flat offsets. The composite inertia I_i^c is kept as rbi [m, h, Ibar] in the
+    I^A slot of the work array (W_IA), which the CRBA does not otherwise use."""
+    nb = mi[H_NB]
+    nvt = mi[H_NVT]
     st = check_q(q, mi)
     if st != 0:
         return st
-    do0 = HEADER_F + BODY_STRIDE * nb
-    r0 = 9 * nb
-    c0 = 36 * nb
-    sc0 = 30 * nb  # sin, cos of the joint angles (joints.sincos_all) in the unused slot c
-    sincos_all(mi, q, w, sc0)
+    dofs = HEADER_F + BODY_F * nb
+    E0, r0, Ic0 = W_E * nb, W_R * nb, W_IA * nb
+    sincos_all(mi, q, w, W_SIN * nb)
     for i in range(nb):
-        ii = HEADER_I + 5 * i
-        bo = HEADER_F + BODY_STRIDE * i
-        jcalc_sc(mi, mf, i, q, w, 9 * i, r0 + 3 * i, w[sc0 + i], w[sc0 + nb + i])
-        co = c0 + 36 * i
-        for k in range(13):
-            w[co + k] = mf[bo + 12 + k]  # I_i^c = I_i (Eq. 6.13, before the children are added)
+        jcalc_sc(mi, mf, i, q, w, E0 + W_E_N * i, r0 + W_R_N * i, w[W_SIN * nb + i], w[W_COS * nb + i])
+        I_i = HEADER_F + BODY_F * i + B_RBI
+        for k in range(RBI_N):
+            w[Ic0 + W_IA_N * i + k] = mf[I_i + k]  # I_i^c = I_i (Eq. 6.13, before the children are added)
     for i in range(nb - 1, -1, -1):
-        p = mi[HEADER_I + 5 * i]
-        if p >= 0:
-            rbi_to_parent_add(w, 9 * i, r0 + 3 * i, c0 + 36 * i, c0 + 36 * p)
+        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        if p >= 0:  # I_λ(i)^c += ^λ(i)X_i^* I_i^c ^iX_λ(i)
+            rbi_to_parent_add(w, E0 + W_E_N * i, r0 + W_R_N * i, Ic0 + W_IA_N * i, Ic0 + W_IA_N * p)
     for k in range(nvt * nvt):
         H[k] = 0.0
     for i in range(nb):
-        ii = HEADER_I + 5 * i
-        vi = mi[ii + 3]
-        nv = mi[ii + 4]
+        ii = HEADER_I + BODY_I * i
+        vi = mi[ii + J_VI]
+        nv = mi[ii + J_NV]
         for dof in range(vi, vi + nv):
-            so = do0 + DOF_STRIDE * dof
+            so = dofs + DOF_F * dof + D_S
             # F = I_i^c S_i ; H_ii = S_i^T F  (Eq. 6.14)
-            F = rbi_mul_t(w, c0 + 36 * i - 12, (mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5]))
+            F = rbi_mul_t(w, Ic0 + W_IA_N * i, (mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5]))
             for d2 in range(vi, vi + nv):
-                s2 = do0 + DOF_STRIDE * d2
-                H[dof * nvt + d2] = (mf[s2] * F[0] + mf[s2 + 1] * F[1] + mf[s2 + 2] * F[2] + mf[s2 + 3] * F[3]
-                                     + mf[s2 + 4] * F[4] + mf[s2 + 5] * F[5])
-            H[dof * nvt + dof] += mf[so + 6]  # rotor inertia (Example 9.5)
+                H[dof * nvt + d2] = S_dot(mf, dofs + DOF_F * d2 + D_S, F)
+            H[dof * nvt + dof] += mf[dofs + DOF_F * dof + D_ARMATURE]  # rotor inertia (Example 9.5)
             j = i
-            while mi[HEADER_I + 5 * j] >= 0:
-                F = xtf_t(w, 9 * j, r0 + 3 * j, F)  # F = ^λ(j)X_j^* F
-                j = mi[HEADER_I + 5 * j]
-                vj = mi[HEADER_I + 5 * j + 3]
-                for d2 in range(vj, vj + mi[HEADER_I + 5 * j + 4]):
-                    s2 = do0 + DOF_STRIDE * d2
-                    x = (mf[s2] * F[0] + mf[s2 + 1] * F[1] + mf[s2 + 2] * F[2] + mf[s2 + 3] * F[3]
-                         + mf[s2 + 4] * F[4] + mf[s2 + 5] * F[5])
+            while mi[HEADER_I + BODY_I * j + J_PARENT] >= 0:
+                F = xtf_t(w, E0 + W_E_N * j, r0 + W_R_N * j, F)  # F = ^λ(j)X_j^* F
+                j = mi[HEADER_I + BODY_I * j + J_PARENT]  # j = λ(j)
+                vj = mi[HEADER_I + BODY_I * j + J_VI]
+                for d2 in range(vj, vj + mi[HEADER_I + BODY_I * j + J_NV]):
+                    x = S_dot(mf, dofs + DOF_F * d2 + D_S, F)  # H_ij = H_ji^T = F^T S_j
                     H[dof * nvt + d2] = x
                     H[d2 * nvt + dof] = x
     return 0

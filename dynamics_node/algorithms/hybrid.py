@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..layout import BODY_I, HEADER_I, J_VI
 from ..errors import InputError
 from ..urdf import ROOT_JOINT
 from ..dispatch import Route, names_arg, wrenches
@@ -33,7 +34,7 @@ def _mask(model, forward_joints):
     # a body is forward-dynamics when its dofs are (tree dofs == user dofs without mimic)
     if model.has_mimic:
         return mask, vmask  # the dense route of _hybrid_dense works on vmask alone
-    vi = model.mi[4 + 3::5]
+    vi = model.mi[HEADER_I + J_VI::BODY_I]
     for i in range(model.nb):
         mask[i] = 1 if vmask[vi[i]] else 0
     return mask, vmask

@@ -16,32 +16,33 @@ import numpy as np
 from .._jit import njit, types
 
 from ..errors import InputError
-from ..joints import S_mul, jcalc
-from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
-from ..spatial import crm_t, load6, xm_t
+from ..joints import jcalc
+from ..layout import HEADER_F, HEADER_I
+from ..spatial import load6, xm_t
 from ..dispatch import Route
 from ._common import (check_state, F1, I1, check_q)
+from ..joints import joint_motion
+from ..layout import (BODY_F, BODY_I, DOF_F, D_S, H_NB, H_NVT, J_NV, J_PARENT, J_TYPE, J_VI, W_A,
+                      W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V, W_V_N)
+from ..spatial import store6
 
 
 @njit(cache=True, inline="always")
 def _poses(mi, mf, q, w):
-    """World axes R_i (flat 3x3 at w[78nb + 9i]) and origin p_i (w[87nb + 3i]) of every body, with the
-    joint transforms left at w[9i] (E) and w[9nb + 3i] (r) as in _common.work_views."""
-    nb = mi[0]
-    r0 = 9 * nb
-    R0 = 78 * nb
-    P0 = 87 * nb
+    """World axes R_i (flat 3x3 at W_RW) and origin p_i (W_PW) of every body, with the joint
+    transforms ^iX_λ(i) left at W_E, W_R of the work array."""
+    nb = mi[H_NB]
+    E0, r0, R0, P0 = W_E * nb, W_R * nb, W_RW * nb, W_PW * nb
     for i in range(nb):
-        ii = HEADER_I + 5 * i
-        p = mi[ii]
-        eo = 9 * i
-        ro = r0 + 3 * i
+        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        eo = E0 + W_E_N * i
+        ro = r0 + W_R_N * i
         jcalc(mi, mf, i, q, w, eo, ro)
-        Ro = R0 + 9 * i
-        po = P0 + 3 * i
+        Ro = R0 + W_RW_N * i
+        po = P0 + W_PW_N * i
         if p >= 0:
-            Rp = R0 + 9 * p
-            pp = P0 + 3 * p
+            Rp = R0 + W_RW_N * p
+            pp = P0 + W_PW_N * p
             for a in range(3):
                 for b in range(3):  # R_i = R_λ(i) E_i^T
                     w[Ro + 3 * a + b] = (w[Rp + 3 * a] * w[eo + 3 * b] + w[Rp + 3 * a + 1] * w[eo + 3 * b + 1]
@@ -59,49 +60,48 @@ def _poses(mi, mf, q, w):
 @njit(types.int64(I1, F1, F1, F1, F1, F1), cache=True)
 def poses_kernel(mi, mf, q, w, Rout, pout):
     """World rotation (flat 3x3 per body) and origin of every body."""
-    nb = mi[0]
+    nb = mi[H_NB]
     st = check_q(q, mi)
     if st != 0:
         return st
     _poses(mi, mf, q, w)
-    for k in range(9 * nb):
-        Rout[k] = w[78 * nb + k]
-    for k in range(3 * nb):
-        pout[k] = w[87 * nb + k]
+    for k in range(W_RW_N * nb):
+        Rout[k] = w[W_RW * nb + k]
+    for k in range(W_PW_N * nb):
+        pout[k] = w[W_PW * nb + k]
     return 0
 
 
 @njit(types.int64(I1, F1, F1, types.int64, F1, F1, F1), cache=True)
 def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
     """6 x nvt (flat) Jacobian of the point pl (in body coordinates) of ``body``: rows [v; omega]."""
-    nb = mi[0]
-    nvt = mi[1]
+    nb = mi[H_NB]
+    nvt = mi[H_NVT]
     st = check_q(q, mi)
     if st != 0:
         return st
     _poses(mi, mf, q, w)
-    for k in range(6 * nvt):
-        Jout[k] = 0.0
+    J = Jout.reshape((6, nvt))  # rows [v_P; omega]
+    J[:, :] = 0.0
     if body < 0:
         return 0
-    do0 = HEADER_F + BODY_STRIDE * nb
-    R0 = 78 * nb
-    P0 = 87 * nb
-    Rb = R0 + 9 * body
-    pb = P0 + 3 * body
+    do0 = HEADER_F + BODY_F * nb
+    Rb = W_RW * nb + W_RW_N * body
+    pb = W_PW * nb + W_PW_N * body
     P = (w[pb] + w[Rb] * pl[0] + w[Rb + 1] * pl[1] + w[Rb + 2] * pl[2],
          w[pb + 1] + w[Rb + 3] * pl[0] + w[Rb + 4] * pl[1] + w[Rb + 5] * pl[2],
          w[pb + 2] + w[Rb + 6] * pl[0] + w[Rb + 7] * pl[1] + w[Rb + 8] * pl[2])
     j = body
     while j >= 0:
-        Rj = R0 + 9 * j
-        pj = P0 + 3 * j
+        Rj = W_RW * nb + W_RW_N * j
+        pj = W_PW * nb + W_PW_N * j
         d0 = P[0] - w[pj]
         d1 = P[1] - w[pj + 1]
         d2 = P[2] - w[pj + 2]
-        vj = mi[HEADER_I + 5 * j + 3]
-        for dof in range(vj, vj + mi[HEADER_I + 5 * j + 4]):
-            s = do0 + DOF_STRIDE * dof
+        jj = HEADER_I + BODY_I * j
+        vj = mi[jj + J_VI]
+        for dof in range(vj, vj + mi[jj + J_NV]):
+            s = do0 + DOF_F * dof + D_S
             # omega = R_j s_w ; v_P = R_j s_v + omega x (P - p_j)
             w0 = w[Rj] * mf[s] + w[Rj + 1] * mf[s + 1] + w[Rj + 2] * mf[s + 2]
             w1 = w[Rj + 3] * mf[s] + w[Rj + 4] * mf[s + 1] + w[Rj + 5] * mf[s + 2]
@@ -109,13 +109,13 @@ def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
             l0 = w[Rj] * mf[s + 3] + w[Rj + 1] * mf[s + 4] + w[Rj + 2] * mf[s + 5]
             l1 = w[Rj + 3] * mf[s + 3] + w[Rj + 4] * mf[s + 4] + w[Rj + 5] * mf[s + 5]
             l2 = w[Rj + 6] * mf[s + 3] + w[Rj + 7] * mf[s + 4] + w[Rj + 8] * mf[s + 5]
-            Jout[dof] = l0 + w1 * d2 - w2 * d1
-            Jout[nvt + dof] = l1 + w2 * d0 - w0 * d2
-            Jout[2 * nvt + dof] = l2 + w0 * d1 - w1 * d0
-            Jout[3 * nvt + dof] = w0
-            Jout[4 * nvt + dof] = w1
-            Jout[5 * nvt + dof] = w2
-        j = mi[HEADER_I + 5 * j]
+            J[0, dof] = l0 + w1 * d2 - w2 * d1
+            J[1, dof] = l1 + w2 * d0 - w0 * d2
+            J[2, dof] = l2 + w0 * d1 - w1 * d0
+            J[3, dof] = w0
+            J[4, dof] = w1
+            J[5, dof] = w2
+        j = mi[jj + J_PARENT]
     return 0
 
 
@@ -124,7 +124,7 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
     """out[0:6] = [v_P; omega], out[6:12] = [classical accel of P; omega_dot], world axes, for the
     point pl (body coordinates) of ``body``, from the outward RNEA pass (Eqs. 5.14-5.15) without
     gravity; classical = spatial + omega x v (Eq. 2.48)."""
-    nb = mi[0]
+    nb = mi[H_NB]
     st = check_state(q, qd, qdd, mi)
     if st != 0:
         return st
@@ -133,32 +133,19 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
     if body < 0:
         return 0
     _poses(mi, mf, q, w)
-    r0 = 9 * nb
-    v0 = 12 * nb
-    a0 = 18 * nb
+    E0, r0, v0, a0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb
+    zero = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     for i in range(body + 1):
-        p = mi[HEADER_I + 5 * i]
-        vJ = S_mul(mi, mf, i, qd)
-        sq = S_mul(mi, mf, i, qdd)
-        if p >= 0:
-            pv = v0 + 6 * p
-            pa = a0 + 6 * p
-            xv = xm_t(w, 9 * i, r0 + 3 * i, load6(w, pv))
-            xa = xm_t(w, 9 * i, r0 + 3 * i, load6(w, pa))
-        else:
-            xv = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-            xa = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-        v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
-        cv = crm_t(v, vJ)
-        vo = v0 + 6 * i
-        ao = a0 + 6 * i
-        a = (xa[0] + sq[0] + cv[0], xa[1] + sq[1] + cv[1], xa[2] + sq[2] + cv[2], xa[3] + sq[3] + cv[3],
-             xa[4] + sq[4] + cv[4], xa[5] + sq[5] + cv[5])
-        for k in range(6):
-            w[vo + k] = v[k]
-            w[ao + k] = a[k]
-    vb = v0 + 6 * body
-    ab = a0 + 6 * body
+        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        eo = E0 + W_E_N * i
+        ro = r0 + W_R_N * i
+        xv = xm_t(w, eo, ro, load6(w, v0 + W_V_N * p)) if p >= 0 else zero
+        xa = xm_t(w, eo, ro, load6(w, a0 + W_A_N * p)) if p >= 0 else zero
+        v, a = joint_motion(mi, mf, i, mi[HEADER_I + BODY_I * i + J_TYPE], xv, xa, qd, qdd)  # Eqs. 5.14-5.15
+        store6(w, v0 + W_V_N * i, v)
+        store6(w, a0 + W_A_N * i, a)
+    vb = v0 + W_V_N * body
+    ab = a0 + W_A_N * body
     w0, w1, w2 = w[vb], w[vb + 1], w[vb + 2]
     # velocity and spatial acceleration (linear part) at P, body coordinates
     vp0 = w[vb + 3] + w1 * pl[2] - w2 * pl[1]
@@ -168,7 +155,7 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
     al1 = w[ab + 4] + w[ab + 2] * pl[0] - w[ab] * pl[2] + w2 * vp0 - w0 * vp2
     al2 = w[ab + 5] + w[ab] * pl[1] - w[ab + 1] * pl[0] + w0 * vp1 - w1 * vp0
     loc = (vp0, vp1, vp2, w0, w1, w2, al0, al1, al2, w[ab], w[ab + 1], w[ab + 2])
-    R = 78 * nb + 9 * body
+    R = W_RW * nb + W_RW_N * body
     for blk in range(4):
         for k in range(3):
             out[3 * blk + k] = (w[R + 3 * k] * loc[3 * blk] + w[R + 3 * k + 1] * loc[3 * blk + 1]

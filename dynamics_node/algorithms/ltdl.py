@@ -11,6 +11,7 @@ import numpy as np
 from .._jit import njit, types
 
 from ._common import (F1, F2, I1)
+from ..layout import BODY_I, HEADER_I, J_NV, J_PARENT, J_VI
 
 
 def expanded_parent_array(parents, dofs):
@@ -32,8 +33,8 @@ def expanded_parent_array(parents, dofs):
 
 def dof_parents(model) -> np.ndarray:
     """0-based λ' over the model's tree degrees of freedom (-1 = base)."""
-    J = model.mi[4:].reshape(model.nb, 5)
-    lam = expanded_parent_array([int(p) + 1 for p in J[:, 0]], [int(n) for n in J[:, 4]])
+    J = model.mi[HEADER_I:].reshape(model.nb, BODY_I)
+    lam = expanded_parent_array([int(p) + 1 for p in J[:, J_PARENT]], [int(n) for n in J[:, J_NV]])
     return np.array(lam, dtype=np.int64) - 1
 
 
@@ -107,7 +108,7 @@ def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):
     Hf = np.array(H)
     k = ltdl_factor(Hf, lam, model.singular_tol)
     if k >= 0:
-        b = int(np.searchsorted(model.mi[4 + 3::5], k, side="right") - 1)
+        b = int(np.searchsorted(model.mi[HEADER_I + J_VI::BODY_I], k, side="right") - 1)
         raise SingularMassMatrixError(
             f"forward dynamics needs to invert the mass matrix, which is singular at {model.body_label[b]}: that body "
             "and the links it carries have no inertia about its joint axis")
@@ -117,7 +118,7 @@ def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):
 
 
 def _first_singular_body(model, H):
-    vi = model.mi[4 + 3::5]
+    vi = model.mi[HEADER_I + J_VI::BODY_I]
     for i in range(model.nb):
         if H[vi[i], vi[i]] <= model.singular_tol:
             return i

@@ -15,123 +15,95 @@ import numpy as np
 
 from .._jit import carray, cfunc, njit, types
 
-from ..joints import PRISMATIC, REVOLUTE, S_mul, jcalc_sc, sincos_all
-from ..layout import BODY_STRIDE, DOF_STRIDE, HEADER_F, HEADER_I
-from ..spatial import crf_t, crm_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
+from ..joints import jcalc_sc, sincos_all
+from ..layout import HEADER_F, HEADER_I
+from ..spatial import crf_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from ..dispatch import Route, check_model, wrenches
+from ..joints import joint_motion
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HF_GRAVITY, H_NB, J_NV, J_PARENT, J_TYPE, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F,
+                      W_F_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
 from .rnea_batch import rnea_lanes_kernel, work_size as lanes_work_size
 from ._common import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT,
                       BAD_LENGTH)
 
 
 @njit(cache=True, inline="always")
+def gravity_acceleration(mf):
+    """a_0 = -a_g: gravity as a fictitious acceleration of the base (§5.3)."""
+    g = HF_GRAVITY
+    return (0.0, 0.0, 0.0, -mf[g], -mf[g + 1], -mf[g + 2])
+
+
+@njit(cache=True, inline="always")
 def inward_pass(mi, mf, w, tau, qd, qdd, joint_terms):
-    """Table 5.1's inward pass (Eqs. 5.17-5.18) over the forces f_i at w[24nb + 6i]:
-    tau_i = S_i^T f_i ; f_λ(i) += X_i^T f_i. With joint_terms, the model's rotor inertia
+    """Table 5.1's inward pass (Eqs. 5.17-5.18) over the forces f_i of the work array:
+    tau_i = S_i^T f_i ; f_λ(i) += ^iX_λ(i)^T f_i. With joint_terms, the model's rotor inertia
     (armature qdd, Example 9.5) and friction (damping qd + Coulomb sign(qd)) are added to tau_i."""
-    nb = mi[0]
-    do0 = HEADER_F + BODY_STRIDE * nb
-    r0 = 9 * nb
-    f0 = 24 * nb
+    nb = mi[H_NB]
+    dofs = HEADER_F + BODY_F * nb
+    E0, r0, f0 = W_E * nb, W_R * nb, W_F * nb
     for i in range(nb - 1, -1, -1):
-        ii = HEADER_I + 5 * i
-        p = mi[ii]
-        vi = mi[ii + 3]
-        fo = f0 + 6 * i
-        for dof in range(vi, vi + mi[ii + 4]):
-            so = do0 + DOF_STRIDE * dof
+        ii = HEADER_I + BODY_I * i
+        p = mi[ii + J_PARENT]  # λ(i)
+        vi = mi[ii + J_VI]
+        fo = f0 + W_F_N * i
+        for dof in range(vi, vi + mi[ii + J_NV]):
+            dd = dofs + DOF_F * dof
+            so = dd + D_S
             t = (mf[so] * w[fo] + mf[so + 1] * w[fo + 1] + mf[so + 2] * w[fo + 2] + mf[so + 3] * w[fo + 3]
-                 + mf[so + 4] * w[fo + 4] + mf[so + 5] * w[fo + 5])
+                 + mf[so + 4] * w[fo + 4] + mf[so + 5] * w[fo + 5])  # tau_i = S_i^T f_i (Eq. 5.17)
             if joint_terms:
-                t += mf[so + 6] * qdd[dof] + mf[so + 7] * qd[dof]
-                cf = mf[so + 8]
+                t += mf[dd + D_ARMATURE] * qdd[dof] + mf[dd + D_DAMPING] * qd[dof]
+                cf = mf[dd + D_COULOMB]
                 if cf != 0.0:
                     if qd[dof] > 0.0:
                         t += cf
                     elif qd[dof] < 0.0:
                         t -= cf
             tau[dof] = t
-        if p >= 0:
-            xtf_add_t(w, 9 * i, r0 + 3 * i, load6(w, fo), w, f0 + 6 * p)
+        if p >= 0:  # f_λ(i) += ^iX_λ(i)^T f_i (Eq. 5.18)
+            xtf_add_t(w, E0 + W_E_N * i, r0 + W_R_N * i, load6(w, fo), w, f0 + W_F_N * p)
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F1), cache=True, fastmath=FASTMATH)
 def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
-    """Table 5.1. Leaves X_i (E at w[9i], r at w[9nb+3i]), v_i (w[12nb+6i]), a_i (w[18nb+6i]) and
-    f_i (w[24nb+6i]) in the work array, as algorithms/_common.work_views lays them out."""
-    nb = mi[0]
+    """Table 5.1. Leaves ^iX_λ(i) (W_E, W_R), v_i (W_V), a_i (W_A) and f_i (W_F) in the work array
+    (layout.WORK_PER_BODY)."""
+    nb = mi[H_NB]
     st = check_state(q, qd, qdd, mi)
     if st != 0:
         return st
     hasfx = fx.shape[0] != 0
-    if hasfx and fx.shape[0] != 6 * nb:
+    if hasfx and fx.shape[0] != FEXT_N * nb:
         return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
-    r0 = 9 * nb
-    v0 = 12 * nb
-    a0 = 18 * nb
-    f0 = 24 * nb
-    do0 = HEADER_F + BODY_STRIDE * nb
-    # sin q, cos q of every body's joint in one vectorised loop, in the slot c of work_views (unused here)
-    sc0 = 30 * nb
-    sincos_all(mi, q, w, sc0)
-    ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])  # a_0 = -a_g (§5.3)
+    E0, r0, v0, a0, f0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb, W_F * nb
+    sincos_all(mi, q, w, W_SIN * nb)  # sin q, cos q of every joint, in one vectorised loop
+    a_0 = gravity_acceleration(mf)
     for i in range(nb):
-        ii = HEADER_I + 5 * i
-        p = mi[ii]
-        jt = mi[ii + 1]
-        bo = HEADER_F + BODY_STRIDE * i
-        eo = 9 * i
-        ro = r0 + 3 * i
-        jcalc_sc(mi, mf, i, q, w, eo, ro, w[sc0 + i], w[sc0 + nb + i])
+        p = mi[HEADER_I + BODY_I * i + J_PARENT]  # λ(i)
+        jt = mi[HEADER_I + BODY_I * i + J_TYPE]
+        i_X_p = (E0 + W_E_N * i, r0 + W_R_N * i)
+        jcalc_sc(mi, mf, i, q, w, i_X_p[0], i_X_p[1], w[W_SIN * nb + i], w[W_COS * nb + i])
         if p >= 0:
-            xv = xm_t(w, eo, ro, load6(w, v0 + 6 * p))
-            xa = xm_t(w, eo, ro, load6(w, a0 + 6 * p))
+            xv = xm_t(w, i_X_p[0], i_X_p[1], load6(w, v0 + W_V_N * p))
+            xa = xm_t(w, i_X_p[0], i_X_p[1], load6(w, a0 + W_A_N * p))
         else:
             xv = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-            xa = xm_t(w, eo, ro, ag)
-        # Eq. 5.14: v_i = X_i v_λ(i) + v_J, v_J = S qd (c_J = 0 for every joint kernel)
-        # Eq. 5.15: a_i = X_i a_λ(i) + S qdd + v_i x v_J
-        if jt == REVOLUTE or jt == PRISMATIC:
-            # one degree of freedom, S = [u; 0] (revolute) or [0; u] (prismatic), Table 4.1: v_J = u qd
-            # sits in one half and v_i x v_J = qd (omega_i x u; v_i,O x u) or qd (0; omega_i x u), Eq. 2.31
-            dof = mi[ii + 3]
-            so = do0 + DOF_STRIDE * dof + (0 if jt == REVOLUTE else 3)
-            x, y, z = mf[so], mf[so + 1], mf[so + 2]
-            qdi = qd[dof]
-            qddi = qdd[dof]
-            if jt == REVOLUTE:
-                v = (xv[0] + x * qdi, xv[1] + y * qdi, xv[2] + z * qdi, xv[3], xv[4], xv[5])
-                a = (xa[0] + x * qddi + qdi * (v[1] * z - v[2] * y),
-                     xa[1] + y * qddi + qdi * (v[2] * x - v[0] * z),
-                     xa[2] + z * qddi + qdi * (v[0] * y - v[1] * x),
-                     xa[3] + qdi * (v[4] * z - v[5] * y),
-                     xa[4] + qdi * (v[5] * x - v[3] * z),
-                     xa[5] + qdi * (v[3] * y - v[4] * x))
-            else:
-                v = (xv[0], xv[1], xv[2], xv[3] + x * qdi, xv[4] + y * qdi, xv[5] + z * qdi)
-                a = (xa[0], xa[1], xa[2],
-                     xa[3] + x * qddi + qdi * (v[1] * z - v[2] * y),
-                     xa[4] + y * qddi + qdi * (v[2] * x - v[0] * z),
-                     xa[5] + z * qddi + qdi * (v[0] * y - v[1] * x))
-        else:
-            vJ = S_mul(mi, mf, i, qd)
-            sq = S_mul(mi, mf, i, qdd)
-            v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
-            cv = crm_t(v, vJ)
-            a = (xa[0] + sq[0] + cv[0], xa[1] + sq[1] + cv[1], xa[2] + sq[2] + cv[2], xa[3] + sq[3] + cv[3],
-                 xa[4] + sq[4] + cv[4], xa[5] + sq[5] + cv[5])
+            xa = xm_t(w, i_X_p[0], i_X_p[1], a_0)
+        v, a = joint_motion(mi, mf, i, jt, xv, xa, qd, qdd)  # Eqs. 5.14-5.15
         # Eq. 5.16: f_i = I_i a_i + v_i x* I_i v_i - f^x_i
-        Ia = rbi_mul_t(mf, bo, a)
-        cf = crf_t(v, rbi_mul_t(mf, bo, v))
-        fo = f0 + 6 * i
-        store6(w, v0 + 6 * i, v)
-        store6(w, a0 + 6 * i, a)
-        store6(w, fo, (Ia[0] + cf[0], Ia[1] + cf[1], Ia[2] + cf[2], Ia[3] + cf[3], Ia[4] + cf[4], Ia[5] + cf[5]))
+        I_i = HEADER_F + BODY_F * i + B_RBI
+        Ia = rbi_mul_t(mf, I_i, a)
+        vIv = crf_t(v, rbi_mul_t(mf, I_i, v))
+        fo = f0 + W_F_N * i
+        store6(w, v0 + W_V_N * i, v)
+        store6(w, a0 + W_A_N * i, a)
+        store6(w, fo, (Ia[0] + vIv[0], Ia[1] + vIv[1], Ia[2] + vIv[2], Ia[3] + vIv[3], Ia[4] + vIv[4],
+                       Ia[5] + vIv[5]))
         if hasfx:
             for k in range(6):
-                w[fo + k] -= fx[6 * i + k]
-    # Eqs. 5.17-5.18, inwards
-    inward_pass(mi, mf, w, tau, qd, qdd, True)
+                w[fo + k] -= fx[FEXT_N * i + k]
+    inward_pass(mi, mf, w, tau, qd, qdd, True)  # Eqs. 5.17-5.18
     return 0
 
 
@@ -139,27 +111,20 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
 def gravity_kernel(mi, mf, q, tau, w):
     """Table 5.1 with qd = qdd = 0: only a_i = X_i a_λ(i) and f_i = I_i a_i remain (Eqs. 5.12-5.13).
     Scalar arithmetic on flat offsets: this is the controllers' hot path."""
-    nb = mi[0]
+    nb = mi[H_NB]
     st = check_q(q, mi)
     if st != 0:
         return st
-    r0 = 9 * nb
-    a0 = 18 * nb
-    f0 = 24 * nb
-    sc0 = 30 * nb  # sin, cos of the joint angles in the unused slot c of work_views
-    sincos_all(mi, q, w, sc0)
-    ag = (0.0, 0.0, 0.0, -mf[0], -mf[1], -mf[2])
+    E0, r0, a0, f0 = W_E * nb, W_R * nb, W_A * nb, W_F * nb
+    sincos_all(mi, q, w, W_SIN * nb)
+    a_0 = gravity_acceleration(mf)
     for i in range(nb):
-        ii = HEADER_I + 5 * i
-        p = mi[ii]
-        bo = HEADER_F + BODY_STRIDE * i
-        eo = 9 * i
-        ro = r0 + 3 * i
-        ao = a0 + 6 * i
-        jcalc_sc(mi, mf, i, q, w, eo, ro, w[sc0 + i], w[sc0 + nb + i])
-        a = xm_t(w, eo, ro, load6(w, a0 + 6 * p) if p >= 0 else ag)  # a_i = X_i a_λ(i), a_0 = -a_g
-        store6(w, ao, a)
-        store6(w, f0 + 6 * i, rbi_mul_t(mf, bo, a))  # f_i = I_i a_i
+        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        i_X_p = (E0 + W_E_N * i, r0 + W_R_N * i)
+        jcalc_sc(mi, mf, i, q, w, i_X_p[0], i_X_p[1], w[W_SIN * nb + i], w[W_COS * nb + i])
+        a = xm_t(w, i_X_p[0], i_X_p[1], load6(w, a0 + W_A_N * p) if p >= 0 else a_0)  # a_i = X_i a_λ(i)
+        store6(w, a0 + W_A_N * i, a)
+        store6(w, f0 + W_F_N * i, rbi_mul_t(mf, HEADER_F + BODY_F * i + B_RBI, a))  # f_i = I_i a_i
     inward_pass(mi, mf, w, tau, q, q, False)  # Eqs. 5.17-5.18 (no joint-rate terms at rest)
     return 0
 

@@ -1,0 +1,102 @@
+"""The kernels are written against dynamics_node/layout.py's names, not against hand-computed offsets
+(issue 12): the layout tables are consistent with what the C shim and the packer assume, and a scan of
+every compiled function's source finds none of the patterns the offsets used to take (`9 * nb`,
+`mi[ii + 3]`, a literal 126 or 172)."""
+import ast
+import pathlib
+
+import numpy as np
+import pytest
+
+import dynamics_node as dn
+from dynamics_node import layout as L
+
+PKG = pathlib.Path(dn.__file__).resolve().parent
+KERNEL_FILES = ["joints.py", "spatial.py", *(f"algorithms/{n}.py" for n in
+                                            ("_common", "rnea", "rnea_batch", "crba", "aba", "kinematics", "ltdl"))]
+ALLOWED_BIG = {99999, 100000, 100000000}  # status codes (algorithms/_common)
+
+
+def test_tables_generate_consistent_offsets():
+    for table, prefix, total in ((L.MODEL_BODY_F, "B", "BODY_F"), (L.WORK_PER_BODY, "W", "WORK_BODY"),
+                                 (L.BATCH_ROWS, "L", "BATCH_BLOCK"), (L.MODEL_DOF_F, "D", "DOF_F")):
+        off = 0
+        for name, size, meaning in table:
+            assert getattr(L, f"{prefix}_{name}") == off and getattr(L, f"{prefix}_{name}_N") == size and meaning
+            off += size
+        assert getattr(L, total) == off
+    # what other code relies on: the C shim reads nb and nvt from mi[0], mi[1]; rbi(m, h, Ibar) is 13
+    # consecutive floats; the cosines follow the sines (joints.sincos_all)
+    assert (L.H_NB, L.H_NVT) == (0, 1)
+    assert (L.B_H, L.B_IBAR) == (L.B_RBI + 1, L.B_RBI + 4) and L.RBI_N == 1 + L.B_H_N + L.B_IBAR_N
+    assert L.RBI_N <= L.W_IA_N and L.W_COS == L.W_SIN + 1
+
+
+def test_packed_model_reads_back_by_name():
+    """The packer (model.py) and the names agree: fields read back by name are the model's own data."""
+    m = dn.load_model(str(PKG.parent / "urdf" / "arm7.urdf"), floating_base=True, armature=0.25)
+    J = m.mi[L.HEADER_I:].reshape(m.nb, L.BODY_I)
+    assert m.mi[L.H_NB] == m.nb and m.mi[L.H_NVT] == m.nvt and m.mi[L.H_NQT] == m.nqt
+    np.testing.assert_array_equal(J[:, L.J_PARENT], m.parent)
+    np.testing.assert_array_equal(J[:, L.J_TYPE], m.jtype)
+    assert list(J[:, L.J_NV]) == [6] + [1] * (m.nb - 1) and J[1, L.J_QI] == 7 and J[1, L.J_VI] == 6
+    np.testing.assert_array_equal(m.mf[L.HF_GRAVITY:L.HF_GRAVITY + 3], m.gravity)
+    assert m.mf[L.HF_TOL] == m.singular_tol
+    D = m.mf[L.HEADER_F + L.BODY_F * m.nb:].reshape(m.nvt, L.DOF_F)
+    assert np.all(D[:, L.D_ARMATURE][6:] == 0.25)
+    np.testing.assert_array_equal(D[:6, L.D_S:L.D_S + 6], np.block([[np.zeros((3, 3)), np.eye(3)],
+                                                                   [np.eye(3), np.zeros((3, 3))]]))
+    assert m.work_size == L.WORK_BODY * m.nb + L.WORK_DOF * m.nvt + L.WORK_EXTRA
+
+
+def _kernels(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            decos = {getattr(d.func if isinstance(d, ast.Call) else d, "id", "") for d in node.decorator_list}
+            if decos & {"njit", "cfunc"}:
+                yield node
+
+
+def _int(node):
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _offences(fn):
+    """Literal offsets in a compiled function: a literal times nb (a work-array block), an integer
+    literal inside an index of mi (every field of mi has its name), a literal beyond any spatial
+    quantity's size (36) but the status codes."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for a, b in ((node.left, node.right), (node.right, node.left)):
+                if _int(a) and isinstance(b, ast.Name) and b.id in ("nb", "nvt"):
+                    yield f"{a.value} * {b.id}"
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "mi":
+            for sub in ast.walk(node.slice):
+                if _int(sub) and sub.value != 0:
+                    yield f"mi[... {sub.value} ...]"
+        if _int(node) and node.value > 36 and node.value not in ALLOWED_BIG:
+            yield f"literal {node.value}"
+
+
+@pytest.mark.parametrize("name", KERNEL_FILES)
+def test_no_literal_offsets_in_kernels(name):
+    found = {f"{fn.name}: {o}" for fn in _kernels(PKG / name) for o in _offences(fn)}
+    assert not found, f"{name}: hand-computed offsets in compiled code: {sorted(found)}"
+
+
+def test_scan_catches_the_old_patterns():
+    """The scan above can fail: it finds each kind of offset the kernels used to be written with."""
+    src = ("@njit\ndef k(mi, mf, w, nb, i):\n    r0 = 9 * nb\n    p = mi[HEADER_I + 5 * i]\n"
+           "    t = w[172]\n    return mi[ii + 3]\n")
+    found = sorted(_offences(next(_kernels_src(src))))
+    assert found == ["9 * nb", "literal 172", "mi[... 3 ...]", "mi[... 5 ...]"]
+
+
+def _kernels_src(src):
+    tmp = pathlib.Path(__file__).parent / "__layout_scan_tmp.py"
+    try:
+        tmp.write_text(src)
+        yield from _kernels(tmp)
+    finally:
+        tmp.unlink(missing_ok=True)
