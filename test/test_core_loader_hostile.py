@@ -141,6 +141,25 @@ def test_messages_are_cut(dn):
     refused(dn, robot(link("base"), joint("j1", "base", huge_name)), "more characters")
 
 
+def test_visual_only_content_never_stops_a_load(dn):
+    """issue 9: <texture> without filename, unknown geometry, a bad mesh scale, <gazebo><material value>
+    (pr2), ros2_control and unknown elements: dynamics does not read them."""
+    junk = ('<visual><geometry><mesh filename="m.stl" scale="a b"/></geometry><material name="x"><texture/>'
+            '</material></visual><collision><geometry><blob size="nan"/></geometry></collision><sensor value="v"/>')
+    src = GOOD.replace('<link name="l1">', f'<link name="l1">{junk}').replace(
+        "</robot>", '<gazebo reference="l1"><material value="PR2/wheel_l"/><mu1 value="x"/></gazebo>'
+        '<ros2_control name="rc"><joint name="ghost"><param name="p">abc</param></joint></ros2_control>'
+        '<unknown_tag xyz="nan"/><material name="m"><color rgba="1 2"/></material></robot>')
+    m = dn.load_model(src)
+    ref = dn.load_model(GOOD)
+    q = np.array([0.4, -0.3])
+    np.testing.assert_array_equal(dn.gravity(m, q), dn.gravity(ref, q))
+
+
+def test_model_warning_is_exported(dn):
+    assert issubclass(dn.ModelWarning, UserWarning) and "ModelWarning" in dn.__all__
+
+
 # ------------------------------------------------------------------------------------------------
 # options
 # ------------------------------------------------------------------------------------------------
