@@ -28,7 +28,7 @@ setup(
         ("share/" + package_name + "/config", glob("config/*.yaml")),
         ("share/" + package_name + "/urdf", glob("urdf/*.urdf")),
     ],
-    install_requires=["numpy", "scipy", "numba", "urdfdom-py", "pyyaml"],
+    install_requires=["numpy", "scipy", "numba", "xacro", "pyyaml"],
     ext_modules=_extensions(),
     zip_safe=False,
     python_requires=">=3.10",

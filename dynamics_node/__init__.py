@@ -40,7 +40,7 @@ def _numba_cache_dir():
 
 _numba_cache_dir()
 
-from .errors import DynamicsError, InputError, ModelError, SingularMassMatrixError  # noqa: E402
+from .errors import DynamicsError, InputError, ModelError, ModelWarning, SingularMassMatrixError  # noqa: E402
 
 # The rest loads on first use (PEP 562): `import dynamics_node.cli` or `.errors` stays cheap, and the
 # compiled kernels are loaded only when a computation is first asked for.
@@ -61,7 +61,7 @@ _LAZY = {
     "loop_constraints": ".algorithms.loops", "loop_state": ".algorithms.loops", "mobility": ".algorithms.loops",
 }
 
-__all__ = ["DynamicsError", "InputError", "ModelError", "SingularMassMatrixError", *_LAZY]
+__all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]
 
 
 def __getattr__(name):

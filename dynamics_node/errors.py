@@ -15,3 +15,34 @@ class InputError(DynamicsError, ValueError):
 
 class SingularMassMatrixError(InputError):
     """A computation had to invert the joint-space inertia H, and H is singular (names the massless link)."""
+
+
+class ModelWarning(UserWarning):
+    """The robot description loads, but something in it is not physical or is ignored: an inertia that
+    breaks the triangle inequality or is indefinite, a massless subtree on a movable joint, a
+    ``<transmission>`` or ``<mimic>`` naming an unknown joint. Names the file, the link or joint and by
+    how much. ``load_model(..., strict=True)`` raises each as a ModelError instead."""
+
+
+MESSAGE_CLIP = 200  # characters of an echoed value or name list kept in a message
+
+
+def clip(text, limit: int = MESSAGE_CLIP) -> str:
+    """``text`` cut to about ``limit`` characters, saying how many were left out (messages stay short)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def clip_names(names, limit: int = MESSAGE_CLIP, quote: bool = True) -> str:
+    """A comma-separated name list cut to about ``limit`` characters, with a count of the names left out."""
+    names = list(names)
+    out, size = [], 0
+    for k, n in enumerate(names):
+        s = repr(clip(n, 60)) if quote else clip(n, 60)
+        if out and size + len(s) + 2 > limit:
+            return ", ".join(out) + f" and {len(names) - k} more"
+        out.append(s)
+        size += len(s) + 2
+    return ", ".join(out)

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ModelError
+from .errors import ModelError, clip
+from .urdf_xml import PARAM_LIMIT, unit_vector
 
 __all__ = ["LoopJoint", "LOOP_JOINT_TYPES", "parse_loop_joints", "parse_transmissions", "validate_loop_bodies",
            "motion_subspace", "rpy_to_matrix"]
@@ -174,18 +175,22 @@ def _err(source: str, what: str, msg: str) -> ModelError:
     return ModelError(f"{source}: {what}: {msg}")
 
 
-def _floats(text: str | None, n: int, source: str, what: str, attr: str) -> np.ndarray:
+def _floats(text: str | None, n: int, source: str, what: str, attr: str, bounded: bool = True) -> np.ndarray:
     if text is None:
         raise _err(source, what, f"missing attribute {attr!r}")
+    shown = clip(repr(text), 80)
     parts = text.replace(",", " ").split()
     if len(parts) != n:
-        raise _err(source, what, f"{attr}={text!r} must have {n} numbers")
+        raise _err(source, what, f"{attr}={shown} must have {n} numbers")
     try:
         vals = np.array([float(p) for p in parts])
     except ValueError:
-        raise _err(source, what, f"{attr}={text!r} is not a list of numbers") from None
+        raise _err(source, what, f"{attr}={shown} is not a list of numbers") from None
     if not np.all(np.isfinite(vals)):
-        raise _err(source, what, f"{attr}={text!r} contains NaN or inf")
+        raise _err(source, what, f"{attr}={shown} contains NaN or inf")
+    if bounded and np.any(np.abs(vals) > PARAM_LIMIT):
+        raise _err(source, what, f"{attr}={shown} is out of range (magnitude over {PARAM_LIMIT:g}: its products "
+                   "would overflow)")
     return vals
 
 
@@ -198,7 +203,7 @@ def _origin(el: ET.Element | None, source: str, what: str) -> np.ndarray:
     if xyz is not None:
         X[:3, 3] = _floats(xyz, 3, source, what + " <origin>", "xyz")
     if rpy is not None:
-        X[:3, :3] = rpy_to_matrix(_floats(rpy, 3, source, what + " <origin>", "rpy"))
+        X[:3, :3] = rpy_to_matrix(_floats(rpy, 3, source, what + " <origin>", "rpy", bounded=False))
     return X
 
 
@@ -218,7 +223,7 @@ def parse_loop_joints(robot: ET.Element, link_names: set[str], tree_joint_names:
         name = el.get("name")
         if not name:
             raise _err(source, f"<loop_joint> #{idx + 1}", "has no name attribute")
-        what = f"<loop_joint name={name!r}>"
+        what = f"<loop_joint name={clip(repr(name), 80)}>"
         if name in seen:
             raise _err(source, what, "duplicate loop joint name")
         if name in tree_joint_names:
@@ -249,11 +254,8 @@ def parse_loop_joints(robot: ET.Element, link_names: set[str], tree_joint_names:
             if ax_el is None:
                 raise _err(source, what, f"type {jtype!r} needs an <axis xyz=...> element")
         if ax_el is not None:
-            axis = _floats(ax_el.get("xyz"), 3, source, what + " <axis>", "xyz")
-            nrm = float(np.linalg.norm(axis))
-            if nrm < 1e-12:
-                raise _err(source, what, "<axis> is the zero vector")
-            axis = axis / nrm
+            axis = unit_vector(_floats(ax_el.get("xyz"), 3, source, what + " <axis>", "xyz"), source,
+                               what + " <axis>", "vector")
         else:
             axis = np.array([0.0, 0.0, 1.0])
         R_align = _align_z(axis)
@@ -268,34 +270,39 @@ def parse_loop_joints(robot: ET.Element, link_names: set[str], tree_joint_names:
     return tuple(out)
 
 
-def parse_transmissions(robot: ET.Element, joint_names: set[str], source: str) -> tuple[str, ...] | None:
+def parse_transmissions(robot: ET.Element, joint_names: set[str], source: str, report=None) -> tuple[str, ...] | None:
     """Actuated tree joints from the ``<transmission>`` elements (file order, no duplicates).
 
     Accepts the ros_control syntax ``<transmission name=..><joint name="j1">..</joint>..`` (new) and
     ``<transmission type=..><joint name="j1"/>..`` (old).  Returns None when the robot has no
-    transmission (then every joint is actuated).  A transmission naming a joint that is not an
-    independent tree joint (unknown, fixed, mimic follower, loop joint) raises ModelError.
+    transmission naming a known joint (then every joint is actuated).  A transmission ``<joint>``
+    naming a joint the URDF does not have is ignored; it is listed in ``report.ignored`` and
+    ``report.warnings`` (load_model turns these into ModelWarnings).
     """
     trans = robot.findall("transmission")
     if not trans:
         return None
-    out: list[str] = []
+    out: dict[str, None] = {}
     for idx, t in enumerate(trans):
-        tname = t.get("name") or f"#{idx + 1}"
+        tname = clip(t.get("name") or f"#{idx + 1}", 80)
         what = f"<transmission name={tname!r}>"
         joints = t.findall("joint")
-        if not joints:
-            raise _err(source, what, "has no <joint> element")
+        if not joints and report is not None:  # e.g. PR2's differential wrist (<flexJoint>, <rollJoint>)
+            report.ignored.append(f"{what}: no <joint> element (a transmission type dynamics does not read)")
         for j in joints:
             jn = j.get("name")
             if not jn:
-                raise _err(source, what, "<joint> has no 'name' attribute")
+                if report is not None:
+                    report.ignored.append(f"{what}: a <joint> without a name")
+                continue
             if jn not in joint_names:
-                raise _err(source, what, f"<joint name={jn!r}>: not an independent tree joint "
-                           "(unknown, fixed, mimic follower or loop joint)")
-            if jn not in out:
-                out.append(jn)
-    return tuple(out)
+                if report is not None:
+                    report.ignored.append(f"{what}: unknown joint '{clip(jn, 80)}'")
+                    report.warnings.append(f"{source}: {what} names joint '{clip(jn, 80)}', which the URDF does not "
+                                           "have: that <joint> entry is ignored")
+                continue
+            out[jn] = None
+    return tuple(out) if out else None
 
 
 def validate_loop_bodies(loops, body_of, source: str) -> None:

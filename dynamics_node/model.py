@@ -164,9 +164,14 @@ class Model:
         self.has_mimic = bool(spec.mimic)
         # user coordinates are the tree's and the C shim is built: calls may take the shortest route
         self._direct = SHIM_AVAILABLE and not self.has_mimic
-        G = np.zeros((self.nvt, self.nv))
-        G[np.arange(self.nvt), self.v_src] = self.v_mul
-        self.G = _ro(G)
+        # G (Eq. 3.11, qd_t = G qd) is used only with mimic joints; without, it would be an nv x nv identity
+        # (800 MB for a 10,000-joint chain), so it is None
+        G = None
+        if self.has_mimic:
+            G = np.zeros((self.nvt, self.nv))
+            G[np.arange(self.nvt), self.v_src] = self.v_mul
+            G = _ro(G)
+        self.G = G
 
         # ---- pack for the kernels
         mi = np.zeros(HEADER_I + BODY_I * nb, dtype=np.int64)
@@ -242,10 +247,11 @@ class Model:
         return self.link_frames[self.link_names[self.link_index(link)]].body
 
     def neutral(self) -> np.ndarray:
-        """The zero configuration (identity quaternion for a floating base)."""
+        """The zero configuration (identity quaternion for a floating base and every floating joint)."""
         q = np.zeros(self.nq)
-        if self.floating_base:
-            q[6] = 1.0
+        qi = self.mi[HEADER_I + 2::5]
+        for i in np.nonzero(self.jtype == FREE)[0]:  # every free joint (the base and floating joints)
+            q[self.q_src[qi[i] + 6]] = 1.0
         return q
 
     def total_mass(self) -> float:

@@ -1,179 +1,151 @@
 """URDF (and its ``<loop_joint>`` annotations) to a :class:`~dynamics_node.model.Model`.
 
-Parsing uses ``urdf_parser_py`` (the ROS project's maintained module, from the ``urdfdom-py``
-wheel) for links and joints, and ElementTree for what it does not know: numeric sanity of every
-attribute (so an error can name the element), ``<transmission>`` and ``<loop_joint>``. Each problem
-raises :class:`~dynamics_node.errors.ModelError` naming the file and the element, joint or link.
+Reading (:mod:`dynamics_node.urdf_source`, :mod:`dynamics_node.urdf_xml`): the description is read
+defensively (regular files up to 64 MB, ``package://``, ``*.xacro`` through xacro, XML text), then
+only what dynamics uses is taken from the ElementTree: links' ``<inertial>``, joints, ``<mimic>``,
+``<dynamics>``, ``<transmission>``, ``<loop_joint>``. Visual, collision, gazebo, ros2_control and
+unknown content is never looked at, so it cannot stop a load. A problem that makes the model unusable
+raises :class:`~dynamics_node.errors.ModelError` naming the file and the element, joint or link; a
+model that loads but is not physical (an inertia breaking the triangle inequality or indefinite, a
+massless subtree on a movable joint) or whose description names unknown joints (``<transmission>``,
+``<mimic>``) loads with a :class:`~dynamics_node.errors.ModelWarning` saying what and by how much;
+``strict=True`` makes every such warning a ModelError.
 
 Model building follows Featherstone Ch. 4: a depth-first walk from the root link (siblings in URDF
 order) numbers the moving bodies regularly; fixed joints weld their child link to the current body
 (its inertia is merged, its frame is kept so the link can still be named); each joint's origin
-becomes the tree transform X_T(i) (§4.2) expressed from the parent *body* frame.
+becomes the tree transform X_T(i) (§4.2) expressed from the parent *body* frame. Every step is linear
+in the size of the description (mimic chains are resolved once per joint; the load-time check of H
+is the articulated-body pass of Table 7.1 at the neutral configuration, 6x6 per body, no dense H).
 """
 from __future__ import annotations
 
 import math
-import os
-import pathlib
-import threading
 import warnings
 from types import SimpleNamespace
-import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from .errors import ModelError
+from .errors import ModelError, ModelWarning, clip, clip_names
 from .joints import FREE, PRISMATIC, REVOLUTE
-from .layout import BODY_I, HEADER_I, J_QI, J_VI
+from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, BODY_F, BODY_I, D_ARMATURE,
+                     D_S, D_S_N, DOF_F, HEADER_F, HEADER_I, J_NV, J_VI)
 from .loop_joints import parse_loop_joints, parse_transmissions, validate_loop_bodies
 from .model import LinkFrame, Model, TreeSpec
 from .spatial import rbi_from_com, rpy_to_matrix
+from .urdf_source import MAX_BYTES, parse_xml, read_description  # noqa: F401
+from .urdf_xml import PARAM_LIMIT, ignored_elements, read_joints, read_links, unit_vector
 
-# numeric attributes of URDF elements, checked before parsing so that errors can name the element
-_NUMERIC_ATTRS = {"xyz", "rpy", "value", "ixx", "ixy", "ixz", "iyy", "iyz", "izz", "lower", "upper",
-                  "effort", "velocity", "damping", "friction", "multiplier", "offset", "mechanicalReduction"}
-_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
 ROOT_JOINT = "root_joint"
 
 
 def load_model(source, *, floating_base: bool = False, gravity=(0.0, 0.0, -9.81), armature=None,
-               friction: bool = False) -> Model:
-    """Load a URDF file path or URDF XML text (the ``robot_description`` string) into a Model.
+               friction: bool = False, strict: bool = False, xacro_args=None) -> Model:
+    """Load a URDF file path, ``package://`` URI, ``*.xacro`` file or URDF XML text into a Model.
 
     floating_base: put a 6-DoF joint (``root_joint``) between the world and the root link.
     gravity: the gravitational acceleration in the world (root) frame, m/s^2.
     armature: reflected rotor inertia (Featherstone Example 9.5, Eq. 9.28), added to the diagonal of
         H: None, one float for every joint, or {joint: value}.
     friction: make the URDF <dynamics damping friction> act (viscous and Coulomb friction).
+    strict: raise ModelError where the model would load with a ModelWarning (non-physical inertia,
+        singular H, a transmission or mimic naming an unknown joint).
+    xacro_args: ``$(arg name)`` values for a ``*.xacro`` file.
     """
-    text, src = _read_source(source)
+    model, report = load_with_report(source, floating_base=floating_base, gravity=gravity, armature=armature,
+                                     friction=friction, strict=strict, xacro_args=xacro_args)
+    for msg in report.warnings:
+        warnings.warn(ModelWarning(msg), stacklevel=2)
+    return model
+
+
+def load_with_report(source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), armature=None, friction=False,
+                     strict=False, xacro_args=None):
+    """(model, report) where the report lists what load_model warns about (``warnings``, and per link
+    ``inertia``), the fixed joints merged (``merged``: (joint, link, into link)), the mimic and
+    transmission entries ignored (``ignored``) and the elements dynamics does not read
+    (``ignored_elements``: {tag: count}). With strict=True the first warning is raised as ModelError."""
+    floating_base = _flag(floating_base, "floating_base")
+    friction = _flag(friction, "friction")
+    strict = _flag(strict, "strict")
+    g = _gravity(gravity)
+    text, src = read_description(source, xacro_args)
+    src = clip(src, 160)
+    root = parse_xml(text, src)
+    report = SimpleNamespace(source=src, warnings=[], inertia={}, merged=[], ignored=[],
+                             ignored_elements=ignored_elements(root))
+    links = read_links(root, src)
+    joints = read_joints(root, src)
+    model = _build(root.get("name") or "robot", links, joints, root, src, floating_base, g, armature, friction,
+                   report)
+    if strict and report.warnings:
+        more = len(report.warnings) - 1
+        raise ModelError(f"{report.warnings[0]} (strict=True{f'; {more} more problems' if more else ''})")
+    return model, report
+
+
+def _flag(v, name):
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    raise ModelError(f"option {name} must be True or False, got {clip(repr(v), 80)}")
+
+
+def _gravity(gravity):
     try:
-        root = ET.fromstring(text)
-    except ET.ParseError as e:
-        raise ModelError(f"{src}: not valid XML ({e})") from None
-    if root.tag != "robot":
-        raise ModelError(f"{src}: the root element is <{root.tag}>, expected <robot>")
-    _check_numbers(root, src)
-    g = np.asarray(gravity, dtype=float).reshape(-1)
-    if g.shape != (3,) or not np.all(np.isfinite(g)):
-        raise ModelError(f"{src}: gravity must be 3 finite numbers, got {gravity!r}")
-    robot = _parse_with_urdf_parser(root, src)
-    return _build(robot, root, src, bool(floating_base), g, armature, bool(friction))
+        if isinstance(gravity, (str, bytes)) or np.iscomplexobj(gravity):
+            raise TypeError
+        g = np.array(gravity, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        g = None
+    if g is None or g.shape != (3,) or not np.all(np.isfinite(g)) or np.any(np.abs(g) > PARAM_LIMIT):
+        raise ModelError(f"option gravity must be 3 finite numbers (m/s^2), got {clip(repr(gravity), 80)}")
+    return g
 
 
-# ---------------------------------------------------------------------------------------------
-def _read_source(source):
-    if isinstance(source, (bytes, bytearray)):
-        source = source.decode("utf-8", errors="replace")
-    if isinstance(source, str) and source.lstrip().startswith("<"):
-        return source, "<robot_description>"
-    if not isinstance(source, (str, os.PathLike)):
-        raise ModelError(f"URDF source must be a file path or XML text, got {type(source).__name__}")
-    path = pathlib.Path(source)
-    if not str(source).strip():
-        raise ModelError("URDF source is empty (give a file path or the robot_description XML)")
+def _number(v, what):
+    if isinstance(v, (bool, np.bool_, str, bytes)) or np.iscomplexobj(v):
+        raise ModelError(f"{what} must be a number, got {clip(repr(v), 80)}")
     try:
-        return path.read_text(encoding="utf-8"), str(path)
-    except FileNotFoundError:
-        raise ModelError(f"URDF file '{path}' not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ModelError(f"URDF file '{path}' cannot be read: {e}") from None
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what} must be a number, got {clip(repr(v), 80)}") from None
+    if not (math.isfinite(x) and 0 <= x <= PARAM_LIMIT):
+        raise ModelError(f"{what} must be a finite number >= 0, got {clip(repr(v), 80)}")
+    return x
 
 
-def _element_path(parents: list) -> str:
-    parts = []
-    for el in parents:
-        name = el.get("name") or el.get("link")
-        parts.append(f"<{el.tag} name='{name}'>" if name else f"<{el.tag}>")
-    return " ".join(parts)
-
-
-def _check_numbers(root, src):
-    """Every numeric attribute must parse as finite numbers: the error names the element."""
-
-    def walk(el, trail):
-        trail = trail + [el]
-        for key, val in el.attrib.items():
-            if key not in _NUMERIC_ATTRS:
-                continue
-            try:
-                nums = [float(x) for x in val.split()]
-            except ValueError:
-                raise ModelError(f"{src}: {_element_path(trail)}: attribute {key}='{val}' is not a number") from None
-            if not all(math.isfinite(x) for x in nums):
-                raise ModelError(f"{src}: {_element_path(trail)}: attribute {key}='{val}' is not finite (NaN or inf)")
-            if key in ("xyz", "rpy") and len(nums) != 3:
-                raise ModelError(f"{src}: {_element_path(trail)}: attribute {key}='{val}' needs 3 numbers")
-        for ch in el:
-            walk(ch, trail)
-
-    walk(root, [])
-
-
-_PARSER_LOCK = threading.Lock()  # urdf_parser_py reports through a module-level handler we swap
-
-
-def _parse_with_urdf_parser(root, src):
-    from urdf_parser_py import urdf as up
-    from urdf_parser_py.xml_reflection import core
-
-    reduced = ET.Element("robot", root.attrib)
-    for ch in root:
-        if ch.tag in ("link", "joint", "material"):
-            reduced.append(ch)
-    if not reduced.get("name"):
-        reduced.set("name", "robot")
-    with _PARSER_LOCK:
-        old = core.on_error
-        core.on_error = lambda message: None  # unknown tags are ours to read; errors raise below
-        try:
-            return up.URDF.from_xml_string(ET.tostring(reduced, encoding="unicode"))
-        except Exception as e:  # ParseError carries the element path
-            msg = " ".join(str(e).split())
-            raise ModelError(f"{src}: {msg}") from None
-        finally:
-            core.on_error = old
-
-
-def _pose(origin):
-    if origin is None:
-        return np.eye(3), np.zeros(3)
-    xyz = origin.xyz if origin.xyz is not None else [0.0, 0.0, 0.0]
-    rpy = origin.rpy if origin.rpy is not None else [0.0, 0.0, 0.0]
+def _pose(rpy, xyz):
     return rpy_to_matrix(rpy), np.array(xyz, dtype=float)
 
 
-def _link_inertia(link, src):
-    """(mass, com (3,), I about the CoM in link axes) of a URDF link, validated."""
+def _link_inertia(link, src, report):
+    """(mass, com (3,), I about the CoM in link axes) of a URDF link. Non-physical rotational inertia
+    (indefinite, or principal moments breaking the triangle inequality) goes to the report."""
     ine = link.inertial
     if ine is None:
         return 0.0, np.zeros(3), np.zeros((3, 3))
-    m = float(ine.mass) if ine.mass is not None else 0.0
-    if m < 0:
-        raise ModelError(f"{src}: link '{link.name}': negative mass {m}")
-    R, c = _pose(ine.origin)
-    i = ine.inertia
-    if i is None:
-        I = np.zeros((3, 3))
-    else:
-        I = np.array([[i.ixx, i.ixy, i.ixz], [i.ixy, i.iyy, i.iyz], [i.ixz, i.iyz, i.izz]], dtype=float)
+    R, c = _pose(ine.rpy, ine.xyz)
+    ixx, ixy, ixz, iyy, iyz, izz = ine.inertia
+    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]], dtype=float)
     ev = np.linalg.eigvalsh(I)
-    tol = 1e-9 * max(1e-12, float(np.abs(ev).max()))
-    if ev.min() < -tol:
-        raise ModelError(f"{src}: link '{link.name}': inertia is not positive semi-definite "
-                         f"(principal moments {np.round(ev, 12).tolist()})")
-    if ev[0] + ev[1] < ev[2] - tol:
-        raise ModelError(f"{src}: link '{link.name}': inertia violates the triangle inequality "
-                         f"(principal moments {np.round(ev, 12).tolist()}: the largest exceeds the sum of the others)")
-    return m, c, R @ I @ R.T
+    # round-off of eigvalsh, and anything below a radius of gyration of 1 micrometre, is no problem
+    tol = max(1e-9 * float(np.abs(ev).max()), 1e-12 * ine.mass)
+    moments = "[" + ", ".join(f"{e:.4g}" for e in ev) + "]"
+    msg = None
+    if ev[0] < -tol:
+        msg = (f"inertia is not positive semi-definite: principal moments {moments} kg·m², the smallest "
+               f"negative by {-ev[0]:.3g} kg·m²")
+    elif ev[0] + ev[1] < ev[2] - tol:
+        msg = (f"principal moments {moments} kg·m² break the triangle inequality by "
+               f"{ev[2] - ev[0] - ev[1]:.3g} kg·m² (the largest exceeds the sum of the others)")
+    if msg:
+        report.inertia[link.name] = msg
+        report.warnings.append(f"{src}: link '{clip(link.name, 80)}': {msg}")
+    return ine.mass, c, R @ I @ R.T
 
 
 def _unit_axis(j, src):
-    a = np.array(j.axis if j.axis is not None else [1.0, 0.0, 0.0], dtype=float)
-    n = float(np.linalg.norm(a))
-    if n < 1e-12:
-        raise ModelError(f"{src}: joint '{j.name}': zero axis {a.tolist()}")
-    return a / n
+    return unit_vector(j.axis, src, f"joint '{clip(j.name, 80)}'")
 
 
 def _plane_basis(a):
@@ -185,52 +157,37 @@ def _plane_basis(a):
     return u, np.cross(a, u)
 
 
-def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> Model:
-    links = {}
-    for link in robot.links:
-        if link.name in links:
-            raise ModelError(f"{src}: two links named '{link.name}'")
-        links[link.name] = link
+def _build(name, links, joints, xml_root, src, floating_base, gravity, armature, friction, report) -> Model:
     if not links:
         raise ModelError(f"{src}: no <link> elements: no root link")
-    joints = []
-    seen = set()
-    for j in robot.joints:
-        if j.name in seen:
-            raise ModelError(f"{src}: two joints named '{j.name}'")
-        seen.add(j.name)
-        if j.type not in _JOINT_TYPES:
-            raise ModelError(f"{src}: joint '{j.name}': unknown type '{j.type}'")
-        if not j.parent:
-            raise ModelError(f"{src}: joint '{j.name}': missing <parent link=...>")
-        if not j.child:
-            raise ModelError(f"{src}: joint '{j.name}': missing <child link=...>")
-        if j.parent not in links:
-            raise ModelError(f"{src}: joint '{j.name}': unknown parent link '{j.parent}'")
-        if j.child not in links:
-            raise ModelError(f"{src}: joint '{j.name}': unknown child link '{j.child}'")
-        if j.parent == j.child:
-            raise ModelError(f"{src}: joint '{j.name}': parent and child are the same link '{j.parent}'")
-        joints.append(j)
-
     parent_joint = {}
     for j in joints:
+        jn = clip(j.name, 80)
+        for role, ln in (("parent", j.parent), ("child", j.child)):
+            if ln not in links:
+                raise ModelError(f"{src}: joint '{jn}': unknown {role} link '{clip(ln, 80)}'")
+        if j.parent == j.child:
+            raise ModelError(f"{src}: joint '{jn}': parent and child are the same link '{clip(j.parent, 80)}'")
         if j.child in parent_joint:
-            raise ModelError(f"{src}: link '{j.child}' is the child of two joints, '{parent_joint[j.child].name}' and "
-                             f"'{j.name}': a loop in the tree (close loops with <loop_joint>)")
+            raise ModelError(f"{src}: link '{clip(j.child, 80)}' is the child of two joints, "
+                             f"'{clip(parent_joint[j.child].name, 80)}' and '{jn}': a loop in the tree "
+                             "(close loops with <loop_joint>)")
         parent_joint[j.child] = j
+        if floating_base and j.name == ROOT_JOINT and j.type != "fixed":
+            raise ModelError(f"{src}: joint '{ROOT_JOINT}' ({j.type}): with floating_base=True that name is the "
+                             "floating base's joint; rename the URDF joint or load with floating_base=False")
     roots = [n for n in links if n not in parent_joint]
     if not roots:
         raise ModelError(f"{src}: no root link: every link is the child of a joint (the joints form a loop)")
     if len(roots) > 1:
-        raise ModelError(f"{src}: {len(roots)} root links ({', '.join(repr(r) for r in roots)}): "
+        raise ModelError(f"{src}: {len(roots)} root links ({clip_names(roots)}): "
                          "a URDF must be one tree; connect them with joints")
     root_link = roots[0]
     children = {n: [] for n in links}
     for j in joints:
         children[j.parent].append(j)
 
-    inertia = {n: _link_inertia(links[n], src) for n in links}
+    inertia = {n: _link_inertia(links[n], src, report) for n in links}
 
     # ---- depth-first walk
     spec = dict(parent=[], jtype=[], axis=[], ET=[], rT=[], mass=[], h=[], Ibar=[], body_link=[],
@@ -249,7 +206,7 @@ def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> 
         spec["Ibar"].append(np.zeros((3, 3)))
         spec["body_link"].append(link)
         spec["body_joint"].append(joint)
-        spec["body_label"].append(f"link '{link}' (joint '{joint}')")
+        spec["body_label"].append(f"link '{clip(link, 80)}' (joint '{clip(joint, 80)}')")
         return len(spec["parent"]) - 1
 
     def weld(link_name, body, R, p):
@@ -271,11 +228,11 @@ def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> 
         weld(root_link, -1, I3, z3)
 
     visited = {root_link}
-    _walk_children(root_link, children, link_frames, add_body, weld, tree_joints, visited, src)
+    _walk_children(root_link, children, link_frames, add_body, weld, tree_joints, visited, src, spec, report)
     unreached = [n for n in links if n not in link_frames]
     if unreached:
-        raise ModelError(f"{src}: links {', '.join(repr(n) for n in unreached)} are not connected to the root "
-                         f"link '{root_link}' (their joints form a loop)")
+        raise ModelError(f"{src}: links {clip_names(unreached)} are not connected to the root "
+                         f"link '{clip(root_link, 80)}' (their joints form a loop)")
 
     jtype = spec["jtype"]
     nvj = [6 if t == FREE else 1 for t in jtype]
@@ -283,35 +240,7 @@ def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> 
     vi = np.concatenate([[0], np.cumsum(nvj)]).astype(int)
     qi = np.concatenate([[0], np.cumsum(nqj)]).astype(int)
     nvt, nqt = int(vi[-1]), int(qi[-1])
-
-    # ---- mimic joints (explicit constraints, Featherstone §9.6)
-    by_name = {j.name: (j, bodies) for j, bodies in tree_joints}
-    mimic = {}
-    for j, bodies in tree_joints:
-        if j.mimic is None:
-            continue
-        if j.type not in ("revolute", "continuous", "prismatic"):
-            raise ModelError(f"{src}: joint '{j.name}': only revolute, continuous and prismatic joints can mimic")
-        mul = float(j.mimic.multiplier) if j.mimic.multiplier is not None else 1.0
-        off = float(j.mimic.offset) if j.mimic.offset is not None else 0.0
-        master = j.mimic.joint
-        chain = [j.name]
-        while True:
-            if master not in by_name:
-                raise ModelError(f"{src}: joint '{j.name}': mimics unknown or fixed joint '{master}'")
-            mj = by_name[master][0]
-            if mj.type not in ("revolute", "continuous", "prismatic"):
-                raise ModelError(f"{src}: joint '{j.name}': mimics '{master}' of type {mj.type} (must be 1-DoF)")
-            if mj.mimic is None:
-                break
-            if master in chain:
-                raise ModelError(f"{src}: joint '{j.name}': mimic joints form a cycle ({' -> '.join(chain + [master])})")
-            chain.append(master)
-            m2 = float(mj.mimic.multiplier) if mj.mimic.multiplier is not None else 1.0
-            o2 = float(mj.mimic.offset) if mj.mimic.offset is not None else 0.0
-            mul, off = mul * m2, mul * o2 + off
-            master = mj.mimic.joint
-        mimic[j.name] = (master, mul, off)
+    mimic = _resolve_mimic(tree_joints, {j.name for j in joints}, src, report)
 
     q_src = np.zeros(nqt, dtype=int)
     q_mul = np.ones(nqt)
@@ -324,7 +253,7 @@ def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> 
         if j.name in mimic:
             continue
         nqj_, nvj_ = sum(nqj[b] for b in bodies), sum(nvj[b] for b in bodies)
-        if j.name != ROOT_JOINT:
+        if j.name != ROOT_JOINT or not floating_base:
             joint_names.append(j.name)
             kinds[j.name] = j.type
         q_slices[j.name] = slice(nq, nq + nqj_)
@@ -354,13 +283,12 @@ def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> 
         if isinstance(armature, dict):
             items = armature.items()
         else:
-            items = [(n, armature) for n, _ in joint_by_name.items() if n != ROOT_JOINT]
+            val = _number(armature, "option armature")
+            items = [(n, val) for n in joint_by_name if not (floating_base and n == ROOT_JOINT)]
         for n, val in items:
-            if n not in joint_by_name:
-                raise ModelError(f"{src}: armature given for unknown joint '{n}'")
-            val = float(val)
-            if not math.isfinite(val) or val < 0:
-                raise ModelError(f"{src}: armature of joint '{n}' must be a finite number >= 0, got {val}")
+            if not isinstance(n, str) or n not in joint_by_name:
+                raise ModelError(f"{src}: option armature given for unknown joint {clip(repr(n), 80)}")
+            val = _number(val, f"option armature of joint '{clip(n, 80)}'")
             for b in joint_by_name[n][1]:
                 if jtype[b] != FREE:
                     arm[vi[b]:vi[b] + nvj[b]] = val
@@ -368,28 +296,19 @@ def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> 
         for j, bodies in tree_joints:
             if j.dynamics is None:
                 continue
+            d, f = j.dynamics
+            if d < 0 or f < 0:
+                raise ModelError(f"{src}: joint '{clip(j.name, 80)}': <dynamics> damping and friction must be >= 0")
             for b in bodies:
-                if jtype[b] == FREE:
-                    continue
-                d = j.dynamics.damping
-                f = j.dynamics.friction
-                damp[vi[b]] = float(d) if d is not None else 0.0
-                coul[vi[b]] = float(f) if f is not None else 0.0
-                if damp[vi[b]] < 0 or coul[vi[b]] < 0:
-                    raise ModelError(f"{src}: joint '{j.name}': <dynamics> damping and friction must be >= 0")
+                if jtype[b] != FREE:
+                    damp[vi[b]], coul[vi[b]] = d, f
 
-    limits = {}
-    for j, _ in tree_joints:
-        if j.name == ROOT_JOINT or j.limit is None:
-            continue
-        limits[j.name] = tuple(float(x) if x is not None else float("nan")
-                               for x in (j.limit.lower, j.limit.upper, j.limit.effort, j.limit.velocity))
-
+    limits = {j.name: j.limit for j, _ in tree_joints if j.limit is not None}
     tree_joint_names = {j.name for j, _ in tree_joints}
-    loops, actuated = _loops_and_transmissions(xml_root, set(link_frames), tree_joint_names, joint_names, src)
+    loops, actuated = _loops_and_transmissions(xml_root, set(link_frames), tree_joint_names, joint_names, src, report)
 
     ts = TreeSpec(
-        name=robot.name or "robot", source=src, root_link=root_link, floating_base=floating_base,
+        name=name, source=src, root_link=root_link, floating_base=floating_base,
         gravity=gravity, parent=spec["parent"], jtype=jtype, axis=spec["axis"], ET=spec["ET"], rT=spec["rT"],
         mass=spec["mass"], h=spec["h"], Ibar=spec["Ibar"], body_link=spec["body_link"],
         body_joint=spec["body_joint"], body_label=spec["body_label"], armature=arm, damping=damp, coulomb=coul,
@@ -400,13 +319,57 @@ def _build(robot, xml_root, src, floating_base, gravity, armature, friction) -> 
     model = Model(ts)
     if loops:
         validate_loop_bodies(loops, model.body_of, src)
-    _warn_singular(model)
+    _check_mass_matrix(model, report)
     return model
 
 
-def _walk_children(lname, children, link_frames, add_body, weld, tree_joints, visited, src):
-    """Depth-first from link ``lname`` (already placed at ``fr``), siblings in URDF order."""
-    # explicit stack of iterators keeps the depth-first, siblings-in-order walk without recursion limits
+def _resolve_mimic(tree_joints, all_joint_names, src, report):
+    """{follower: (independent master, multiplier, offset)} of the mimic joints (explicit constraints,
+    Featherstone §9.6), chains composed: q_f = m_f q_g + o_f with q_g = m_g q_h + o_g gives
+    q_f = m_f m_g q_h + (m_f o_g + o_f). Each joint is resolved once (linear in the number of joints).
+    A <mimic> naming an unknown joint is ignored with a warning (the joint stays independent)."""
+    by_name = {j.name: j for j, _ in tree_joints}
+    followers = [j for j, _ in tree_joints if j.mimic is not None]
+    for j in followers:
+        jn, master = clip(j.name, 80), j.mimic.joint
+        if j.type not in ("revolute", "continuous", "prismatic"):
+            raise ModelError(f"{src}: joint '{jn}': only revolute, continuous and prismatic joints can mimic")
+        if master not in by_name:
+            if master in all_joint_names:
+                raise ModelError(f"{src}: joint '{jn}': mimics fixed joint '{clip(master, 80)}' (must be 1-DoF)")
+            report.ignored.append(f"<mimic> of joint '{jn}': unknown joint '{clip(master, 80)}' (the joint is independent)")
+            report.warnings.append(f"{src}: joint '{jn}': <mimic joint='{clip(master, 80)}'> names an unknown "
+                                   "joint: the <mimic> is ignored, the joint is independent")
+            j.mimic = None
+            continue
+        mj = by_name[master]
+        if mj.type not in ("revolute", "continuous", "prismatic"):
+            raise ModelError(f"{src}: joint '{jn}': mimics '{clip(master, 80)}' of type {mj.type} (must be 1-DoF)")
+    resolved = {}
+    for j in followers:
+        if j.mimic is None or j.name in resolved:
+            continue
+        chain, on_chain, cur = [], set(), j
+        while cur.mimic is not None and cur.name not in resolved:
+            if cur.name in on_chain:
+                names = [c.name for c in chain[[c.name for c in chain].index(cur.name):]] + [cur.name]
+                raise ModelError(f"{src}: joint '{clip(j.name, 80)}': mimic joints form a cycle "
+                                 f"({clip(' -> '.join(names))})")
+            on_chain.add(cur.name)
+            chain.append(cur)
+            cur = by_name[cur.mimic.joint]
+        master, mul, off = resolved.get(cur.name, (cur.name, 1.0, 0.0))
+        for f in reversed(chain):
+            mul, off = f.mimic.multiplier * mul, f.mimic.multiplier * off + f.mimic.offset
+            if not (math.isfinite(mul) and math.isfinite(off) and abs(mul) <= PARAM_LIMIT and abs(off) <= PARAM_LIMIT):
+                raise ModelError(f"{src}: joint '{clip(f.name, 80)}': the chained <mimic> multipliers and offsets "
+                                 f"reach {mul:.3g}·q + {off:.3g} (magnitude over {PARAM_LIMIT:g}: they would overflow)")
+            resolved[f.name] = (master, mul, off)
+    return resolved
+
+
+def _walk_children(lname, children, link_frames, add_body, weld, tree_joints, visited, src, spec, report):
+    """Depth-first from link ``lname``, siblings in URDF order (an explicit stack: no recursion limit)."""
     stack = [(lname, iter(children[lname]))]
     while stack:
         cur, it = stack[-1]
@@ -415,15 +378,17 @@ def _walk_children(lname, children, link_frames, add_body, weld, tree_joints, vi
             stack.pop()
             continue
         if j.child in visited:
-            raise ModelError(f"{src}: joint '{j.name}' closes a loop at link '{j.child}'")
+            raise ModelError(f"{src}: joint '{clip(j.name, 80)}' closes a loop at link '{clip(j.child, 80)}'")
         visited.add(j.child)
         pf = link_frames[cur]
-        Rj, pj = _pose(j.origin)
+        Rj, pj = _pose(j.rpy, j.xyz)
         R = pf.R @ Rj  # joint frame in the parent body's frame
         p = pf.p + pf.R @ pj
         b = pf.body
         if j.type == "fixed":
             weld(j.child, b, R, p)
+            into = spec["body_link"][b] if b >= 0 else next(iter(link_frames))
+            report.merged.append((j.name, j.child, into))
         elif j.type in ("revolute", "continuous", "prismatic"):
             a = _unit_axis(j, src)
             nb = add_body(b, PRISMATIC if j.type == "prismatic" else REVOLUTE, a, R, p, j.child, j.name)
@@ -444,38 +409,79 @@ def _walk_children(lname, children, link_frames, add_body, weld, tree_joints, vi
         stack.append((j.child, iter(children[j.child])))
 
 
-def _loops_and_transmissions(xml_root, link_names, tree_joint_names, joint_names, src):
+def _loops_and_transmissions(xml_root, link_names, tree_joint_names, joint_names, src, report):
     has_loops = xml_root.find("loop_joint") is not None
     loops = tuple(parse_loop_joints(xml_root, link_names, tree_joint_names, src)) if has_loops else ()
     # transmissions may drive mimic followers or fixed joints (grippers): accept every URDF joint name,
     # keep the independent ones as the actuated set
     all_joints = {el.get("name") for el in xml_root.findall("joint")}
-    actuated = parse_transmissions(xml_root, all_joints, src)
+    actuated = parse_transmissions(xml_root, all_joints, src, report)
     if actuated is None:
         return loops, tuple(joint_names)
-    return loops, tuple(j for j in joint_names if j in set(actuated))
+    act = set(actuated)
+    return loops, tuple(j for j in joint_names if j in act)
 
 
-def _warn_singular(model: Model):
-    """A body whose subtree has no inertia about/along its joint makes H singular: warn, naming it."""
-    from .algorithms.crba import mass_matrix_tree
+def _check_mass_matrix(model: Model, report):
+    """Warn where H is singular or not positive definite at the neutral configuration, naming the body.
 
-    if model.nvt == 0:
+    The articulated-body inertias of Table 7.1 (pass 2) at q = neutral: D_i = S_i^T I^A_i S_i are the
+    pivots of a factorisation of H, so H is positive definite iff every D_i is; the ABA and the L^T D L
+    refuse (SingularMassMatrixError) exactly where a pivot is <= singular_tol. O(n): one 6x6 inertia per
+    body, never a dense H. At q = 0 every joint transform is the identity, so ^iX_lambda(i) = X_T(i).
+    Also refuses a model whose derived inertias overflow."""
+    nb, nvt = model.nb, model.nvt
+    if nb == 0:
         return
-    H = mass_matrix_tree(model, np.zeros(model.nqt) if not model.floating_base else _neutral_tree(model))
+    mf, tol = model.mf, model.singular_tol
+    B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape(nb, BODY_F)
+    Dof = mf[HEADER_F + BODY_F * nb:].reshape(nvt, DOF_F)
     vi = model.mi[HEADER_I + J_VI::BODY_I]
-    for i in range(model.nb):
-        d = H[vi[i], vi[i]]
-        if d <= model.singular_tol:
-            warnings.warn(f"{model.source}: {model.body_label[i]} and the links it carries have no inertia "
-                          "about its joint axis: the mass matrix is singular, so forward dynamics will refuse "
-                          "(inverse dynamics and gravity still work)", stacklevel=3)
+    nvj = model.mi[HEADER_I + J_NV::BODY_I]
+    parent = model.parent
+    if not np.all(np.isfinite(B)):
+        i = int(np.nonzero(~np.all(np.isfinite(B), axis=1))[0][0])
+        raise ModelError(f"{model.source}: {model.body_label[i]}: its inertia or placement overflows")
+    IA = np.zeros((nb, 6, 6))
+    for i in range(nb):
+        m, h, Ib = B[i, B_M], B[i, B_H:B_H + B_H_N], B[i, B_IBAR:B_IBAR + B_IBAR_N].reshape(3, 3)
+        hx = _skew(h)
+        IA[i, :3, :3], IA[i, :3, 3:], IA[i, 3:, :3], IA[i, 3:, 3:] = Ib, hx, hx.T, m * np.eye(3)
+    problems, last = [], list(range(nb))  # last[i]: last body of i's subtree (contiguous, regular numbering)
+    for i in range(nb - 1, 0, -1):
+        if parent[i] >= 0:
+            last[parent[i]] = max(last[parent[i]], last[i])
+    for i in range(nb - 1, -1, -1):
+        Ii = IA[i]
+        if not np.all(np.isfinite(Ii)):
+            raise ModelError(f"{model.source}: {model.body_label[i]}: the inertia it carries overflows")
+        S = Dof[vi[i]:vi[i] + nvj[i], D_S:D_S + D_S_N].T
+        U = Ii @ S
+        D = S.T @ U + np.diag(Dof[vi[i]:vi[i] + nvj[i], D_ARMATURE])
+        dmin = float(np.linalg.eigvalsh(D)[0]) if nvj[i] > 1 else float(D[0, 0])
+        ok = dmin > tol
+        if not ok:
+            problems.append((i, dmin))
+        p = parent[i]
+        if p < 0:
+            continue
+        Ia = Ii - U @ np.linalg.solve(D, U.T) if ok else Ii
+        E, r = B[i, B_ET:B_ET + B_ET_N].reshape(3, 3), B[i, B_RT:B_RT + B_RT_N]
+        X = np.zeros((6, 6))  # X_T(i) = rot(E) xlt(r) (Eq. 2.24): [[E, 0], [-E r x, E]]
+        X[:3, :3], X[3:, 3:], X[3:, :3] = E, E, -E @ _skew(r)
+        IA[p] += X.T @ Ia @ X
+    for i, d in reversed(problems):
+        link = clip(model.body_link[i], 80)
+        bad = [n for n in report.inertia if i <= model.link_frames[n].body <= last[i]]
+        if d < -tol:
+            why = (f"the mass matrix is not positive definite at {model.body_label[i]} (pivot {d:.3g}"
+                   f"{', non-physical inertia of ' + clip_names(bad, 120) if bad else ''})")
+        else:
+            why = (f"{model.body_label[i]} and the links it carries have no inertia about its joint axis: "
+                   "the mass matrix is singular")
+        report.warnings.append(f"{model.source}: {why}: forward dynamics and anything that inverts H will refuse "
+                               f"(SingularMassMatrixError naming link '{link}'); inverse dynamics and gravity work")
 
 
-def _neutral_tree(model):
-    q = np.zeros(model.nqt)
-    qi = model.mi[HEADER_I + J_QI::BODY_I]
-    for i in range(model.nb):
-        if model.jtype[i] == FREE:
-            q[qi[i] + 6] = 1.0
-    return q
+def _skew(v):
+    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])

@@ -82,7 +82,7 @@ def _case_spec(name):
     raise KeyError(name)
 
 
-# allegro hand is not here: its URDF has inertias violating the triangle inequality (test_core_errors)
+# every example-robot-data URDF (allegro hand, tiago, pr2, ...) is compared in test_core_loader_wild
 REAL_CASES = ["arm7", "panda_mimic", "ur5", "z1_arm", "kinova_continuous", "baxter_branched",
               "romeo_floating_mimic", "talos_floating_mimic", "solo12_floating"]
 RANDOM_CASES = ["random_0", "random_1", "random_2", "random_3", "random_floating_10", "random_floating_11",

@@ -123,18 +123,46 @@ def test_negative_mass(dn):
     _model_error(dn, src, "neg_mass_link")
 
 
+def _model_warning(dn, source, *names):
+    """Loads with a ModelWarning naming one of ``names``; strict=True raises it as a ModelError."""
+    with pytest.warns(dn.ModelWarning) as rec:
+        m = dn.load_model(source)
+    msgs = " | ".join(str(r.message) for r in rec if issubclass(r.category, dn.ModelWarning))
+    assert any(n in msgs for n in names), f"ModelWarnings {msgs!r} name none of {names}"
+    with pytest.raises(dn.ModelError) as ei:
+        dn.load_model(source, strict=True)
+    assert any(n in str(ei.value) for n in names), str(ei.value)
+    return m, msgs
+
+
 def test_inertia_triangle_inequality(dn):
+    """Issue 9: a triangle-inequality violation (CAD exports) loads with a warning saying by how much
+    (0.05 - 0.01 - 0.01 = 0.03 kg m^2); strict=True refuses it (this replaced issue 2's error)."""
     bad = ('<inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="1.0"/>'
            '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.05"/></inertial>')
     src = robot(link("base"), link("l1"), link("triangle_link", bad), joint("j1", "base", "l1"), joint("j2", "l1", "triangle_link"))
-    _model_error(dn, src, "triangle_link")
+    m, msg = _model_warning(dn, src, "triangle_link")
+    assert "triangle inequality by 0.03 kg" in msg and "<robot_description>" in msg, msg
+    assert m.joint_names == ("j1", "j2")
+    assert np.all(np.isfinite(dn.forward_dynamics(m, Z2, Z2, Z2)))  # H stays positive definite here
 
 
 def test_inertia_not_positive(dn):
+    """An indefinite inertia loads with a warning; where it makes H indefinite, whatever factors H
+    refuses with SingularMassMatrixError naming the link, inverse dynamics and gravity still work."""
     bad = ('<inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="1.0"/>'
-           '<inertia ixx="-0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>')
+           '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="-0.01"/></inertial>')
     src = robot(link("base"), link("l1"), link("negI_link", bad), joint("j1", "base", "l1"), joint("j2", "l1", "negI_link"))
-    _model_error(dn, src, "negI_link")
+    m, msg = _model_warning(dn, src, "negI_link")
+    assert "not positive semi-definite" in msg and "not positive definite" in msg, msg
+    q = np.array([0.3, -0.2])
+    # H[1,1] = izz of negI_link = -0.01 (axis z through its origin): H is indefinite (checked with numpy)
+    H = dn.mass_matrix(m, q)
+    assert np.linalg.eigvalsh(H)[0] < 0 and abs(H[1, 1] + 0.01) < 1e-12
+    assert np.all(np.isfinite(dn.gravity(m, q))) and np.all(np.isfinite(dn.inverse_dynamics(m, q, Z2, Z2)))
+    for method in ("aba", "crba"):
+        with pytest.raises(dn.SingularMassMatrixError, match="negI_link"):
+            dn.forward_dynamics(m, q, Z2, Z2, method=method)
 
 
 def test_nan_in_joint_origin(dn):
@@ -167,9 +195,12 @@ def test_garbage_number(dn):
 
 
 def test_unknown_mimic_master(dn):
+    """Issue 9: a <mimic> naming an unknown joint is ignored with a warning naming both joints."""
     src = robot(link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"),
                 joint("follower_j", "l1", "l2", extra='<mimic joint="no_such_master" multiplier="1" offset="0"/>'))
-    _model_error(dn, src, "no_such_master", "follower_j")
+    m, msg = _model_warning(dn, src, "no_such_master")
+    assert "follower_j" in msg and "no_such_master" in msg
+    assert m.joint_names == ("j1", "follower_j") and not m.mimic
 
 
 def test_duplicate_link_name(dn):
@@ -367,9 +398,10 @@ def test_lists_accepted_everywhere(dn, good):
         np.testing.assert_array_equal(np.asarray(fl(), dtype=float), np.asarray(fa(), dtype=float), err_msg=f"call {k}")
 
 
-def test_real_urdf_with_invalid_inertia_rejected(dn):
+def test_real_urdf_with_invalid_inertia_warns(dn):
     """example-robot-data's allegro hand: four finger-tip links whose principal moments violate the
-    triangle inequality (checked here with numpy): a ModelError naming one of them."""
+    triangle inequality (checked here with numpy): it loads with a ModelWarning naming each of them,
+    and strict=True refuses it naming one."""
     import xml.etree.ElementTree as ET
 
     path = ug.erd("allegro_hand_description/urdf/allegro_left_hand.urdf")
@@ -384,4 +416,5 @@ def test_real_urdf_with_invalid_inertia_rejected(dn):
         if e[2] > e[0] + e[1]:
             bad.append(ln.get("name"))
     assert bad, "expected invalid inertias in the allegro URDF"
-    _model_error(dn, path, *bad)
+    _, msgs = _model_warning(dn, path, *bad)
+    assert all(f"link '{b}'" in msgs for b in bad) and "allegro_left_hand.urdf" in msgs

@@ -14,6 +14,8 @@ import pytest
 
 import dynamics_node as dn
 from dynamics_node.algorithms import loops as L
+from types import SimpleNamespace
+
 from dynamics_node.loop_joints import parse_loop_joints, parse_transmissions
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -146,8 +148,13 @@ def test_transmissions():
     assert parse_transmissions(root, {"j1", "j2", "j3", "j4"}, "f") == ("j3", "j4")
     assert parse_transmissions(ET.fromstring(BASE.format(loop="")), {"ja", "jb"}, "f") is None
     bad = BASE.format(loop='<transmission name="t"><joint name="weld"/></transmission>')
-    with pytest.raises(dn.ModelError, match="weld"):
-        parse_transmissions(ET.fromstring(bad), {"ja", "jb"}, "f")
+    rep = SimpleNamespace(ignored=[], warnings=[])  # issue 9: an unknown joint is ignored with a warning
+    assert parse_transmissions(ET.fromstring(bad), {"ja", "jb"}, "f", rep) is None
+    assert "weld" in rep.warnings[0] and "weld" in rep.ignored[0]
+    ghost = BASE.format(loop='<transmission name="t"><joint name="ghost_joint"/></transmission>')
+    with pytest.warns(dn.ModelWarning, match="ghost_joint"):
+        m = dn.load_model(ghost)
+    assert m.actuated_joints == m.joint_names  # nothing known is named: every joint is actuated
     m = dn.load_model(FIG83)
     assert set(m.actuated_joints) == {"j3", "j4"}
     assert m.loop_joints == ("j5",)
