@@ -13,14 +13,15 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 export ROS_DOMAIN_ID ?= $(shell echo $$(( $$$$ % 100 + 101 )))
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup kernels run run-dual-arm test bench summary clean
+.PHONY: setup kernels run run-dual-arm test lint lock bench summary clean
 
 setup: $(STAMP) $(IFACE_STAMP) kernels
 
-$(STAMP): requirements.txt requirements-ros.txt requirements-test.txt setup.py setup.cfg dynamics_node/_fastcall.c
+# Exact versions: constraints.txt pins every package the tests passed with (make lock renews it).
+$(STAMP): requirements.txt requirements-ros.txt requirements-test.txt constraints.txt setup.py setup.cfg dynamics_node/_fastcall.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q "setuptools>=68" wheel
-	$(PIP) install -q -r requirements.txt -r requirements-ros.txt -r requirements-test.txt
+	$(PIP) install -q -c constraints.txt setuptools wheel
+	$(PIP) install -q -c constraints.txt -r requirements.txt -r requirements-ros.txt -r requirements-test.txt
 	$(PIP) install -q --no-deps --no-build-isolation -e .
 	$(PY) setup.py -q build_ext --inplace
 	@touch $@
@@ -48,8 +49,21 @@ run-dual-arm: setup
 summary: setup
 	$(VENV)/bin/dynamics_summary urdf/arm7.urdf
 
-test: setup
+test: setup lint
 	DYNAMICS_REQUIRE_ROS=1 DYNAMICS_REQUIRE_AOT=1 $(PY) -m pytest -q test
+
+# ruff, configured in ruff.toml (one line length for the tree)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+# Renew constraints.txt: the newest versions the registries offer for requirements*.txt, resolved in a
+# scratch venv. Then `make clean test` and commit constraints.txt if everything passes.
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/pip install -q --disable-pip-version-check setuptools wheel
+	.venv-lock/bin/pip install -q --disable-pip-version-check -r requirements.txt -r requirements-ros.txt -r requirements-test.txt
+	.venv-lock/bin/pip freeze --all --exclude-editable | grep -v '^pip==' > constraints.txt
+	rm -rf .venv-lock
 
 bench: setup
 	$(PY) bench/bench.py
