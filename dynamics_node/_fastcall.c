@@ -10,6 +10,7 @@
  *   call1(addr, mi, mf, nout, a)           -> ndarray (nout,) | int status | NotImplemented
  *   call1m(addr, mi, mf, n, a)             -> ndarray (n, n)  | int status | NotImplemented
  *   call3(addr, mi, mf, nout, a, b, c)     -> ndarray (nout,) | int status | NotImplemented
+ *   call3s(addr, mi, mf, nout, a, b, c, s) -> the same with a float s passed after c
  *   set_layout(work_body, work_dof, work_extra)   the work-array size rule of layout.py
  * where the kernel at addr is int64 f(mi*, mf*, a*, len(a)[, b*, len(b), c*, len(c)], out*, work*,
  * len(work)) and a non-zero return is a status code the Python side turns into an error message.
@@ -25,6 +26,8 @@
 typedef int64_t (*k1_t)(const int64_t *, const double *, const double *, int64_t, double *, double *, int64_t);
 typedef int64_t (*k3_t)(const int64_t *, const double *, const double *, int64_t, const double *, int64_t,
                         const double *, int64_t, double *, double *, int64_t);
+typedef int64_t (*k3s_t)(const int64_t *, const double *, const double *, int64_t, const double *, int64_t,
+                         const double *, int64_t, double, double *, double *, int64_t);
 
 static Py_ssize_t work_body = -1, work_dof = 0, work_extra = 0;
 static _Thread_local double *tls_work = NULL;
@@ -104,10 +107,15 @@ static PyObject *call1m(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return call1_impl(args, nargs, 1);
 }
 
-static PyObject *call3(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "expected (addr, mi, mf, n, a, b, c)");
+static PyObject *call3_impl(PyObject *const *args, Py_ssize_t nargs, int scalar) {
+    if (nargs != 7 + scalar) {
+        PyErr_SetString(PyExc_TypeError, scalar ? "expected (addr, mi, mf, n, a, b, c, s)" : "expected (addr, mi, mf, n, a, b, c)");
         return NULL;
+    }
+    double x = 0.0;
+    if (scalar) {
+        if (!PyFloat_CheckExact(args[7])) Py_RETURN_NOTIMPLEMENTED;
+        x = PyFloat_AS_DOUBLE(args[7]);
     }
     void *addr = PyLong_AsVoidPtr(args[0]);
     if (!addr) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
@@ -126,13 +134,30 @@ static PyObject *call3(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
         return NULL;
     }
     PyArrayObject *a = (PyArrayObject *)args[4], *b = (PyArrayObject *)args[5], *c = (PyArrayObject *)args[6];
-    int64_t st = ((k3_t)addr)((const int64_t *)PyArray_DATA((PyArrayObject *)args[1]),
+    int64_t st;
+    if (scalar)
+        st = ((k3s_t)addr)((const int64_t *)PyArray_DATA((PyArrayObject *)args[1]),
+                           (const double *)PyArray_DATA((PyArrayObject *)args[2]),
+                           (const double *)PyArray_DATA(a), (int64_t)PyArray_DIM(a, 0),
+                           (const double *)PyArray_DATA(b), (int64_t)PyArray_DIM(b, 0),
+                           (const double *)PyArray_DATA(c), (int64_t)PyArray_DIM(c, 0), x,
+                           (double *)PyArray_DATA((PyArrayObject *)out), w, (int64_t)nw);
+    else
+        st = ((k3_t)addr)((const int64_t *)PyArray_DATA((PyArrayObject *)args[1]),
                               (const double *)PyArray_DATA((PyArrayObject *)args[2]),
                               (const double *)PyArray_DATA(a), (int64_t)PyArray_DIM(a, 0),
                               (const double *)PyArray_DATA(b), (int64_t)PyArray_DIM(b, 0),
                               (const double *)PyArray_DATA(c), (int64_t)PyArray_DIM(c, 0),
                               (double *)PyArray_DATA((PyArrayObject *)out), w, (int64_t)nw);
     return finish(out, st);
+}
+
+static PyObject *call3(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return call3_impl(args, nargs, 0);
+}
+
+static PyObject *call3s(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    return call3_impl(args, nargs, 1);
 }
 
 static PyObject *set_layout(PyObject *self, PyObject *args) {
@@ -153,6 +178,7 @@ static PyMethodDef methods[] = {
     {"call1", (PyCFunction)(void (*)(void))call1, METH_FASTCALL, "call1(addr, mi, mf, n, a)"},
     {"call1m", (PyCFunction)(void (*)(void))call1m, METH_FASTCALL, "call1m(addr, mi, mf, n, a)"},
     {"call3", (PyCFunction)(void (*)(void))call3, METH_FASTCALL, "call3(addr, mi, mf, n, a, b, c)"},
+    {"call3s", (PyCFunction)(void (*)(void))call3s, METH_FASTCALL, "call3s(addr, mi, mf, n, a, b, c, s)"},
     {NULL, NULL, 0, NULL},
 };
 
