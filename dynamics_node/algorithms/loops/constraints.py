@@ -28,16 +28,22 @@ from ..._jit import njit
 from ...errors import InputError
 from ...layout import BODY_STRIDE, DOF_STRIDE, HEADER_F
 from ...spatial import crm_t, load6, store6, xm_t
-from .._common import FASTMATH, new_work, raise_status, to_tree_q, to_tree_v, unpack, work_views
+from ...layout import HEADER_I
+from .._common import FASTMATH, new_work, raise_status, to_tree_q, to_tree_v
 from ..rnea import rnea_kernel
 from .data import (LF_EP, LF_ES, LF_HEADER, LF_RP, LF_RS, LF_STRIDE, LI_HEADER, LI_NC, LI_NL, LJ_DIR, LJ_NC,
                    LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC, LJ_TYPE)
 
-# the packed model seen from here (model.py: per body parent, jtype, qi, vi, nv; gravity first in mf)
+# the packed model seen from here (model.py: mi = [header, per body parent, jtype, qi, vi, nv];
+# gravity first in mf)
+MI_BODY = 5
 J_PARENT = 0
 J_VI = 3
 J_NV = 4
 MF_GRAVITY = 0
+# what the RNEA leaves in the work array (algorithms/_common.work_views): per body, in blocks of
+# nb, E_i (9) then r_i (3) of X_i, then v_i (6) and a_i (6); W_* is the block's start divided by nb
+W_E, W_R, W_V, W_A = 0, 9, 12, 18
 # scratch of loop_terms: world poses ^iX_0 = plx(E0_i, p_i) of the bodies, then per loop:
 TS_EP, TS_OP = 0, 9      # predecessor joint frame: E (world -> joint), origin (world)
 TS_ES, TS_OS = 12, 21    # successor joint frame
@@ -52,6 +58,12 @@ SCRATCH_BODY = 12
 @njit(cache=True, inline="always")
 def scratch_size(nb):
     return SCRATCH_BODY * nb + TS_SIZE
+
+
+@njit(cache=True, inline="always")
+def _row6(V, i):
+    """Row i of the n x 6 array V as a 6-tuple (no view)."""
+    return (V[i, 0], V[i, 1], V[i, 2], V[i, 3], V[i, 4], V[i, 5])
 
 
 @njit(cache=True, inline="always")
@@ -160,25 +172,29 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
     """Table 8.4 (K, k), Eq. 8.22 (k_stab, alpha > 0) and Table 8.1 (delta) of every loop, after the
     RNEA has left X_i, v_i and a_i in the work array w.  K is m x nvt (flat, zeroed here), kk, dl,
     vj (= T^T v_J = K qd) have m entries; s is scratch (scratch_size(nb))."""
-    nb, nvt, nqt, J, B, D = unpack(mi, mf)
-    E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp = work_views(w, nb, nvt)
+    nb = mi[0]
+    nvt = mi[1]
+    J = mi[HEADER_I:HEADER_I + MI_BODY * nb].reshape((nb, MI_BODY))
+    E = w[W_E * nb:W_R * nb].reshape((nb, 9))
+    r = w[W_R * nb:W_V * nb].reshape((nb, 3))
+    v = w[W_V * nb:W_A * nb].reshape((nb, 6))
+    a = w[W_A * nb:(W_A + 6) * nb].reshape((nb, 6))
     p0 = 9 * nb
     g = SCRATCH_BODY * nb
     for i in range(nb):  # ^iX_0 = ^iX_λ(i) ^λ(i)X_0: E0_i = E_i E0_λ, p_i = p_λ + E0_λ^T r_i
         p = J[i, J_PARENT]
-        Ei = E[i]
-        ri = r[i]
         if p < 0:
             for k in range(9):
-                s[9 * i + k] = Ei[k]
+                s[9 * i + k] = E[i, k]
             for k in range(3):
-                s[p0 + 3 * i + k] = ri[k]
+                s[p0 + 3 * i + k] = r[i, k]
             continue
         for x in range(3):
+            e0, e1, e2 = E[i, 3 * x], E[i, 3 * x + 1], E[i, 3 * x + 2]
             for y in range(3):
-                s[9 * i + 3 * x + y] = Ei[3 * x] * s[9 * p + y] + Ei[3 * x + 1] * s[9 * p + 3 + y] + Ei[3 * x + 2] * s[9 * p + 6 + y]
-            s[p0 + 3 * i + x] = (s[p0 + 3 * p + x] + s[9 * p + x] * ri[0] + s[9 * p + 3 + x] * ri[1]
-                                 + s[9 * p + 6 + x] * ri[2])
+                s[9 * i + 3 * x + y] = e0 * s[9 * p + y] + e1 * s[9 * p + 3 + y] + e2 * s[9 * p + 6 + y]
+            s[p0 + 3 * i + x] = (s[p0 + 3 * p + x] + s[9 * p + x] * r[i, 0] + s[9 * p + 3 + x] * r[i, 1]
+                                 + s[9 * p + 6 + x] * r[i, 2])
     for k in range(K.shape[0]):
         K[k] = 0.0
     ag = (0.0, 0.0, 0.0, -mf[MF_GRAVITY], -mf[MF_GRAVITY + 1], -mf[MF_GRAVITY + 2])  # a_0 = -a_g
@@ -196,11 +212,11 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
         _position_error(li[o + LJ_TYPE], s, g)
         # velocities and velocity-product accelerations of the two bodies in joint coordinates
         _joint_from_body(s, g, bs, p0)
-        vs = xm_t(s, g + TS_EJ, g + TS_RJ, load6(v[bs], 0)) if bs >= 0 else zero6
-        as_ = xm_t(s, g + TS_EJ, g + TS_RJ, load6(a[bs], 0) if bs >= 0 else ag)
+        vs = xm_t(s, g + TS_EJ, g + TS_RJ, _row6(v, bs)) if bs >= 0 else zero6
+        as_ = xm_t(s, g + TS_EJ, g + TS_RJ, _row6(a, bs) if bs >= 0 else ag)
         _joint_from_body(s, g, bp, p0)
-        vp = xm_t(s, g + TS_EJ, g + TS_RJ, load6(v[bp], 0)) if bp >= 0 else zero6
-        ap = xm_t(s, g + TS_EJ, g + TS_RJ, load6(a[bp], 0) if bp >= 0 else ag)
+        vp = xm_t(s, g + TS_EJ, g + TS_RJ, _row6(v, bp)) if bp >= 0 else zero6
+        ap = xm_t(s, g + TS_EJ, g + TS_RJ, _row6(a, bp) if bp >= 0 else ag)
         cv = crm_t(vs, vp)
         for c in range(nc):
             k = li[o + LJ_DIR + c]

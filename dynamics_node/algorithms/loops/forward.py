@@ -1,8 +1,9 @@
 """Forward dynamics of a closed-loop system (Featherstone §8.5, Method 2, Eqs. 8.34-8.41).
 
     H qdd + C = tau + K^T lambda,   K qdd = k + k_stab                       (Eqs. 8.3-8.6)
-    qdd = x0 + X lambda with x0 = H^-1 (tau - C), X = H^-1 K^T
-    A lambda = b with A = K H^-1 K^T (Eq. 8.38), b = k + k_stab - K x0 (Eq. 8.39)
+    with H = L^T D L (§6.5), Y = L^-T K^T, z = L^-T (tau - C)     (the six steps of Method 2)
+    A lambda = b with A = K H^-1 K^T = Y^T D^-1 Y (Eq. 8.38), b = k + k_stab - Y^T D^-1 z (Eq. 8.39)
+    qdd = L^-1 D^-1 (z + Y lambda)
 
 One compiled kernel does it all on the packed model: the core's CRBA (H, Table 6.2) and RNEA
 (C, Eq. 6.2, which leaves X_i, v_i, a_i for the loop terms), constraints.loop_terms (Table 8.4,
@@ -24,13 +25,15 @@ from ..._fast import call3s as _call3s
 from ..._jit import carray, cfunc, njit, types
 from ...errors import SingularMassMatrixError
 from .._common import (A_TAU, F1, I1, P_F, P_I, SINGULAR, check, fext_array, model_from_pointers, new_work,
-                       raise_status, unpack)
+                       raise_status)
 from ..aba import forward_dynamics
 from ..crba import crba_kernel, mass_matrix
 from ..kinematics import link_pose
-from ..ltdl import ltdl_factor, ltdl_solve
+from ..ltdl import ltdl_factor
 from ..rnea import bias_forces, inverse_dynamics, rnea_kernel
-from .constraints import J_VI, SCRATCH_BODY, TS_SIZE, check_stab, loop_data, loop_terms, loop_wrench, scratch_size, terms, vec
+from ...layout import HEADER_I
+from .constraints import (J_VI, MI_BODY, SCRATCH_BODY, TS_SIZE, check_stab, loop_data, loop_terms, loop_wrench,
+                          scratch_size, terms, vec)
 from .data import LF_HEADER, LF_STRIDE, LF_TOL, LI_HEADER, LI_LAMBDA, LI_NC, LI_NL, LJ_STRIDE
 
 # the C callback's signature: call3's with the Baumgarte gain alpha after the third vector
@@ -41,7 +44,7 @@ SIG3S = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int
 @njit(cache=True, inline="always")
 def out_size(nb, nvt, nl, m):
     """Floats the kernel writes: qdd (nvt) | wrenches (6 N_L) | H (nvt^2) | C (nvt) | K (m nvt) |
-    k, delta, K qd, lambda (m each) | X (m nvt) | A, L_A, V (m^2 each) | b, y (m each) | zero (nvt) |
+    k, delta, K qd, lambda (m each) | Y (m nvt) | A, L_A, V (m^2 each) | b, y (m each) | zero (nvt) |
     loop_terms' scratch."""
     return 4 * nvt + 6 * nl + nvt * nvt + 2 * m * nvt + 6 * m + 3 * m * m + SCRATCH_BODY * nb + TS_SIZE
 
@@ -68,7 +71,7 @@ def out_views(out, nb, nvt, nl, m):
     o += m
     lam = out[o:o + m]
     o += m
-    X = out[o:o + m * nvt]
+    Y = out[o:o + m * nvt]
     o += m * nvt
     A = out[o:o + m * m]
     o += m * m
@@ -83,7 +86,7 @@ def out_views(out, nb, nvt, nl, m):
     zero = out[o:o + nvt]
     o += nvt
     s = out[o:o + scratch_size(nb)]
-    return qdd, wr, H, C, K, kk, dl, vj, lam, X, A, LA, V, b, y, zero, s
+    return qdd, wr, H, C, K, kk, dl, vj, lam, Y, A, LA, V, b, y, zero, s
 
 
 @njit(cache=True, inline="always")
@@ -179,6 +182,30 @@ def lambda_solve(A, b, lam, LA, V, y, m):
         lam[i] = t / LA[i * m + i]
 
 
+@njit(cache=True, inline="always")
+def _lt_solve(L, lam, b):
+    """b <- L^-T b for the unit lower-triangular L of H = L^T D L (Table 6.5's back-substitution
+    with L^T, over the expanded parent array lam)."""
+    for i in range(b.shape[0] - 1, -1, -1):
+        j = lam[i]
+        while j != -1:
+            b[j] -= L[i, j] * b[i]
+            j = lam[j]
+
+
+@njit(cache=True, inline="always")
+def _dl_solve(L, lam, b):
+    """b <- L^-1 D^-1 b (Table 6.5: D, then the back-substitution with L)."""
+    n = b.shape[0]
+    for i in range(n):
+        b[i] /= L[i, i]
+    for i in range(n):
+        j = lam[i]
+        while j != -1:
+            b[i] -= L[i, j] * b[j]
+            j = lam[j]
+
+
 @njit(cache=True)
 def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, w):
     """Closed-loop forward dynamics (see the module docstring) into out (out_views).  Returns 0 or a
@@ -187,7 +214,7 @@ def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, w):
     nvt = mi[1]
     nl = li[LI_NL]
     m = li[LI_NC]
-    qdd, wr, H, C, K, kk, dl, vj, lam, X, A, LA, V, b, y, zero, s = out_views(out, nb, nvt, nl, m)
+    qdd, wr, H, C, K, kk, dl, vj, lam, Y, A, LA, V, b, y, zero, s = out_views(out, nb, nvt, nl, m)
     st = crba_kernel(mi, mf, q, H, w)                       # H (Table 6.2)
     if st != 0:
         return st
@@ -201,41 +228,40 @@ def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, w):
         return st
     loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s)  # K, k + k_stab (Table 8.4, Eq. 8.22)
     lo = li[LI_LAMBDA]
+    lamp = li[lo:lo + nvt]
     H2 = H.reshape((nvt, nvt))
-    kd = ltdl_factor(H2, li[lo:lo + nvt], lf[LF_TOL])      # H = L^T D L (Table 6.3)
+    kd = ltdl_factor(H2, lamp, lf[LF_TOL])                 # step 1: H = L^T D L (Table 6.3)
     if kd >= 0:
-        J = unpack(mi, mf)[3]
         bs = 0
         for i in range(nb):
-            if J[i, J_VI] <= kd:
+            if mi[HEADER_I + MI_BODY * i + J_VI] <= kd:
                 bs = i
         return SINGULAR * 100000000 + bs
     for i in range(nvt):
         qdd[i] = tau[i] - C[i]
-    ltdl_solve(H2, li[lo:lo + nvt], qdd)                     # x0 = H^-1 (tau - C)
+    _lt_solve(H2, lamp, qdd)                                # step 3: z = L^-T (tau - C)
     for c in range(m):
-        xc = X[c * nvt:(c + 1) * nvt]
+        yc = Y[c * nvt:(c + 1) * nvt]
         for i in range(nvt):
-            xc[i] = K[c * nvt + i]
-        ltdl_solve(H2, li[lo:lo + nvt], xc)                   # X = H^-1 K^T (column c)
-    for r in range(m):
+            yc[i] = K[c * nvt + i]
+        _lt_solve(H2, lamp, yc)                             #         Y = L^-T K^T (column c)
+    for r in range(m):                                      # step 4: A = Y^T D^-1 Y, b = k - Y^T D^-1 z
         t = kk[r]
         for i in range(nvt):
-            t -= K[r * nvt + i] * qdd[i]
-        b[r] = t                                              # Eq. 8.39
+            t -= Y[r * nvt + i] * qdd[i] / H2[i, i]
+        b[r] = t                                            # Eq. 8.39
         for c in range(r, m):
-            t1 = 0.0
-            t2 = 0.0
+            t = 0.0
             for i in range(nvt):
-                t1 += K[r * nvt + i] * X[c * nvt + i]
-                t2 += K[c * nvt + i] * X[r * nvt + i]
-            A[r * m + c] = 0.5 * (t1 + t2)                    # Eq. 8.38, symmetrised
-            A[c * m + r] = A[r * m + c]
-    lambda_solve(A, b, lam, LA, V, y, m)
-    for c in range(m):
+                t += Y[r * nvt + i] * Y[c * nvt + i] / H2[i, i]
+            A[r * m + c] = t                                # Eq. 8.38
+            A[c * m + r] = t
+    lambda_solve(A, b, lam, LA, V, y, m)                    # step 5
+    for c in range(m):                                      # step 6: qdd = L^-1 D^-1 (z + Y lambda)
         lc = lam[c]
         for i in range(nvt):
-            qdd[i] += X[c * nvt + i] * lc
+            qdd[i] += Y[c * nvt + i] * lc
+    _dl_solve(H2, lamp, qdd)
     for l in range(nl):
         loop_wrench(li, lf, s, nb, l, lam, wr)               # f_k = T_k lambda_k (Eq. 8.30)
     return 0
@@ -345,7 +371,7 @@ def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=_STAB_DEF
     (dn.forward_dynamics(...), {}).
     """
     alpha = _ALPHA_DEFAULT if stabilization_time is _STAB_DEFAULT else check_stab(stabilization_time)
-    ld = loop_data(model)
+    ld = model.loop_data
     if ld is None:
         return forward_dynamics(model, q, qd, tau, f_ext), {}
     if f_ext is None and model._direct:
