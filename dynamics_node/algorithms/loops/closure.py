@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError
-from .constraints import loop_data, names, terms, vec
+from .constraints import names, terms, vec
 
 
 def _dependent_mask(model, independent):
@@ -43,7 +43,7 @@ def close_loops(model, q, independent, tol=1e-12, max_iter=60):
     qv = _q_of_v(model)
     if np.any(qv[dep] < 0):
         raise InputError("close_loops cannot move multi-coordinate joints (quaternions); name them independent")
-    ld = loop_data(model)
+    ld = model.loop_data
     if ld is None:
         return q
     dq_idx = qv[dep]

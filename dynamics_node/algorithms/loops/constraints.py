@@ -323,14 +323,10 @@ def names(x):
     return [x] if isinstance(x, str) else list(x)
 
 
-def loop_data(model):
-    return getattr(model, "loop_data", None)
-
-
 def terms(model, q, qd=None, alpha=0.0):
     """(K (m x nv, user coordinates), k (+ k_stab when alpha > 0), delta, K qd) at (q, qd); qd None
     means zero rates.  With mimic joints the tree's K is mapped by G (q_t = G q + offset, §9.6)."""
-    ld = loop_data(model)
+    ld = model.loop_data
     nv = model.nv
     if ld is None:
         z = np.zeros(0)
@@ -369,7 +365,7 @@ def loop_state(model, q, qd=None) -> LoopState:
     every loop joint, keyed by loop-joint name (file order)."""
     _, _, dl, ve = terms(model, q, qd)
     out = LoopState()
-    ld = loop_data(model)
+    ld = model.loop_data
     for name, rows in zip(ld.names if ld else (), ld.rows if ld else ()):
         out[name] = {"delta": dl[rows].copy(), "velocity_error": ve[rows].copy(),
                      "error_norm": float(np.linalg.norm(dl[rows])),
@@ -469,11 +465,8 @@ def v_labels(model):
         s = model.v_slice(j)
         for i in range(s.start, s.stop):
             labels[i] = j if s.stop - s.start == 1 else f"{j}[{i - s.start}]"
-    if getattr(model, "floating_base", False):
-        for i in range(6):
-            if labels[i] is None:
-                labels[i] = f"base[{i}]"
-    return [lab if lab is not None else f"v[{i}]" for i, lab in enumerate(labels)]
+    base = "base" if getattr(model, "floating_base", False) else "v"
+    return [lab if lab is not None else f"{base}[{i}]" for i, lab in enumerate(labels)]
 
 
 def constraint_basis(model, q, qd=None, independent=None, stabilization_time=None):

@@ -32,7 +32,7 @@ from ..kinematics import link_pose
 from ..ltdl import ltdl_factor
 from ..rnea import bias_forces, inverse_dynamics, rnea_kernel
 from ...layout import HEADER_I
-from .constraints import (J_VI, MI_BODY, SCRATCH_BODY, TS_SIZE, check_stab, loop_data, loop_terms, loop_wrench,
+from .constraints import (J_VI, MI_BODY, SCRATCH_BODY, TS_SIZE, check_stab, loop_terms, loop_wrench,
                           scratch_size, terms, vec)
 from .data import LF_HEADER, LF_STRIDE, LF_TOL, LI_HEADER, LI_LAMBDA, LI_NC, LI_NL, LJ_STRIDE
 

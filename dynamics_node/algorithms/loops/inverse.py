@@ -7,7 +7,7 @@ import numpy as np
 from ...errors import InputError
 from ..kinematics import link_pose
 from ..rnea import inverse_dynamics
-from .constraints import loop_data, matrix_rank, names, rank_tol, terms, v_labels, vec
+from .constraints import matrix_rank, names, rank_tol, terms, v_labels, vec
 
 
 def _actuated_mask(model, actuated):
@@ -53,7 +53,7 @@ def closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches
     qdd = vec(model, qdd, model.nv, "qdd")
     mask = _actuated_mask(model, actuated)
     tau_id = np.asarray(inverse_dynamics(model, q, qd, qdd), dtype=float)
-    if loop_data(model) is None:
+    if model.loop_data is None:
         if not np.all(mask):
             bad = [j for j in model.joint_names if not np.all(mask[model.v_slice(j)])]
             raise InputError(f"under-actuated: no actuator on joint(s) {', '.join(bad)} of the kinematic tree")
