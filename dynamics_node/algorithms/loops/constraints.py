@@ -61,12 +61,6 @@ def scratch_size(nb):
 
 
 @njit(cache=True, inline="always")
-def _row6(V, i):
-    """Row i of the n x 6 array V as a 6-tuple (no view)."""
-    return (V[i, 0], V[i, 1], V[i, 2], V[i, 3], V[i, 4], V[i, 5])
-
-
-@njit(cache=True, inline="always")
 def _joint_world(lf, eo, ro, b, s, p0, to_e, to_o):
     """^JX_0 of a joint frame on body b: E = E_J E0_b, o = p_b + E0_b^T r_J (Table A.3, X1 X2)."""
     if b < 0:
@@ -174,27 +168,26 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
     vj (= T^T v_J = K qd) have m entries; s is scratch (scratch_size(nb))."""
     nb = mi[0]
     nvt = mi[1]
-    J = mi[HEADER_I:HEADER_I + MI_BODY * nb].reshape((nb, MI_BODY))
-    E = w[W_E * nb:W_R * nb].reshape((nb, 9))
-    r = w[W_R * nb:W_V * nb].reshape((nb, 3))
-    v = w[W_V * nb:W_A * nb].reshape((nb, 6))
-    a = w[W_A * nb:(W_A + 6) * nb].reshape((nb, 6))
+    e0w = W_E * nb
+    r0w = W_R * nb
     p0 = 9 * nb
     g = SCRATCH_BODY * nb
     for i in range(nb):  # ^iX_0 = ^iX_λ(i) ^λ(i)X_0: E0_i = E_i E0_λ, p_i = p_λ + E0_λ^T r_i
-        p = J[i, J_PARENT]
+        p = mi[HEADER_I + MI_BODY * i + J_PARENT]
+        ei = e0w + 9 * i
+        ri = r0w + 3 * i
         if p < 0:
             for k in range(9):
-                s[9 * i + k] = E[i, k]
+                s[9 * i + k] = w[ei + k]
             for k in range(3):
-                s[p0 + 3 * i + k] = r[i, k]
+                s[p0 + 3 * i + k] = w[ri + k]
             continue
         for x in range(3):
-            e0, e1, e2 = E[i, 3 * x], E[i, 3 * x + 1], E[i, 3 * x + 2]
+            e0, e1, e2 = w[ei + 3 * x], w[ei + 3 * x + 1], w[ei + 3 * x + 2]
             for y in range(3):
                 s[9 * i + 3 * x + y] = e0 * s[9 * p + y] + e1 * s[9 * p + 3 + y] + e2 * s[9 * p + 6 + y]
-            s[p0 + 3 * i + x] = (s[p0 + 3 * p + x] + s[9 * p + x] * r[i, 0] + s[9 * p + 3 + x] * r[i, 1]
-                                 + s[9 * p + 6 + x] * r[i, 2])
+            s[p0 + 3 * i + x] = (s[p0 + 3 * p + x] + s[9 * p + x] * w[ri] + s[9 * p + 3 + x] * w[ri + 1]
+                                 + s[9 * p + 6 + x] * w[ri + 2])
     for k in range(K.shape[0]):
         K[k] = 0.0
     ag = (0.0, 0.0, 0.0, -mf[MF_GRAVITY], -mf[MF_GRAVITY + 1], -mf[MF_GRAVITY + 2])  # a_0 = -a_g
@@ -212,11 +205,11 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
         _position_error(li[o + LJ_TYPE], s, g)
         # velocities and velocity-product accelerations of the two bodies in joint coordinates
         _joint_from_body(s, g, bs, p0)
-        vs = xm_t(s, g + TS_EJ, g + TS_RJ, _row6(v, bs)) if bs >= 0 else zero6
-        as_ = xm_t(s, g + TS_EJ, g + TS_RJ, _row6(a, bs) if bs >= 0 else ag)
+        vs = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_V * nb + 6 * bs)) if bs >= 0 else zero6
+        as_ = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_A * nb + 6 * bs) if bs >= 0 else ag)
         _joint_from_body(s, g, bp, p0)
-        vp = xm_t(s, g + TS_EJ, g + TS_RJ, _row6(v, bp)) if bp >= 0 else zero6
-        ap = xm_t(s, g + TS_EJ, g + TS_RJ, _row6(a, bp) if bp >= 0 else ag)
+        vp = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_V * nb + 6 * bp)) if bp >= 0 else zero6
+        ap = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_A * nb + 6 * bp) if bp >= 0 else ag)
         cv = crm_t(vs, vp)
         for c in range(nc):
             k = li[o + LJ_DIR + c]
@@ -233,13 +226,14 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
             if bi > bj:
                 b = bi
                 sgn = -1.0
-                bi = J[bi, J_PARENT]
+                bi = mi[HEADER_I + MI_BODY * bi + J_PARENT]
             else:
                 b = bj
                 sgn = 1.0
-                bj = J[bj, J_PARENT]
+                bj = mi[HEADER_I + MI_BODY * bj + J_PARENT]
             _joint_from_body(s, g, b, p0)
-            for dof in range(J[b, J_VI], J[b, J_VI] + J[b, J_NV]):
+            vb = mi[HEADER_I + MI_BODY * b + J_VI]
+            for dof in range(vb, vb + mi[HEADER_I + MI_BODY * b + J_NV]):
                 m6 = xm_t(s, g + TS_EJ, g + TS_RJ, load6(mf, do0 + DOF_STRIDE * dof))  # ^JX_b S_dof
                 store6(s, g + TS_M, m6)
                 for c in range(nc):

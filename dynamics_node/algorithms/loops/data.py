@@ -66,10 +66,11 @@ class LoopData:
     slice of its rows in K; li, lf: read-only views of the kernels' arrays; out_size: floats the
     forward-dynamics kernel writes (forward.out_size).  The kernels get private writable copies
     (numba takes read-only arrays through a slow path): _kli, _klf, and _kmi, _kmf = the model's
-    packed arrays with li / lf appended (one pointer pair for the C callback).  Nothing writes them."""
+    packed arrays with li / lf appended (one pointer pair for the C callback).  Nothing writes them.
+    qdd_at: where qdd starts in the forward kernel's output."""
 
     __slots__ = ("names", "n_loops", "n_c", "rows", "li", "lf", "_kli", "_klf", "_kmi", "_kmf", "out_size",
-                 "_frozen")
+                 "qdd_at", "_frozen")
 
     def __init__(self, names, rows, li, lf, kmi, kmf, out_size):
         object.__setattr__(self, "_frozen", False)
@@ -80,6 +81,8 @@ class LoopData:
         self._kli, self._klf, self._kmi, self._kmf = li, lf, kmi, kmf
         self.li, self.lf = _ro(li.view()), _ro(lf.view())
         self.out_size = int(out_size)
+        nvt = len(li) - int(li[LI_LAMBDA])  # λ' closes li
+        self.qdd_at = nvt * nvt  # in the forward kernel's output qdd follows H (forward.out_views)
         self._frozen = True
 
     def __setattr__(self, key, value):

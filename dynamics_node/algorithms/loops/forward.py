@@ -43,7 +43,8 @@ SIG3S = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int
 
 @njit(cache=True, inline="always")
 def out_size(nb, nvt, nl, m):
-    """Floats the kernel writes: qdd (nvt) | wrenches (6 N_L) | H (nvt^2) | C (nvt) | K (m nvt) |
+    """Floats the kernel writes: H (nvt^2, first: the C callback views it as nvt x nvt) | qdd (nvt) |
+    wrenches (6 N_L) | C (nvt) | K (m nvt) |
     k, delta, K qd, lambda (m each) | Y (m nvt) | A, L_A, V (m^2 each) | b, y (m each) | zero (nvt) |
     loop_terms' scratch."""
     return 4 * nvt + 6 * nl + nvt * nvt + 2 * m * nvt + 6 * m + 3 * m * m + SCRATCH_BODY * nb + TS_SIZE
@@ -53,12 +54,12 @@ def out_size(nb, nvt, nl, m):
 def out_views(out, nb, nvt, nl, m):
     """The named parts of out (see out_size)."""
     o = 0
+    H = out[o:o + nvt * nvt]
+    o += nvt * nvt
     qdd = out[o:o + nvt]
     o += nvt
     wr = out[o:o + 6 * nl]
     o += 6 * nl
-    H = out[o:o + nvt * nvt]
-    o += nvt * nvt
     C = out[o:o + nvt]
     o += nvt
     K = out[o:o + m * nvt]
@@ -207,9 +208,11 @@ def _dl_solve(L, lam, b):
 
 
 @njit(cache=True)
-def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, w):
-    """Closed-loop forward dynamics (see the module docstring) into out (out_views).  Returns 0 or a
-    core status code (bad or non-finite input, singular H naming the body)."""
+def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, H2, w):
+    """Closed-loop forward dynamics (see the module docstring) into out (out_views); H2 is out's
+    first nvt^2 floats as an nvt x nvt array (made by the caller: a reshape here would need numba's
+    helper library, which the ahead-of-time C callback does not have).  Returns 0 or a core status
+    code (bad or non-finite input, singular H naming the body)."""
     nb = mi[0]
     nvt = mi[1]
     nl = li[LI_NL]
@@ -229,7 +232,6 @@ def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, w):
     loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s)  # K, k + k_stab (Table 8.4, Eq. 8.22)
     lo = li[LI_LAMBDA]
     lamp = li[lo:lo + nvt]
-    H2 = H.reshape((nvt, nvt))
     kd = ltdl_factor(H2, lamp, lf[LF_TOL])                 # step 1: H = L^T D L (Table 6.3)
     if kd >= 0:
         bs = 0
@@ -280,7 +282,8 @@ def fd_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, alpha, outp, wp, nw):
     li = carray(mip, (nmi + LI_HEADER + LJ_STRIDE * nl + nvt,))[nmi:]
     lf = carray(mfp, (nmf + LF_HEADER + LF_STRIDE * nl,))[nmf:]
     return fd_kernel(mi, mf, li, lf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(taup, (ntau,)), lf[0:0],
-                     alpha, carray(outp, (out_size(mi[0], nvt, nl, m),)), carray(wp, (nw,)))
+                     alpha, carray(outp, (out_size(mi[0], nvt, nl, m),)), carray(outp, (nvt, nvt)),
+                     carray(wp, (nw,)))
 
 
 _FD_C = fd_c.address
@@ -288,7 +291,8 @@ _FD_C = fd_c.address
 
 @njit(types.int64(I1, F1, I1, F1, F1, F1, F1, F1, types.float64, F1), cache=True)
 def fd_entry(mi, mf, li, lf, q, qd, tau, fx, alpha, out):
-    return fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, new_work(mi))
+    nvt = mi[1]
+    return fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, out[0:nvt * nvt].reshape((nvt, nvt)), new_work(mi))
 
 
 @njit(cache=True)
@@ -377,10 +381,11 @@ def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=_STAB_DEF
     if f_ext is None and model._direct:
         r = _call3s(_FD_C, ld._kmi, ld._kmf, ld.out_size, q, qd, tau, alpha)
         if r.__class__ is _ndarray:
-            nv = model.nv
+            o = ld.qdd_at
+            e = o + model.nv
             if ld.n_loops == 1:
-                return r[:nv], {ld.names[0]: r[nv:nv + 6]}
-            return r[:nv], {n: r[nv + 6 * i:nv + 6 * i + 6] for i, n in enumerate(ld.names)}
+                return r[o:e], {ld.names[0]: r[e:e + 6]}
+            return r[o:e], {n: r[e + 6 * i:e + 6 * i + 6] for i, n in enumerate(ld.names)}
         if r is not NotImplemented:
             raise_status(model, r, what="closed-loop forward dynamics")
     q = vec(model, q, model.nq, "q")
@@ -391,8 +396,9 @@ def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=_STAB_DEF
         st = fd_entry(model._kmi, model._kmf, ld._kli, ld._klf, q, qd, tau, fext_array(model, f_ext), alpha, out)
         if st:
             raise_status(model, st, what="closed-loop forward dynamics")
-        nv = model.nv
-        return out[:nv], {n: out[nv + 6 * i:nv + 6 * i + 6] for i, n in enumerate(ld.names)}
+        o = ld.qdd_at
+        e = o + model.nv
+        return out[o:e], {n: out[e + 6 * i:e + 6 * i + 6] for i, n in enumerate(ld.names)}
     return _fd_mimic(model, q, qd, tau, alpha, f_ext)
 
 
