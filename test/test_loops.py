@@ -603,3 +603,28 @@ def test_external_force_equals_joint_torque(fourbar):
     a2, w2 = dn.closed_loop_forward_dynamics(m, q, qd, tau_eq)
     np.testing.assert_allclose(a1, a2, atol=1e-10)
     np.testing.assert_allclose(w1["pin"], w2["pin"], atol=1e-9)
+
+
+def test_loop_with_a_mimic_joint_matches_public_api_oracle():
+    """Mimic joints (§9.6) with a loop: K = K_tree G from the kernel, dense Method 2 on the core's
+    G^T H G, against the augmented system built from the public API (api_oracle)."""
+    extra = ('<link name="flag"><inertial><origin xyz="0.05 0 0"/><mass value="0.3"/><inertia ixx="0.001" '
+             'ixy="0" ixz="0" iyy="0.002" iyz="0" izz="0.002"/></inertial></link>'
+             '<joint name="flag_joint" type="revolute"><parent link="crank"/><child link="flag"/>'
+             '<origin xyz="0.1 0 0"/><axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="1" velocity="1"/>'
+             '<mimic joint="rocker_joint" multiplier="0.5" offset="0.1"/></joint></robot>')
+    m = dn.load_model(FOURBAR.read_text().replace("</robot>", extra))
+    assert m.has_mimic and m.nvt == m.nv + 1
+    q = dn.close_loops(m, np.array([0.9, -0.5, -1.2]), ["crank_joint"])
+    rng = np.random.default_rng(1)
+    qd = dn.close_loop_velocities(m, q, rng.normal(size=m.nv), ["crank_joint"])
+    tau = rng.normal(size=m.nv)
+    for st in (0.1, None):
+        a1, w1 = dn.closed_loop_forward_dynamics(m, q, qd, tau, stabilization_time=st)
+        a2, w2 = api_oracle.forward(m, q, qd, tau, st)
+        np.testing.assert_allclose(a1, a2, atol=1e-10 * max(1, np.abs(a2).max()))
+        np.testing.assert_allclose(w1["pin"], w2["pin"], atol=1e-9 * max(1, np.abs(w2["pin"]).max()))
+        K, k = L.loop_constraints(m, q, qd, st)
+        K2, k2, _, _ = api_oracle.loop_terms(m, q, qd, st)
+        np.testing.assert_allclose(K, K2, atol=1e-12)
+        np.testing.assert_allclose(k, k2, atol=1e-10 * max(1, np.abs(k2).max()))
