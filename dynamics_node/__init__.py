@@ -25,7 +25,7 @@ def _numba_cache_dir():
     here = pathlib.Path(__file__).resolve().parent
     h = hashlib.sha1()
     kernel_sources = [here / n for n in ("spatial.py", "joints.py", "model.py", "layout.py", "_jit.py")]
-    for p in sorted(kernel_sources + [*here.glob("algorithms/*.py")]):
+    for p in sorted(kernel_sources + [*here.glob("algorithms/**/*.py")]):
         h.update(p.relative_to(here).as_posix().encode())
         h.update(p.read_bytes())
     try:
@@ -59,6 +59,11 @@ _LAZY = {
     "closed_loop_forward_dynamics": ".algorithms.loops", "closed_loop_gravity": ".algorithms.loops",
     "closed_loop_inverse_dynamics": ".algorithms.loops", "constraint_basis": ".algorithms.loops",
     "loop_constraints": ".algorithms.loops", "loop_state": ".algorithms.loops", "mobility": ".algorithms.loops",
+    "loop_position_errors": ".algorithms.loops",
+    "dual_arm_terms": ".algorithms.loops", "sphere_force": ".algorithms.loops", "delta_matrix": ".algorithms.loops",
+    "dual_arm_forward_dynamics": ".algorithms.loops", "dual_arm_inverse_dynamics": ".algorithms.loops",
+    "pseudovelocity_basis": ".algorithms.loops", "reduced_order_dynamics": ".algorithms.loops",
+    "decoupled_control": ".algorithms.loops",
 }
 
 __all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]

@@ -16,6 +16,11 @@
  *   invoke(addr, matrix, mi, mf, work, a[, b, c]) -> ndarray | int status | NotImplemented
  *       the same kernel call for the slow path: `work` is a Data's buffer or None (the calling
  *       thread's own); status OVERFLOW (5e8) when the result is not finite.
+ *   invoke3s(addr, nout, lo, hi, mi, mf, work, a, b, c, s) -> ndarray (nout,) | int status | NotImplemented
+ *       the same for a kernel int64 f(mi*, mf*, a*, len(a), b*, len(b), c*, len(c), s, out*, work*,
+ *       len(work)) with one float s after c and an output of nout floats of which the caller keeps
+ *       out[lo:hi] (the rest is the kernel's scratch): only that part is checked for finiteness
+ *       (the closed-loop forward dynamics, algorithms/loops/forward.py; s = the Baumgarte gain).
  *   conform(a) -> bool    a is what a numba kernel signature float64[::1] takes as it is
  *   finite(a) -> bool     every entry of a C-contiguous float64 array is finite
  *   finite_all(x) -> bool | None   the same over a result: arrays, floats, tuples, lists, dicts
@@ -42,6 +47,8 @@
 typedef int64_t (*k1_t)(const int64_t *, const double *, const double *, int64_t, double *, double *, int64_t);
 typedef int64_t (*k3_t)(const int64_t *, const double *, const double *, int64_t, const double *, int64_t,
                         const double *, int64_t, double *, double *, int64_t);
+typedef int64_t (*k3s_t)(const int64_t *, const double *, const double *, int64_t, const double *, int64_t,
+                         const double *, int64_t, double, double *, double *, int64_t);
 
 #define OVERFLOW_STATUS 500000000LL /* dispatch.OVERFLOW * 10**8: finite inputs, non-finite result */
 
@@ -130,26 +137,28 @@ LANES_CLONES static int all_finite(const double *x, Py_ssize_t n) {
     return !(acc >> 63);
 }
 
+/* The work array of a call: work (a Data's buffer, checked against the model behind h) or, when it is
+ * None, the calling thread's own; NULL with an exception set. */
+static double *call_work(const int64_t *h, PyObject *work, Py_ssize_t *nw) {
+    if (work == Py_None) return thread_work(h, nw);
+    Py_ssize_t need = work_body * (Py_ssize_t)h[0] + work_dof * (Py_ssize_t)h[1] + work_extra;
+    if (work_body < 0 || !is_vec(work, NPY_DOUBLE) || !PyArray_ISWRITEABLE((PyArrayObject *)work) ||
+        PyArray_DIM((PyArrayObject *)work, 0) < need) {
+        PyErr_SetString(PyExc_ValueError, "work array too small for this model");
+        return NULL;
+    }
+    *nw = PyArray_DIM((PyArrayObject *)work, 0);
+    return (double *)PyArray_DATA((PyArrayObject *)work);
+}
+
 /* The kernel call behind addr on checked arrays: ndarray, int status, or NULL with an exception. */
 static PyObject *run(void *addr, int nin, int matrix, PyArrayObject *mi, PyArrayObject *mf, PyObject *work,
                      PyObject *const *x) {
     const int64_t *h = (const int64_t *)PyArray_DATA(mi);
     npy_intp n = (npy_intp)h[1]; /* nvt */
     Py_ssize_t nw;
-    double *w;
-    if (work == Py_None) {
-        w = thread_work(h, &nw);
-        if (!w) return NULL;
-    } else {
-        Py_ssize_t need = work_body * (Py_ssize_t)h[0] + work_dof * (Py_ssize_t)h[1] + work_extra;
-        if (!is_vec(work, NPY_DOUBLE) || !PyArray_ISWRITEABLE((PyArrayObject *)work) ||
-            PyArray_DIM((PyArrayObject *)work, 0) < need) {
-            PyErr_SetString(PyExc_ValueError, "work array too small for this model");
-            return NULL;
-        }
-        w = (double *)PyArray_DATA((PyArrayObject *)work);
-        nw = PyArray_DIM((PyArrayObject *)work, 0);
-    }
+    double *w = call_work(h, work, &nw);
+    if (!w) return NULL;
     npy_intp dims[2] = {n, n};
     PyObject *out = PyArray_SimpleNew(matrix ? 2 : 1, dims, NPY_DOUBLE);
     if (!out) return NULL;
@@ -190,6 +199,51 @@ static PyObject *invoke(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     for (int k = 0; k < nin; k++)
         if (!is_vec(args[5 + k], NPY_DOUBLE)) Py_RETURN_NOTIMPLEMENTED;
     return run(addr, nin, matrix, (PyArrayObject *)args[2], (PyArrayObject *)args[3], args[4], args + 5);
+}
+
+/* ---------------------------------------------------------------------------------- invoke3s */
+static PyObject *invoke3s(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "expected (addr, nout, lo, hi, mi, mf, work, a, b, c, s)");
+        return NULL;
+    }
+    void *addr = PyLong_AsVoidPtr(args[0]);
+    if (!addr) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
+    Py_ssize_t nout = PyLong_AsSsize_t(args[1]), lo = PyLong_AsSsize_t(args[2]), hi = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) return NULL;
+    if (lo < 0 || hi < lo || nout < hi) {
+        PyErr_SetString(PyExc_ValueError, "invoke3s needs 0 <= lo <= hi <= nout");
+        return NULL;
+    }
+    double s;
+    if (PyFloat_CheckExact(args[10])) {
+        s = PyFloat_AS_DOUBLE(args[10]);
+    } else {
+        s = PyFloat_AsDouble(args[10]);
+        if (s == -1.0 && PyErr_Occurred()) return NULL;
+    }
+    if (!model_ok(args[4], args[5])) Py_RETURN_NOTIMPLEMENTED;
+    for (int k = 7; k < 10; k++)
+        if (!is_vec(args[k], NPY_DOUBLE)) Py_RETURN_NOTIMPLEMENTED;
+    const int64_t *h = (const int64_t *)PyArray_DATA((PyArrayObject *)args[4]);
+    Py_ssize_t nw;
+    double *w = call_work(h, args[6], &nw);
+    if (!w) return NULL;
+    npy_intp dims[1] = {(npy_intp)nout};
+    PyObject *out = PyArray_SimpleNew(1, dims, NPY_DOUBLE);
+    if (!out) return NULL;
+    double *o = (double *)PyArray_DATA((PyArrayObject *)out);
+    PyArrayObject *a = (PyArrayObject *)args[7], *b = (PyArrayObject *)args[8], *c = (PyArrayObject *)args[9];
+    int64_t st = ((k3s_t)addr)(h, (const double *)PyArray_DATA((PyArrayObject *)args[5]),
+                               (const double *)PyArray_DATA(a), (int64_t)PyArray_DIM(a, 0),
+                               (const double *)PyArray_DATA(b), (int64_t)PyArray_DIM(b, 0),
+                               (const double *)PyArray_DATA(c), (int64_t)PyArray_DIM(c, 0), s, o, w, (int64_t)nw);
+    if (st == 0 && !all_finite(o + lo, hi - lo)) st = OVERFLOW_STATUS;
+    if (st) {
+        Py_DECREF(out);
+        return PyLong_FromLongLong((long long)st);
+    }
+    return out;
 }
 
 static PyObject *conform(PyObject *self, PyObject *a) {
@@ -381,6 +435,8 @@ static PyMethodDef methods[] = {
     {"set_layout", set_layout, METH_VARARGS, "set_layout(work_body, work_dof, work_extra)"},
     {"set_model", set_model, METH_O, "set_model(Model): the class whose slots _direct, _kmi, _kmf the fast path reads"},
     {"invoke", (PyCFunction)(void (*)(void))invoke, METH_FASTCALL, "invoke(addr, matrix, mi, mf, work, a[, b, c])"},
+    {"invoke3s", (PyCFunction)(void (*)(void))invoke3s, METH_FASTCALL,
+     "invoke3s(addr, nout, lo, hi, mi, mf, work, a, b, c, s): invoke with one float s after c, nout outputs"},
     {"conform", conform, METH_O, "conform(a): a native aligned contiguous writeable float64 1-D ndarray"},
     {"finite", py_finite, METH_O, "finite(a): every entry of a C-contiguous float64 array is finite"},
     {"finite_all", finite_all, METH_O, "finite_all(result): True, False, or None when it cannot tell"},

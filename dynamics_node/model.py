@@ -113,7 +113,7 @@ class Model:
         "xml_root", "payloads", "mi", "mf", "parent", "jtype", "body_label", "link_frames",
         "has_mimic", "G", "q_src", "q_mul", "q_off", "v_src", "v_mul", "work_size", "_frozen",
         "joint_limits", "joint_kinds", "_q_slices", "_v_slices", "body_link", "_link_index",
-        "link_body", "link_R", "link_p", "singular_tol", "_kmi", "_kmf", "_direct",
+        "link_body", "link_R", "link_p", "singular_tol", "_kmi", "_kmf", "_direct", "loop_data",
     )
 
     def __init__(self, spec: TreeSpec):
@@ -213,6 +213,8 @@ class Model:
         self.mi = _ro(mi.view())
         self.mf = _ro(mf.view())
         self.work_size = WORK_BODY * nb + WORK_DOF * self.nvt + WORK_EXTRA
+        # the loop joints' constants packed for the kernels (algorithms/loops/data.py), None without
+        self.loop_data = _pack_loops(self) if self.loops else None
         self._frozen = True
 
     # ------------------------------------------------------------------ immutability
@@ -361,6 +363,13 @@ class Data:
 
     def __repr__(self):
         return f"Data(model '{self.model.name}', {self.work.size} doubles)"
+
+
+def _pack_loops(model: Model):
+    from .algorithms.loops.data import pack  # imported here: the loop package imports this module
+    from .algorithms.ltdl import dof_parents
+
+    return pack(model, dof_parents(model))
 
 
 def _inertia_matrix(i6) -> np.ndarray:

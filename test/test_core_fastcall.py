@@ -112,3 +112,101 @@ def test_finiteness_check_against_numpy():
     assert _fast.finite(np.full(40, 1.7e308))  # the sum overflows, every entry is finite
     assert not _fast.finite(np.array([np.inf, -np.inf]))  # the sum is NaN
     assert _fast.finite_all(np.ones(4)[::2]) is None  # cannot tell in place: numpy decides
+
+
+# ------------------------------------------------------------------------------------- invoke3s
+# the closed-loop forward dynamics' C callback (algorithms/loops/forward.py): invoke's checks with one
+# float after the third vector and an output of nout floats of which out[lo:hi] is returned
+
+@pytest.fixture(scope="module")
+def dual():
+    return dn.load_model("urdf/dual_arm_object.urdf")
+
+
+def _fd_args(m, scale=1.0):
+    rng = np.random.default_rng(3)
+    return rng.uniform(-1, 1, m.nq), rng.uniform(-1, 1, m.nv), scale * rng.uniform(-5, 5, m.nv)
+
+
+def _fd3s(m, q, qd, tau, alpha=10.0, work=None, lohi=None):
+    from dynamics_node.algorithms.loops import forward
+
+    ld = m.loop_data
+    lo, hi = lohi or (ld.qdd_at, ld.qdd_at + m.nv + 6 * ld.n_loops)
+    return _fast.invoke3s(forward._FD_C, ld.out_size, lo, hi, ld._kmi, ld._kmf, work, q, qd, tau, alpha)
+
+
+def test_invoke3s_equals_the_numba_entry(dual):
+    """The C callback through invoke3s returns what the numba entry computes from the same kernel,
+    for the public function's answer too."""
+    from dynamics_node.algorithms.loops import forward
+
+    q, qd, tau = _fd_args(dual)
+    ld = dual.loop_data
+    ref = np.empty(ld.out_size)
+    assert forward.fd_entry(dual._kmi, dual._kmf, ld._kli, ld._klf, q, qd, tau, np.zeros(0), 10.0, ref) == 0
+    o, e = ld.qdd_at, ld.qdd_at + dual.nv + 6 * ld.n_loops
+    r = _fd3s(dual, q, qd, tau)
+    assert isinstance(r, np.ndarray) and r.shape == (ld.out_size,)
+    np.testing.assert_allclose(r[o:e], ref[o:e], rtol=1e-13, atol=1e-13)
+    for work in (np.empty(dual.work_size), dn.Data(dual).work):  # a given work array: the same answer
+        np.testing.assert_array_equal(_fd3s(dual, q, qd, tau, work=work)[o:e], r[o:e])
+    qdd, wr = dn.closed_loop_forward_dynamics(dual, q, qd, tau)
+    np.testing.assert_array_equal(qdd, r[o:o + dual.nv])
+    assert list(wr) == list(ld.names)
+    # another gain, passed as an int or a numpy float: the float reaches the kernel
+    r2 = _fd3s(dual, q, qd, tau, alpha=np.float64(3.0))
+    np.testing.assert_array_equal(_fd3s(dual, q, qd, tau, alpha=3)[o:e], r2[o:e])
+    assert not np.array_equal(r2[o:e], r[o:e])
+    np.testing.assert_array_equal(dn.closed_loop_forward_dynamics(dual, q, qd, tau, 1 / 3)[0], r2[o:o + dual.nv])
+
+
+def test_invoke3s_refuses_what_it_cannot_take(dual):
+    q, qd, tau = _fd_args(dual)
+    for bad in (q.astype(np.float32), np.repeat(q, 2)[::2], list(q), q.astype(">f8"),
+                np.frombuffer(b"\0" + q.tobytes(), offset=1)):
+        assert _fd3s(dual, bad, qd, tau) is NotImplemented, bad
+        assert _fd3s(dual, q, qd, bad) is NotImplemented, bad
+    ref = dn.closed_loop_forward_dynamics(dual, q, qd, tau)[0]
+    np.testing.assert_array_equal(dn.closed_loop_forward_dynamics(dual, q.astype(">f8"), list(qd), tau)[0], ref)
+    with pytest.raises(ValueError, match="too small"):
+        _fd3s(dual, q, qd, tau, work=np.empty(dual.work_size - 1))
+    for lohi in ((-1, 3), (5, 4), (0, dual.loop_data.out_size + 1)):
+        with pytest.raises(ValueError, match="lo <= hi <= nout"):
+            _fd3s(dual, q, qd, tau, lohi=lohi)
+    with pytest.raises(TypeError):
+        _fd3s(dual, q, qd, tau, alpha="fast")
+
+
+def test_invoke3s_reports_kernel_errors_and_overflow(dual):
+    q, qd, tau = _fd_args(dual)
+    st = _fd3s(dual, q[:-1], qd, tau)
+    assert isinstance(st, int) and st != 0
+    q2 = q.copy()
+    q2[1] = np.nan
+    assert isinstance(_fd3s(dual, q2, qd, tau), int)
+    with pytest.raises(dn.InputError, match=r"q.*(NaN|not finite)"):
+        dn.closed_loop_forward_dynamics(dual, q2, qd, tau)
+    # finite inputs, a result out of range: the returned part is checked, the status is OVERFLOW (5e8)
+    huge = np.full(dual.nv, 1.7e308)
+    assert _fd3s(dual, q, qd, huge) == 500000000
+    with pytest.raises(dn.InputError, match="overflowed"):
+        dn.closed_loop_forward_dynamics(dual, q, qd, huge)
+    # only out[lo:hi] is checked: an empty range lets the same call through
+    assert isinstance(_fd3s(dual, q, qd, huge, lohi=(0, 0)), np.ndarray)
+
+
+def test_invoke3s_on_many_threads(dual):
+    """Each thread computes on its own work buffer (the shim's per-thread buffer, freed at thread
+    exit): concurrent calls give the single-threaded answers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    states = [_fd_args(dual, s) for s in (0.5, 1.0, 2.0, 4.0)]
+    ref = [dn.closed_loop_forward_dynamics(dual, *s)[0] for s in states]
+
+    def run(k):
+        return all(np.array_equal(dn.closed_loop_forward_dynamics(dual, *states[k % 4])[0], ref[k % 4])
+                   for _ in range(200))
+
+    with ThreadPoolExecutor(4) as ex:
+        assert all(ex.map(run, range(16)))

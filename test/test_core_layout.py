@@ -12,8 +12,9 @@ import dynamics_node as dn
 from dynamics_node import layout as L
 
 PKG = pathlib.Path(dn.__file__).resolve().parent
-KERNEL_FILES = ["joints.py", "spatial.py", *(f"algorithms/{n}.py" for n in
-                                            ("_common", "rnea", "rnea_batch", "crba", "aba", "kinematics", "ltdl"))]
+# every file of algorithms/ and its sub-packages (algorithms/loops/), so that a new kernel file is scanned too
+KERNEL_FILES = ["joints.py", "spatial.py",
+                *sorted(p.relative_to(PKG).as_posix() for p in (PKG / "algorithms").rglob("*.py"))]
 ALLOWED_BIG = {99999, 100000, 100000000}  # status codes (algorithms/_common)
 
 
@@ -83,6 +84,13 @@ def _offences(fn):
 def test_no_literal_offsets_in_kernels(name):
     found = {f"{fn.name}: {o}" for fn in _kernels(PKG / name) for o in _offences(fn)}
     assert not found, f"{name}: hand-computed offsets in compiled code: {sorted(found)}"
+
+
+def test_scan_covers_every_compiled_file():
+    """Every module holding a compiled function (njit, cfunc) is scanned, the loop package's included."""
+    compiled = {p.relative_to(PKG).as_posix() for p in PKG.rglob("*.py") if any(True for _ in _kernels(p))}
+    assert {"algorithms/loops/constraints.py", "algorithms/loops/forward.py"} <= compiled
+    assert compiled <= set(KERNEL_FILES), sorted(compiled - set(KERNEL_FILES))
 
 
 def test_scan_catches_the_old_patterns():

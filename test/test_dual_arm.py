@@ -1,7 +1,7 @@
 """Two arms holding a jointed object (Unseren ORNL/TM-11752) on urdf/dual_arm_object.urdf.
 
 Oracles: Pinocchio's constraintDynamics with a CONTACT_3D constraint at the spherical joint
-(test-only), Unseren's own formulation (dual_arm.py, Eqs. 28-41) against Featherstone's (loops.py),
+(test-only), Unseren's own formulation (loops/dual_arm.py, Eqs. 28-41) against Featherstone's (loops/forward.py),
 and physics: energy conservation and loop closure over a 2 s simulation without actuation."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pinocchio as pin
 import pytest
 
 import dynamics_node as dn
-from dynamics_node.algorithms import dual_arm as U
+from dynamics_node.algorithms.loops import dual_arm as U
 from dynamics_node.algorithms import loops as L
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -86,7 +86,7 @@ def test_sphere_force_eq31_equals_constraint_force(model, q0):
 def test_joint_space_and_reduced_order_models_agree(model, q0):
     for q, qd, tau in _states(model, q0, 3, 13):
         a, w = dn.closed_loop_forward_dynamics(model, q, qd, tau)
-        a51, f51 = U.forward_dynamics(model, q, qd, tau)  # §5.1, Eq. 32
+        a51, f51 = U.dual_arm_forward_dynamics(model, q, qd, tau)  # §5.1, Eq. 32
         scale = max(1.0, np.abs(a).max())
         np.testing.assert_allclose(a51, a, atol=1e-9 * scale)
         b = U.pseudovelocity_basis(model, q, qd)
@@ -121,7 +121,7 @@ def test_delta_matrix_properties(model, q0):
 def test_inverse_dynamics_with_requested_internal_force(model, q0):
     for (q, qd, tau), f_req in zip(_states(model, q0, 3, 14), ([10.0, -3.0, 4.0], [0, 0, 0], [-50, 20, 5])):
         qdd, _ = dn.closed_loop_forward_dynamics(model, q, qd, tau)
-        tau_u = U.inverse_dynamics(model, q, qd, qdd, f_req)  # Eq. 23 with the free f_cs (§5.2)
+        tau_u = U.dual_arm_inverse_dynamics(model, q, qd, qdd, f_req)  # Eq. 23 with the free f_cs (§5.2)
         a, w = dn.closed_loop_forward_dynamics(model, q, qd, tau_u)
         scale = max(1.0, np.abs(qdd).max())
         np.testing.assert_allclose(a, qdd, atol=1e-9 * scale)
@@ -206,3 +206,19 @@ def test_simulation_energy_and_closure(model, q0, oracle):
     assert worst_d < 1e-6, worst_d
     assert worst_e < 1e-4 * abs(E0), (worst_e, E0)
     assert worst_e < 1e-4 * ke_max, (worst_e, ke_max)  # also against the energy that moved
+
+
+def test_dual_arm_api_is_exported_without_shadowing_the_core(model, q0):
+    """The Unseren functions are dn.dual_arm_* (and friends); dn.forward_dynamics stays the core's."""
+    from dynamics_node.algorithms.aba import forward_dynamics
+    from dynamics_node.algorithms.rnea import inverse_dynamics
+
+    assert dn.forward_dynamics is forward_dynamics and dn.inverse_dynamics is inverse_dynamics
+    for name in ("dual_arm_terms", "sphere_force", "delta_matrix", "dual_arm_forward_dynamics",
+                 "pseudovelocity_basis", "reduced_order_dynamics", "dual_arm_inverse_dynamics", "decoupled_control"):
+        assert getattr(dn, name) is getattr(U, name)
+    qd, tau = np.zeros(model.nv), np.ones(model.nv)
+    a, f = dn.dual_arm_forward_dynamics(model, q0, qd, tau)
+    np.testing.assert_allclose(a, dn.closed_loop_forward_dynamics(model, q0, qd, tau)[0], atol=1e-9)
+    with pytest.raises(dn.InputError, match="f_cs"):
+        dn.dual_arm_inverse_dynamics(model, q0, qd, a, f_cs=[1.0, float("nan"), 0.0])

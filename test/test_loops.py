@@ -23,6 +23,7 @@ DATA = HERE / "data" / "loops"
 REPO = HERE.parent
 sys.path.insert(0, str(DATA))
 from pin_oracle import PinLoop  # noqa: E402
+import api_oracle  # noqa: E402
 
 FIG83 = DATA / "fig8_3.urdf"
 FOURBAR = REPO / "urdf" / "fourbar.urdf"
@@ -455,12 +456,64 @@ def test_inputs_are_checked(fourbar):
             dn.closed_loop_forward_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv), stabilization_time=bad)
     with pytest.raises(dn.InputError):
         dn.closed_loop_inverse_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv), actuated=["nope"])
+    # the Baumgarte gains 1/T and 1/T^2 (Eq. 8.22) must not overflow into inf/NaN accelerations
+    for tiny in (1e-160, 1e-300):
+        with pytest.raises(dn.InputError, match="stabilization_time"):
+            dn.closed_loop_forward_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv), stabilization_time=tiny)
+        with pytest.raises(dn.InputError, match="stabilization_time"):
+            L.loop_constraints(m, q, np.zeros(m.nv), stabilization_time=tiny)
+    for bad in ("0.1s", [0.1], {"T": 0.1}, 1e-160):  # validated whatever its type, wherever it is taken
+        with pytest.raises(dn.InputError, match="stabilization_time"):
+            L.constraint_basis(m, q, np.zeros(m.nv), stabilization_time=bad)
+    for name, args in (("q", (q[:-1], np.zeros(m.nv), np.zeros(m.nv))), ("qd", (q, [0.0] * 2, np.zeros(m.nv))),
+                       ("tau", (q, np.zeros(m.nv), ["x"] * m.nv))):
+        with pytest.raises(dn.InputError, match=name):
+            dn.closed_loop_forward_dynamics(m, *args)
+
+
+def test_inverse_dynamics_contract_model_order(fourbar):
+    """closed_loop_inverse_dynamics returns tau over model.joint_names whatever the order of
+    ``actuated`` (the node labels it by those names), zeros on unactuated joints."""
+    m, q = fourbar
+    G, _, _ = L.constraint_basis(m, q)
+    qd = G[:, 0] * 0.7
+    _, g = L.constraint_basis(m, q, qd)[:2]
+    qdd = G[:, 0] * 0.3 + g
+    names = list(m.joint_names)
+    t1 = dn.closed_loop_inverse_dynamics(m, q, qd, qdd, actuated=names)
+    t2 = dn.closed_loop_inverse_dynamics(m, q, qd, qdd, actuated=names[::-1])
+    assert t1.shape == (m.nv,)
+    np.testing.assert_array_equal(t1, t2)
+    t3 = dn.closed_loop_inverse_dynamics(m, q, qd, qdd, actuated=["crank_joint"])
+    assert np.all(t3[[m.v_slice(j).start for j in names if j != "crank_joint"]] == 0)
+    a, _ = dn.closed_loop_forward_dynamics(m, q, qd, t3)
+    np.testing.assert_allclose(a, qdd, atol=1e-9)
+
+
+def test_loop_data_packed_in_the_model():
+    """The per-loop constants live in the immutable Model (no cache keyed by id(model)); a derived
+    model (payload, gravity) carries its own, and they agree with the parser's LoopJoint."""
+    m = dn.load_model(FOURBAR)
+    ld = m.loop_data
+    assert ld.names == m.loop_joints and ld.n_c == 5 and ld.rows == (slice(0, 5),)
+    with pytest.raises(AttributeError):
+        ld.n_c = 3
+    with pytest.raises(ValueError):
+        ld.li[0] = 7
+    assert dn.load_model(REPO / "urdf" / "arm7.urdf").loop_data is None
+    m2 = m.with_gravity([0.0, 0.0, -1.62])
+    assert m2.loop_data is not ld and m2.loop_data.n_c == 5
+    q = dn.close_loops(m, np.zeros(m.nq) + 0.3, ["crank_joint"])
+    a1, _ = dn.closed_loop_forward_dynamics(m2, q, np.zeros(m.nv), np.zeros(m.nv))
+    a2, _ = api_oracle.forward(m2, q, np.zeros(m.nv), np.zeros(m.nv), 0.1)
+    np.testing.assert_allclose(a1, a2, atol=1e-9)
 
 
 @pytest.mark.parametrize("path", [FIG83, FOURBAR, REPO / "urdf" / "dual_arm_object.urdf"])
 def test_compiled_path_equals_public_api_path(path):
-    """The compiled kernel (core kernels + Table 8.4 in one pass) against the same equations built
-    from the core's public API (link_pose, jacobian, link_velocity, bias_acceleration, ...)."""
+    """The compiled kernel (core kernels + Table 8.4 in joint coordinates, angular first, Method 2)
+    against the same equations built from the core's public API in world axes, linear first, solved
+    as the augmented system (test/data/loops/api_oracle.py)."""
     m = dn.load_model(path)
     rng = np.random.default_rng(9)
     for st in (0.1, 0.03, None):
@@ -468,8 +521,13 @@ def test_compiled_path_equals_public_api_path(path):
         qd = rng.normal(size=m.nv)
         tau = rng.normal(size=m.nv)
         a1, w1 = dn.closed_loop_forward_dynamics(m, q, qd, tau, stabilization_time=st)
-        a2, w2 = L._closed_loop_fd_generic(m, q, qd, tau, st)
+        a2, w2 = api_oracle.forward(m, q, qd, tau, st)
         np.testing.assert_allclose(a1, a2, rtol=1e-9, atol=1e-9 * max(1, np.abs(a2).max()))
+        K, k = L.loop_constraints(m, q, qd, stabilization_time=st)
+        K2, k2, d2, _ = api_oracle.loop_terms(m, q, qd, st)
+        np.testing.assert_allclose(K, K2, atol=1e-12)
+        np.testing.assert_allclose(k, k2, atol=1e-10 * max(1, np.abs(k2).max()))
+        np.testing.assert_allclose(L.loop_position_errors(m, q), d2, atol=1e-13)
         for name in m.loop_joints:
             np.testing.assert_allclose(w1[name], w2[name], rtol=1e-8, atol=1e-8 * max(1, np.abs(w2[name]).max()))
     # lists are accepted
@@ -494,7 +552,7 @@ def test_floating_base_loop():
     qd = L.close_loop_velocities(m, qc, rng.normal(size=m.nv), ["crank_joint"])
     tau = rng.normal(size=m.nv)
     a1, w1 = dn.closed_loop_forward_dynamics(m, qc, qd, tau)
-    a2, w2 = L._closed_loop_fd_generic(m, qc, qd, tau, 0.1)
+    a2, w2 = api_oracle.forward(m, qc, qd, tau, 0.1)
     np.testing.assert_allclose(a1, a2, atol=1e-10 * max(1, np.abs(a2).max()))
     K, k = L.loop_constraints(m, qc, qd)
     np.testing.assert_allclose(K @ a1, k, atol=1e-9)
@@ -552,3 +610,28 @@ def test_external_force_equals_joint_torque(fourbar):
     a2, w2 = dn.closed_loop_forward_dynamics(m, q, qd, tau_eq)
     np.testing.assert_allclose(a1, a2, atol=1e-10)
     np.testing.assert_allclose(w1["pin"], w2["pin"], atol=1e-9)
+
+
+def test_loop_with_a_mimic_joint_matches_public_api_oracle():
+    """Mimic joints (§9.6) with a loop: K = K_tree G from the kernel, dense Method 2 on the core's
+    G^T H G, against the augmented system built from the public API (api_oracle)."""
+    extra = ('<link name="flag"><inertial><origin xyz="0.05 0 0"/><mass value="0.3"/><inertia ixx="0.001" '
+             'ixy="0" ixz="0" iyy="0.002" iyz="0" izz="0.002"/></inertial></link>'
+             '<joint name="flag_joint" type="revolute"><parent link="crank"/><child link="flag"/>'
+             '<origin xyz="0.1 0 0"/><axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="1" velocity="1"/>'
+             '<mimic joint="rocker_joint" multiplier="0.5" offset="0.1"/></joint></robot>')
+    m = dn.load_model(FOURBAR.read_text().replace("</robot>", extra))
+    assert m.has_mimic and m.nvt == m.nv + 1
+    q = dn.close_loops(m, np.array([0.9, -0.5, -1.2]), ["crank_joint"])
+    rng = np.random.default_rng(1)
+    qd = dn.close_loop_velocities(m, q, rng.normal(size=m.nv), ["crank_joint"])
+    tau = rng.normal(size=m.nv)
+    for st in (0.1, None):
+        a1, w1 = dn.closed_loop_forward_dynamics(m, q, qd, tau, stabilization_time=st)
+        a2, w2 = api_oracle.forward(m, q, qd, tau, st)
+        np.testing.assert_allclose(a1, a2, atol=1e-10 * max(1, np.abs(a2).max()))
+        np.testing.assert_allclose(w1["pin"], w2["pin"], atol=1e-9 * max(1, np.abs(w2["pin"]).max()))
+        K, k = L.loop_constraints(m, q, qd, st)
+        K2, k2, _, _ = api_oracle.loop_terms(m, q, qd, st)
+        np.testing.assert_allclose(K, K2, atol=1e-12)
+        np.testing.assert_allclose(k, k2, atol=1e-10 * max(1, np.abs(k2).max()))

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from .loop_constraints import _assemble, _names, _require_loops, _vec
-
-
-# ---------------------------------------------------------------------------------------------
-# loop closure (§8.11: y -> q by Newton on delta)
+from ...errors import InputError
+from .constraints import names, terms, vec
 
 
 def _dependent_mask(model, independent):
     dep = np.ones(model.nv, dtype=bool)
-    for j in _names(independent):
+    for j in names(independent):
         dep[model.v_slice(j)] = False
     if getattr(model, "floating_base", False):
         dep[:6] = False  # the floating base is kept
@@ -42,27 +38,26 @@ def close_loops(model, q, independent, tol=1e-12, max_iter=60):
     Raises InputError naming the loop joint(s) that do not close (a loop that can never close at
     these independent positions, or a start too far from a closed configuration).
     """
-    q = _vec(model, q, model.nq, "q").copy()
+    q = vec(model, q, model.nq, "q").copy()
     dep = _dependent_mask(model, independent)
     qv = _q_of_v(model)
     if np.any(qv[dep] < 0):
         raise InputError("close_loops cannot move multi-coordinate joints (quaternions); name them independent")
-    loops = _require_loops(model)
-    if not loops:
+    ld = model.loop_data
+    if ld is None:
         return q
     dq_idx = qv[dep]
 
     def err(qq):
-        K, _, kin = _assemble(model, qq, None, None, need_bias=False)
-        return np.concatenate([L["delta"] for L in kin]), K
+        K, _, delta, _ = terms(model, qq)
+        return delta.copy(), K
 
     e, K = err(q)
     n0 = float(np.linalg.norm(e))
     for _ in range(max_iter):
         if np.max(np.abs(e)) < tol:
             return q
-        J = K[:, dep]
-        step, *_ = np.linalg.lstsq(J, -e, rcond=None)
+        step, *_ = np.linalg.lstsq(K[:, dep], -e, rcond=None)
         t = 1.0
         ne = np.linalg.norm(e)
         while t > 1e-4:
@@ -77,34 +72,26 @@ def close_loops(model, q, independent, tol=1e-12, max_iter=60):
         q, e, K = q_try, e_try, K_try
     if np.max(np.abs(e)) < max(tol, 1e-9):
         return q
-    # name the loop joint(s) that did not close
-    bad = []
-    i = 0
-    for lj in loops:
-        nc = lj.T.shape[1]
-        en = float(np.linalg.norm(e[i:i + nc]))
-        if en >= max(tol, 1e-9):
-            bad.append(f"'{lj.name}' (error {en:.3g})")
-        i += nc
+    bad = [f"'{name}' (error {float(np.linalg.norm(e[rows])):.3g})" for name, rows in zip(ld.names, ld.rows)
+           if float(np.linalg.norm(e[rows])) >= max(tol, 1e-9)]
     raise InputError(f"loop closure did not converge for loop joint(s) {', '.join(bad)} with independent "
-                     f"joints {list(_names(independent))} (initial error {n0:.3g}): the loop cannot close "
+                     f"joints {list(names(independent))} (initial error {n0:.3g}): the loop cannot close "
                      "there, or the start is too far from a closed configuration")
 
 
 def close_loop_velocities(model, q, qd, independent):
     """Dependent joint rates so that K qd = 0 (Featherstone Eq. 8.9), keeping the named joints' rates
     (and a floating base's).  Least squares; InputError if the kept rates violate the loops."""
-    q = _vec(model, q, model.nq, "q")
-    qd = _vec(model, qd, model.nv, "qd").copy()
+    q = vec(model, q, model.nq, "q")
+    qd = vec(model, qd, model.nv, "qd").copy()
     dep = _dependent_mask(model, independent)
-    K, _, _ = _assemble(model, q, None, None, need_bias=False)
+    K = terms(model, q)[0]
     if K.shape[0] == 0:
         return qd
-    rhs = -K[:, ~dep] @ qd[~dep]
-    x, *_ = np.linalg.lstsq(K[:, dep], rhs, rcond=None)
+    x, *_ = np.linalg.lstsq(K[:, dep], -K[:, ~dep] @ qd[~dep], rcond=None)
     qd[dep] = x
     res = K @ qd
     if np.linalg.norm(res) > 1e-8 * (1.0 + np.linalg.norm(qd)):
-        raise InputError(f"the rates of the independent joints {list(_names(independent))} violate the loop "
+        raise InputError(f"the rates of the independent joints {list(names(independent))} violate the loop "
                          f"constraints of {', '.join(model.loop_joints)} (residual {np.linalg.norm(res):.3g})")
     return qd

@@ -14,8 +14,8 @@ joints to the end effectors, so the core's tree dynamics already contain them.
   J^T L^-1 Lambda L^-T J term).
 * C + H_A + H_B qd (Eqs. 24, 26, 27) = dn.bias_forces: Coriolis, centrifugal and gravity terms of
   arms and object bodies together.  Unseren keeps them apart only because he derives them by hand.
-* Vectors are linear first in both Unseren (f_ci = [f; n], Eq. 4) and dynamics_node, world axes.
-  (Featherstone, used in loops.py, is angular first; loops.py documents that mapping.)
+* Vectors are linear first here, as in Unseren (f_ci = [f; n], Eq. 4) and at dynamics_node's API
+  (world axes); the loop package's kernels are angular first inside (Featherstone).
 * Q_cs, the centre of the spherical joint = the loop joint's origin: X_P on body 1, X_S on body 2.
 * A(q) (Eqs. 18, 28) = [J_Q1, -J_Q2]: the linear Jacobian of Q_cs as a point of body 1 minus that
   of Q_cs as a point of body 2 (world axes).  A qd = 0 is Eq. 29; Featherstone's K for the same
@@ -32,21 +32,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 
-__all__ = ["DualArmTerms", "dual_arm_terms", "sphere_force", "forward_dynamics", "delta_matrix",
-           "pseudovelocity_basis", "reduced_order_dynamics", "inverse_dynamics",
+from ...spatial import skew
+from ..crba import mass_matrix
+from ..kinematics import bias_acceleration, jacobian, link_pose
+from ..rnea import bias_forces
+
+__all__ = ["DualArmTerms", "dual_arm_terms", "sphere_force", "dual_arm_forward_dynamics", "delta_matrix",
+           "pseudovelocity_basis", "reduced_order_dynamics", "dual_arm_inverse_dynamics",
            "decoupled_control"]
-
-
-def _core():
-    import dynamics_node as dn
-
-    return dn
-
-
-def _skew(a):
-    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
 
 
 def _sphere_joint(model, loop_joint):
@@ -66,8 +61,11 @@ def _sphere_joint(model, loop_joint):
 
 
 def _vec(model, x, n, what):
-    a = np.asarray(x, dtype=float).reshape(-1)
-    if a.shape != (n,) or not np.all(np.isfinite(a)):
+    try:
+        a = np.asarray(x, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        a = None
+    if a is None or a.shape != (n,) or not np.all(np.isfinite(a)):
         raise InputError(f"{what} must be {n} finite numbers")
     return a
 
@@ -87,22 +85,21 @@ class DualArmTerms(dict):
 
 def dual_arm_terms(model, q, qd, loop_joint=None) -> DualArmTerms:
     """Evaluate D, C + H_A + H_B qd, A (Eq. 28) and Adot qd (Eq. 30) at (q, qd)."""
-    dn = _core()
     lj = _sphere_joint(model, loop_joint)
     q = _vec(model, q, model.nq, "q")
     qd = _vec(model, qd, model.nv, "qd")
     out = DualArmTerms()
-    out["D"] = np.asarray(dn.mass_matrix(model, q), dtype=float)           # Eq. 25
-    out["C"] = np.asarray(dn.bias_forces(model, q, qd), dtype=float)       # Eqs. 24, 26, 27
+    out["D"] = np.asarray(mass_matrix(model, q), dtype=float)           # Eq. 25
+    out["C"] = np.asarray(bias_forces(model, q, qd), dtype=float)       # Eqs. 24, 26, 27
     pts = []
     for i, (link, X) in enumerate(((lj.predecessor, lj.X_P), (lj.successor, lj.X_S)), start=1):
-        P = dn.link_pose(model, q, link)
+        P = link_pose(model, q, link)
         Q = P[:3, :3] @ X[:3, 3] + P[:3, 3]               # Q_cs as a point of body i
         rho = Q - P[:3, 3]                                # Unseren's ^{iw}r to Q_cs (Eq. 1)
-        J = np.asarray(dn.jacobian(model, q, link), dtype=float)
-        a = np.asarray(dn.bias_acceleration(model, q, qd, link), dtype=float)
+        J = np.asarray(jacobian(model, q, link), dtype=float)
+        a = np.asarray(bias_acceleration(model, q, qd, link), dtype=float)
         w = J[3:] @ qd
-        JQ = J[:3] - _skew(rho) @ J[3:]                   # L_si^T (L_mi^T)^-1 J_iw (Eqs. 15-17)
+        JQ = J[:3] - skew(rho) @ J[3:]                   # L_si^T (L_mi^T)^-1 J_iw (Eqs. 15-17)
         aQ = a[:3] + np.cross(a[3:], rho) + np.cross(w, np.cross(w, rho))
         out[f"J{i}"] = J
         out[f"a{i}_bias"] = a
@@ -135,7 +132,7 @@ def delta_matrix(model, q, loop_joint=None) -> np.ndarray:
     return np.eye(model.nv) - t.A.T @ np.linalg.solve(M, t.A @ Dinv)
 
 
-def forward_dynamics(model, q, qd, tau, loop_joint=None):
+def dual_arm_forward_dynamics(model, q, qd, tau, loop_joint=None):
     """Joint-space closed-chain forward dynamics (Unseren §5.1, Eq. 32):
     D qdd = Delta (tau - C - H_A - H_B qd) - A^T (A D^-1 A^T)^-1 Adot qd.  Returns (qdd, f_cs)."""
     t = dual_arm_terms(model, q, qd, loop_joint)
@@ -186,13 +183,13 @@ def reduced_order_dynamics(model, q, nu, tau, loop_joint=None):
     return nudot, qdd, f, qd
 
 
-def inverse_dynamics(model, q, qd, qdd, f_cs=(0.0, 0.0, 0.0), loop_joint=None):
+def dual_arm_inverse_dynamics(model, q, qd, qdd, f_cs=(0.0, 0.0, 0.0), loop_joint=None):
     """Joint torques producing the (constraint-consistent) motion (q, qd, qdd) with the requested
     internal force f_cs at the object's spherical joint (Unseren §5.2: the torques are not unique;
     the 3 free components are exactly f_cs).  Eq. 23: tau = D qdd + C + H_A + H_B qd + A^T f_cs."""
     t = dual_arm_terms(model, q, qd, loop_joint)
     qdd = _vec(model, qdd, model.nv, "qdd")
-    f = np.asarray(f_cs, dtype=float).reshape(3)
+    f = _vec(model, f_cs, 3, "f_cs")
     return t.D @ qdd + t.C + t.A.T @ f
 
 
@@ -203,8 +200,8 @@ def decoupled_control(model, q, qd, tau1_s, tau2_s, loop_joint=None):
     Returns (tau, tau_p, tau_s)."""
     b = pseudovelocity_basis(model, q, qd, loop_joint)
     t, Pi, Sig = b["terms"], b["Pi"], b["Sigma"]
-    t1 = np.asarray(tau1_s, dtype=float).reshape(3)
-    t2 = np.asarray(tau2_s, dtype=float).reshape(Sig.shape[1])
+    t1 = _vec(model, tau1_s, 3, "tau1_s")
+    t2 = _vec(model, tau2_s, Sig.shape[1], "tau2_s")
     drift = Pi @ t.Adot_qd + Sig @ b["Bdot_qd"]
     tau_p = -t.D @ drift + t.C                                          # Eq. 42 (H_B qd is inside C)
     tau_s = t.A.T @ t1 + t.D @ Sig @ t2                                 # Eq. 46

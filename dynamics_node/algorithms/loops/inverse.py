@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from .loop_constraints import (_assemble, _core, _matrix_rank, _names, _rank_tol, _require_loops,
-                               _v_labels, _vec)
-
-
-# ---------------------------------------------------------------------------------------------
-# inverse dynamics (§8.12)
+from ...errors import InputError
+from ..kinematics import link_pose
+from ..rnea import inverse_dynamics
+from .constraints import matrix_rank, names, rank_tol, terms, v_labels, vec
 
 
 def _actuated_mask(model, actuated):
     if actuated is None:
         actuated = getattr(model, "actuated_joints", None) or model.joint_names
+    if not isinstance(actuated, str):
+        try:
+            actuated = list(actuated)
+        except TypeError:
+            raise InputError(f"actuated must be a list of joint names, got {type(actuated).__name__}") from None
     mask = np.zeros(model.nv, dtype=bool)
-    for j in _names(actuated):
+    for j in names(actuated):
+        if not isinstance(j, str) or j not in model.joint_names:
+            raise InputError(f"actuated: unknown joint {j!r} (model joints: {', '.join(model.joint_names)})")
         mask[model.v_slice(j)] = True
     return mask
 
 
 def _describe_motion(model, m):
-    labels = _v_labels(model)
+    labels = v_labels(model)
     m = m / np.max(np.abs(m))
     parts = [f"{labels[i]} {m[i]:+.3g}" for i in range(len(m)) if abs(m[i]) > 1e-6]
     return "(" + ", ".join(parts) + ")"
@@ -32,9 +36,10 @@ def _describe_motion(model, m):
 def closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches=None):
     """Actuator efforts of a closed-loop system (Featherstone §8.12, Eqs. 8.61-8.63).
 
-    Returns tau over model.joint_names (nv entries) with zeros on unactuated joints.  ``actuated``:
-    joint names (default model.actuated_joints, from <transmission>, else all).  q, qd, qdd must
-    satisfy the loop constraints (close_loops / close_loop_velocities / constraint_basis).
+    Returns tau over model.joint_names: nv entries in the model's order (never in the order of
+    ``actuated``), zeros on the joints that are not actuated.  ``actuated``: joint names (default
+    model.actuated_joints, from <transmission>, else all).  q, qd, qdd must satisfy the loop
+    constraints (close_loops / close_loop_velocities / constraint_basis).
 
     * properly actuated: the unique u of G_u^T u = G^T tau_ID (Eq. 8.63);
     * redundantly actuated: the minimum-norm u (no criterion in the book; ours: least squares);
@@ -43,31 +48,28 @@ def closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches
       loop-joint constraint forces: tau = tau_ID - K^T lambda (Eq. 8.61);
     * under-actuated (rank G_u < n - r): InputError naming the freedoms no actuator controls.
     """
-    dn = _core()
-    q = _vec(model, q, model.nq, "q")
-    qd = _vec(model, qd, model.nv, "qd")
-    qdd = _vec(model, qdd, model.nv, "qdd")
+    q = vec(model, q, model.nq, "q")
+    qd = vec(model, qd, model.nv, "qd")
+    qdd = vec(model, qdd, model.nv, "qdd")
     mask = _actuated_mask(model, actuated)
-    tau_id = np.asarray(dn.inverse_dynamics(model, q, qd, qdd), dtype=float)
-    loops = _require_loops(model)
-    if not loops:
+    tau_id = np.asarray(inverse_dynamics(model, q, qd, qdd), dtype=float)
+    if model.loop_data is None:
         if not np.all(mask):
             bad = [j for j in model.joint_names if not np.all(mask[model.v_slice(j)])]
             raise InputError(f"under-actuated: no actuator on joint(s) {', '.join(bad)} of the kinematic tree")
         return tau_id
-    K, _, kin = _assemble(model, q, None, None, need_bias=False)  # Eq. 8.62 needs G, i.e. K only
-    return _actuator_efforts(model, K, kin, tau_id, mask, loop_wrenches)
+    K = terms(model, q)[0]  # Eq. 8.62 needs G, i.e. K only
+    return _actuator_efforts(model, q, K, tau_id, mask, loop_wrenches)
 
 
-def _actuator_efforts(model, K, kin, tau_id, mask, loop_wrenches):
-    loops = _require_loops(model)
+def _actuator_efforts(model, q, K, tau_id, mask, loop_wrenches):
     # G: any basis of the admissible motions (null space of K, Eq. 8.52) serves Eqs. 8.62-8.63,
     # whose solutions do not depend on the basis; the SVD's is the cheapest (no Python elimination)
     _, sv, Vt = np.linalg.svd(K)
-    G = Vt[int(np.sum(sv > _rank_tol(K))):].T
+    G = Vt[int(np.sum(sv > rank_tol(K))):].T
     Gu = G[mask]
     nfree = G.shape[1]
-    ru = _matrix_rank(Gu)
+    ru = matrix_rank(Gu)
     if ru < nfree:
         # freedoms y with G_u y = 0: motions qd = G y no actuator can drive (Featherstone §8.12 case 1)
         _, s, Vt = np.linalg.svd(Gu if Gu.size else np.zeros((1, nfree)))
@@ -85,32 +87,36 @@ def _actuator_efforts(model, K, kin, tau_id, mask, loop_wrenches):
         tau[mask] = u
         return tau
     # requested loop-joint constraint forces: tau = tau_ID - K^T lambda (Eq. 8.61)
-    unknown = dict(loop_wrenches)
+    try:
+        unknown = dict(loop_wrenches)
+    except (TypeError, ValueError):
+        raise InputError("loop_wrenches must map loop-joint names to (fx fy fz tx ty tz)") from None
     lam_fixed = np.zeros(K.shape[0])
     free_rows = np.zeros(K.shape[0], dtype=bool)
-    i = 0
-    for lj, L in zip(loops, kin):
-        nc = L["T_w"].shape[1]
+    for lj, rows in zip(model.loops, model.loop_data.rows):
         if lj.name in unknown:
-            f = np.asarray(unknown.pop(lj.name), dtype=float).reshape(-1)
+            try:
+                f = np.asarray(unknown.pop(lj.name), dtype=float).reshape(-1)
+            except (TypeError, ValueError):
+                f = np.zeros(0)
             if f.shape != (6,) or not np.all(np.isfinite(f)):
                 raise InputError(f"loop_wrenches['{lj.name}'] must be 6 finite numbers (fx fy fz tx ty tz)")
-            lam = L["T_w"].T @ f  # T_w has orthonormal columns
-            resid = f - L["T_w"] @ lam
-            if np.linalg.norm(resid) > 1e-9 * (1.0 + np.linalg.norm(f)):
+            # T_k in world axes: the parser's T (linear first, URDF joint axes) turned by the joint frame
+            R = link_pose(model, q, lj.successor)[:3, :3] @ lj.X_S[:3, :3]
+            Tw = np.vstack([R @ lj.T[:3], R @ lj.T[3:]])
+            lam = Tw.T @ f  # T_w has orthonormal columns
+            if np.linalg.norm(f - Tw @ lam) > 1e-9 * (1.0 + np.linalg.norm(f)):
                 raise InputError(f"loop_wrenches['{lj.name}'] has a component along the joint's free motion "
                                  f"({lj.type} joint): a constraint force cannot act there")
-            lam_fixed[i:i + nc] = lam
+            lam_fixed[rows] = lam
         else:
-            free_rows[i:i + nc] = True
-        i += nc
+            free_rows[rows] = True
     if unknown:
-        raise InputError(f"loop_wrenches names unknown loop joint(s) {sorted(unknown)}; "
+        raise InputError(f"loop_wrenches names unknown loop joint(s) {sorted(map(str, unknown))}; "
                          f"loop joints: {list(model.loop_joints)}")
     target = tau_id - K.T @ lam_fixed
     # unknowns: u (actuated) and lambda of the loops not named; Q[u; 0] - K_free^T lam_free = target
-    Kf = K[free_rows]
-    M = np.hstack([np.eye(model.nv)[:, mask], -Kf.T])
+    M = np.hstack([np.eye(model.nv)[:, mask], -K[free_rows].T])
     sol, *_ = np.linalg.lstsq(M, target, rcond=None)
     if np.linalg.norm(M @ sol - target) > 1e-8 * (1.0 + np.linalg.norm(target)):
         raise InputError("the requested loop_wrenches cannot be produced by the actuated joints "
@@ -120,6 +126,7 @@ def _actuator_efforts(model, K, kin, tau_id, mask, loop_wrenches):
 
 
 def closed_loop_gravity(model, q, actuated=None):
-    """Gravity compensation of a closed-loop robot: actuator efforts (on the actuated joints only)
-    holding configuration q at rest (Featherstone §8.12 with qd = qdd = 0; Eq. 5.x gravity ID)."""
-    return closed_loop_inverse_dynamics(model, q, np.zeros(model.nv), np.zeros(model.nv), actuated=actuated)
+    """Gravity compensation of a closed-loop robot: actuator efforts (over model.joint_names, zeros
+    on unactuated joints) holding configuration q at rest (Featherstone §8.12 with qd = qdd = 0)."""
+    z = np.zeros(model.nv)
+    return closed_loop_inverse_dynamics(model, q, z, z, actuated=actuated)

@@ -1,0 +1,152 @@
+"""The per-loop-joint constants of a closed-loop model (Featherstone §4.2, Table 4.3: N_L, p(k),
+s(k), jtype(k), X_P(l), X_S(l)), packed once when the Model is built (``model.loop_data``).
+
+Everything is in the book's convention: spatial vectors angular first, a joint frame is the local-z
+frame of Table 4.1 (the URDF joint frame turned by the loop joint's ``R_align``), and a transform is
+the plx(E, r) pair of Table A.3 (E: body coordinates -> joint-frame coordinates, r: the joint-frame
+origin in body coordinates).  The constraint-force subspace T_k of Table 4.1 is, in those joint
+coordinates, a selection of unit vectors: column c of T_k is unit vector ``dir[c]`` (angular-first
+index 0..5), so T_k^T m = m[dir].  The columns keep the order of the parser's ``LoopJoint.T``, which
+is the row order of K, k and delta at the API.
+
+The kernels read two flat arrays, named by the constants below:
+
+``li`` (int64) = [N_L, n^c, offset of λ', then per loop LJ_STRIDE ints, then λ' (nvt ints)]
+    per loop: predecessor body, successor body (-1: the fixed base), type code, n_k^c, first row of
+    the loop in K, dir (6 slots, n_k^c used)
+    λ': the expanded parent array of the tree's degrees of freedom (§6.5, Table 6.4)
+``lf`` (float64) = [the model's singular-pivot tolerance, then per loop LF_STRIDE floats:
+    E_P (9, row-major), r_P (3), E_S (9), r_S (3)]
+    the predecessor / successor joint frame on its body (X_P(l) and X_S(l) of §4.2 composed with
+    the link's place on its body)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ModelError
+
+# li header
+LI_NL = 0
+LI_NC = 1
+LI_LAMBDA = 2
+LI_HEADER = 3
+# per loop, in li
+LJ_PRED = 0
+LJ_SUCC = 1
+LJ_TYPE = 2
+LJ_NC = 3
+LJ_ROW = 4
+LJ_DIR = 5
+LJ_STRIDE = LJ_DIR + 6
+# lf header
+LF_TOL = 0
+LF_HEADER = 1
+# per loop, in lf
+LF_EP = 0
+LF_RP = 9
+LF_ES = 12
+LF_RS = 21
+LF_STRIDE = 24
+
+#: loop joint type -> code of Table 8.1's column in the kernels
+TYPE_CODE = {"fixed": 0, "revolute": 1, "continuous": 1, "prismatic": 2, "cylindrical": 3,
+             "spherical": 4, "planar": 5}
+
+
+def _ro(a):
+    a.setflags(write=False)
+    return a
+
+
+class LoopData:
+    """Immutable packed loop constants of one model (see the module docstring).
+
+    names: loop-joint names (file order); n_loops, n_c: N_L and n^c (Eq. 8.1); rows: per loop the
+    slice of its rows in K; li, lf: read-only views of the kernels' arrays; out_size: floats the
+    forward-dynamics kernel writes (forward.out_size).  The kernels get private writable copies
+    (numba takes read-only arrays through a slow path): _kli, _klf, and _kmi, _kmf = the model's
+    packed arrays with li / lf appended (one pointer pair for the C callback).  Nothing writes them.
+    qdd_at: where qdd starts in the forward kernel's output."""
+
+    __slots__ = ("names", "n_loops", "n_c", "rows", "li", "lf", "_kli", "_klf", "_kmi", "_kmf", "out_size",
+                 "qdd_at", "_frozen")
+
+    def __init__(self, names, rows, li, lf, kmi, kmf, out_size):
+        object.__setattr__(self, "_frozen", False)
+        self.names = tuple(names)
+        self.n_loops = len(self.names)
+        self.rows = tuple(rows)
+        self.n_c = int(li[LI_NC])
+        self._kli, self._klf, self._kmi, self._kmf = li, lf, kmi, kmf
+        self.li, self.lf = _ro(li.view()), _ro(lf.view())
+        self.out_size = int(out_size)
+        nvt = len(li) - int(li[LI_LAMBDA])  # λ' closes li
+        self.qdd_at = nvt * nvt  # in the forward kernel's output qdd follows H (forward.out_views)
+        self._frozen = True
+
+    def __setattr__(self, key, value):
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"LoopData is immutable: cannot set '{key}'")
+        object.__setattr__(self, key, value)
+
+    def __repr__(self):
+        return f"<LoopData {self.n_loops} loop joint(s), n^c = {self.n_c}>"
+
+
+def constrained_directions(lj) -> np.ndarray:
+    """dir of loop joint ``lj``: the angular-first index (in its local-z joint frame) of each column
+    of lj.T (the parser's linear-first T in the URDF joint frame)."""
+    Ra = np.asarray(lj.R_align)
+    T = np.asarray(lj.T)
+    local = np.vstack([Ra.T @ T[:3], Ra.T @ T[3:]])  # linear first, local-z frame: unit vectors
+    out = []
+    for c in range(local.shape[1]):
+        i = int(np.argmax(np.abs(local[:, c])))
+        if abs(local[i, c] - 1.0) > 1e-12:
+            raise ModelError(f"loop joint '{lj.name}': T is not a selection of joint-frame axes")
+        out.append((i + 3) % 6)  # linear index i -> angular-first index
+    return np.array(out, dtype=np.int64)
+
+
+def pack(model, lambda_dof) -> LoopData | None:
+    """LoopData of ``model`` (None without loop joints); ``lambda_dof`` is λ' over the tree's
+    degrees of freedom (ltdl.dof_parents).  Called once from Model's constructor."""
+    loops = tuple(model.loops)
+    if not loops:
+        return None
+    nl = len(loops)
+    nvt = model.nvt
+    li = np.zeros(LI_HEADER + LJ_STRIDE * nl + nvt, dtype=np.int64)
+    lf = np.zeros(LF_HEADER + LF_STRIDE * nl)
+    lf[LF_TOL] = model.singular_tol
+    rows = []
+    m = 0
+    for l, lj in enumerate(loops):
+        o = LI_HEADER + LJ_STRIDE * l
+        dirs = constrained_directions(lj)
+        li[o + LJ_TYPE] = TYPE_CODE[lj.type]
+        li[o + LJ_NC] = len(dirs)
+        li[o + LJ_ROW] = m
+        li[o + LJ_DIR:o + LJ_DIR + len(dirs)] = dirs
+        f = LF_HEADER + LF_STRIDE * l
+        for link, X, ib, eo, ro in ((lj.predecessor, lj.X_P, LJ_PRED, f + LF_EP, f + LF_RP),
+                                    (lj.successor, lj.X_S, LJ_SUCC, f + LF_ES, f + LF_RS)):
+            k = model.link_index(link)
+            li[o + ib] = int(model.link_body[k])
+            Rl = np.asarray(model.link_R[9 * k:9 * k + 9]).reshape(3, 3)  # link axes in body coordinates
+            pl = np.asarray(model.link_p[3 * k:3 * k + 3])
+            RJ = Rl @ np.asarray(X)[:3, :3] @ np.asarray(lj.R_align)    # local-z joint axes, body coordinates
+            lf[eo:eo + 9] = RJ.T.reshape(9)                              # E = body -> joint coordinates
+            lf[ro:ro + 3] = Rl @ np.asarray(X)[:3, 3] + pl               # r = joint origin, body coordinates
+        rows.append(slice(m, m + len(dirs)))
+        m += len(dirs)
+    li[LI_NL], li[LI_NC] = nl, m
+    li[LI_LAMBDA] = LI_HEADER + LJ_STRIDE * nl
+    li[li[LI_LAMBDA]:] = lambda_dof
+    from .forward import out_size  # the forward kernel's output layout
+
+    kmi = np.concatenate([model._kmi, li])
+    kmf = np.concatenate([model._kmf, lf])
+    return LoopData([lj.name for lj in loops], rows, li, lf, kmi, kmf,
+                    out_size.py_func(model.nb, nvt, nl, m))
