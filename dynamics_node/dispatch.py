@@ -388,6 +388,15 @@ LOOP_ARGS = {
     "loop_constraints": {"q": "vec", "qd": "vec", "stabilization_time": "scalar?"},
     "constraint_basis": {"q": "vec", "qd": "vec?", "independent": "names", "stabilization_time": "scalar?"},
     "mobility": {"q": "vec"},
+    # Unseren's two arms holding one object (algorithms/loops/dual_arm.py); loop_joint: a name or None
+    "dual_arm_terms": {"q": "vec", "qd": "vec", "loop_joint": "names"},
+    "sphere_force": {"q": "vec", "qd": "vec", "tau": "vec", "loop_joint": "names"},
+    "delta_matrix": {"q": "vec", "loop_joint": "names"},
+    "dual_arm_forward_dynamics": {"q": "vec", "qd": "vec", "tau": "vec", "loop_joint": "names"},
+    "pseudovelocity_basis": {"q": "vec", "qd": "vec", "loop_joint": "names"},
+    "reduced_order_dynamics": {"q": "vec", "nu": "vec", "tau": "vec", "loop_joint": "names"},
+    "dual_arm_inverse_dynamics": {"q": "vec", "qd": "vec", "qdd": "vec", "f_cs": "vec", "loop_joint": "names"},
+    "decoupled_control": {"q": "vec", "qd": "vec", "tau1_s": "vec", "tau2_s": "vec", "loop_joint": "names"},
 }
 
 

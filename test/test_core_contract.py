@@ -16,6 +16,7 @@ every public callable but the exemptions listed in EXEMPT.
 from __future__ import annotations
 
 import array
+import json
 import pathlib
 import subprocess
 import sys
@@ -33,7 +34,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 EXEMPT = {  # public names that are not computations on arrays, with the reason
     "DynamicsError": "exception class", "InputError": "exception class", "ModelError": "exception class",
-    "SingularMassMatrixError": "exception class", "Model": "class (built by load_model)",
+    "SingularMassMatrixError": "exception class", "ModelWarning": "warning class", "Model": "class (built by load_model)",
     "Data": "class (its check is tested here through data=)", "ROOT_JOINT": "a constant (str)",
     "load_model": "takes a description, not arrays: its contract is the loader's (issue 14 §3)",
 }
@@ -48,7 +49,9 @@ def models():
     q4 = np.zeros(four.nv)
     q4[four.v_slice("crank_joint")], q4[four.v_slice("coupler_joint")], q4[four.v_slice("rocker_joint")] = .9, -.5, -1.2
     q4 = dn.close_loops(four, q4, ["crank_joint"])
-    return {"arm": arm, "mimic": mimic, "four": (four, q4)}
+    dual = dn.load_model(REPO / "urdf" / "dual_arm_object.urdf")  # Unseren's two arms and one object
+    d0 = json.loads((REPO / "test" / "data" / "loops" / "dual_arm_q0.json").read_text())["q0"]
+    return {"arm": arm, "mimic": mimic, "four": (four, q4), "dual": (dual, np.array([d0[n] for n in dual.joint_names]))}
 
 
 def _state(model, seed):
@@ -57,7 +60,8 @@ def _state(model, seed):
 
 
 # name -> (model key, kinds of the array arguments, call(model, *arrays)); kinds: 'q', 'v' (vectors of
-# the model's sizes), 'j' (nv - 6), 'Q', 'V' (3 x nq, 3 x nv)
+# the model's sizes), 'j' (nv - 6), 'Q', 'V' (3 x nq, 3 x nv), '3' (3), 'n' (nv - 3: Unseren's pseudovelocities),
+# 'a', 'b' (3 and nv - 3: his decoupled controller's inputs)
 def _link(m):
     return m.link_names[-1] if isinstance(m, dn.Model) else "link7"
 
@@ -88,6 +92,16 @@ CALLS = {
     "loop_constraints": ("four", "qv", lambda m, q, qd: dn.loop_constraints(m, q, qd)),
     "constraint_basis": ("four", "qv", lambda m, q, qd: dn.constraint_basis(m, q, qd, independent=["crank_joint"])),
     "mobility": ("four", "q", lambda m, q: dn.mobility(m, q)),
+    "loop_position_errors": ("four", "q", lambda m, q: dn.loop_position_errors(m, q)),
+    "dual_arm_terms": ("dual", "qv", lambda m, q, qd: dn.dual_arm_terms(m, q, qd)),
+    "sphere_force": ("dual", "qvv", lambda m, q, qd, tau: dn.sphere_force(m, q, qd, tau)),
+    "delta_matrix": ("dual", "q", lambda m, q: dn.delta_matrix(m, q)),
+    "dual_arm_forward_dynamics": ("dual", "qvv", lambda m, q, qd, tau: dn.dual_arm_forward_dynamics(m, q, qd, tau)),
+    "pseudovelocity_basis": ("dual", "qv", lambda m, q, qd: dn.pseudovelocity_basis(m, q, qd)),
+    "reduced_order_dynamics": ("dual", "qnv", lambda m, q, nu, tau: dn.reduced_order_dynamics(m, q, nu, tau)),
+    "dual_arm_inverse_dynamics": ("dual", "qvv3", lambda m, q, qd, qdd, f: dn.dual_arm_inverse_dynamics(
+        m, q, qd, qdd, f)),
+    "decoupled_control": ("dual", "qvab", lambda m, q, qd, t1, t2: dn.decoupled_control(m, q, qd, t1, t2)),
 }
 NAMES = {  # the public argument names of the arrays, in order
     "inverse_dynamics": "q qd qdd", "gravity": "q", "bias_forces": "q qd", "mass_matrix": "q",
@@ -96,7 +110,10 @@ NAMES = {  # the public argument names of the arrays, in order
     "center_of_mass": "q", "inverse_dynamics_batch": "Q QD QDD", "gravity_batch": "Q",
     "closed_loop_forward_dynamics": "q qd tau", "closed_loop_inverse_dynamics": "q qd qdd", "closed_loop_gravity": "q",
     "close_loops": "q", "close_loop_velocities": "q qd", "loop_state": "q qd", "loop_constraints": "q qd",
-    "constraint_basis": "q qd", "mobility": "q",
+    "constraint_basis": "q qd", "mobility": "q", "loop_position_errors": "q", "dual_arm_terms": "q qd",
+    "sphere_force": "q qd tau", "delta_matrix": "q", "dual_arm_forward_dynamics": "q qd tau",
+    "pseudovelocity_basis": "q qd", "reduced_order_dynamics": "q nu tau", "dual_arm_inverse_dynamics": "q qd qdd f_cs",
+    "decoupled_control": "q qd tau1_s tau2_s",
 }
 DATA_FUNCS = ["inverse_dynamics", "gravity", "bias_forces", "mass_matrix", "forward_dynamics", "hybrid_dynamics",
               "floating_base_inverse_dynamics", "jacobian", "link_pose", "link_poses", "link_velocity",
@@ -111,10 +128,11 @@ def test_every_public_function_is_covered():
 
 def _setup(models, name, seed=0):
     key, kinds, call = CALLS[name]
-    if key == "four":
-        m, q4 = models["four"]
+    if key in ("four", "dual"):
+        m, q4 = models[key]
         rng = np.random.default_rng(seed)
-        base = {"q": q4, "v": rng.uniform(-1, 1, m.nv)}
+        base = {"q": q4, "v": rng.uniform(-1, 1, m.nv), "3": rng.uniform(-1, 1, 3), "n": rng.uniform(-1, 1, m.nv - 3),
+                "a": rng.uniform(-1, 1, 3), "b": rng.uniform(-1, 1, m.nv - 3)}
     else:
         m = models[key]
         q, qd, qdd, tau = _state(m, seed)
