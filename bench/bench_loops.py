@@ -86,7 +86,8 @@ def main() -> int:
     print("== closed-loop forward dynamics: dual arm holding a jointed object (12 joints, 1 spherical loop) ==")
     print(f"  ours  dn.closed_loop_forward_dynamics   {r['ours_s'] * 1e6:8.2f} us/call")
     print(f"  pin   constraintDynamics (CONTACT_3D, 1 it) {r['pin_s'] * 1e6:8.2f} us/call")
-    print(f"  ratio ours/pinocchio = {r['ratio']:.2f}  (target <= 1)   |qdd_ours - qdd_pin|max = {r['max_abs_diff']:.1e}")
+    print(f"  ratio ours/pinocchio = {r['ratio']:.2f}  (target <= 1)   "
+          f"|qdd_ours - qdd_pin|max = {r['max_abs_diff']:.1e}")
     return 0
 
 

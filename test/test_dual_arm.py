@@ -127,7 +127,8 @@ def test_inverse_dynamics_with_requested_internal_force(model, q0):
         np.testing.assert_allclose(a, qdd, atol=1e-9 * scale)
         np.testing.assert_allclose(w["object_sphere"][:3], f_req, atol=1e-7)
         # Featherstone §8.12 with requested loop-joint forces gives the same efforts
-        tau_f = dn.closed_loop_inverse_dynamics(model, q, qd, qdd, loop_wrenches={"object_sphere": np.r_[f_req, 0, 0, 0]})
+        tau_f = dn.closed_loop_inverse_dynamics(model, q, qd, qdd,
+                                                loop_wrenches={"object_sphere": np.r_[f_req, 0, 0, 0]})
         np.testing.assert_allclose(tau_f, tau_u, atol=1e-8 * max(1, np.abs(tau_u).max()))
         # the minimum-norm efforts reproduce qdd, and are the least-norm member of tau_u + A^T f
         tau_m = dn.closed_loop_inverse_dynamics(model, q, qd, qdd)

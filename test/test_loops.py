@@ -34,12 +34,18 @@ L1, L2 = 0.5, 0.4  # Fig. 8.3 triangle (see the URDF)
 # parser
 # ------------------------------------------------------------------------------------------------
 BASE = """<robot name="r">
-  <link name="a"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
-  <link name="b"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
-  <link name="c"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
-  <link name="w"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
-  <joint name="ja" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
-  <joint name="jb" type="revolute"><parent link="a"/><child link="c"/><origin xyz="1 0 0"/><axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <link name="a">
+    <inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+  <link name="b">
+    <inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+  <link name="c">
+    <inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+  <link name="w">
+    <inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+  <joint name="ja" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+  <joint name="jb" type="revolute"><parent link="a"/><child link="c"/><origin xyz="1 0 0"/><axis xyz="0 0 1"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
   <joint name="weld" type="fixed"><parent link="c"/><child link="w"/><origin xyz="0.2 0 0"/></joint>
   {loop}
 </robot>"""
@@ -313,7 +319,8 @@ def _rotx(a):
     return np.array([[1, 0, 0], [0, c, -s], [0, s, c]])
 
 
-@pytest.mark.parametrize("jtype", ["fixed", "revolute", "continuous", "prismatic", "cylindrical", "spherical", "planar"])
+@pytest.mark.parametrize("jtype", ["fixed", "revolute", "continuous", "prismatic", "cylindrical", "spherical",
+                                   "planar"])
 def test_delta_consistent_with_K(jtype, dual_q0):
     m, q = _dual_variant(jtype, dual_q0)
     assert L.loop_state(m, q).max_error < 1e-9
@@ -415,8 +422,10 @@ def test_fourbar_gravity_compensation_only_crank(fourbar):
         return sum(mm * 9.81 * (dn.link_pose(m, qq, ln) @ np.r_[coms[ln], 1])[2] for ln, mm in masses.items())
 
     h = 1e-5
-    qp = q.copy(); qp[m.v_slice("crank_joint")] += h
-    qm = q.copy(); qm[m.v_slice("crank_joint")] -= h
+    qp = q.copy()
+    qp[m.v_slice("crank_joint")] += h
+    qm = q.copy()
+    qm[m.v_slice("crank_joint")] -= h
     dV = (V(dn.close_loops(m, qp, ["crank_joint"])) - V(dn.close_loops(m, qm, ["crank_joint"]))) / (2 * h)
     np.testing.assert_allclose(tau[m.v_slice("crank_joint")][0], dV, rtol=1e-6)
 
@@ -434,7 +443,10 @@ def test_baumgarte_pulls_an_open_loop_closed(fourbar):
         return np.r_[x[m.nq:], a]
 
     for _ in range(400):  # 0.4 s = 8 time constants
-        k1 = f(x); k2 = f(x + dt / 2 * k1); k3 = f(x + dt / 2 * k2); k4 = f(x + dt * k3)
+        k1 = f(x)
+        k2 = f(x + dt / 2 * k1)
+        k3 = f(x + dt / 2 * k2)
+        k4 = f(x + dt * k3)
         x = x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
     e1 = L.loop_state(m, x[:m.nq]).max_error
     assert e0 > 1e-3 and e1 < 1e-2 * e0  # critically damped: (1 + t/T) exp(-t/T) = 3e-3 at t = 8T
