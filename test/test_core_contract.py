@@ -33,7 +33,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 EXEMPT = {  # public names that are not computations on arrays, with the reason
     "DynamicsError": "exception class", "InputError": "exception class", "ModelError": "exception class",
-    "SingularMassMatrixError": "exception class", "Model": "class (built by load_model)",
+    "SingularMassMatrixError": "exception class", "ModelWarning": "warning class", "Model": "class (built by load_model)",
     "Data": "class (its check is tested here through data=)", "ROOT_JOINT": "a constant (str)",
     "load_model": "takes a description, not arrays: its contract is the loader's (issue 14 §3)",
 }
