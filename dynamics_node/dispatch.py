@@ -157,7 +157,7 @@ def check_data(model, data):
                          "make one with dn.Data(model)")
     w = data.work
     if not (_conform(w) and w.shape[0] >= model.work_size):
-        raise InputError(f"data's work array was replaced or resized: make a new one with dn.Data(model)")
+        raise InputError("data's work array was replaced or resized: make a new one with dn.Data(model)")
     return w
 
 
@@ -248,7 +248,8 @@ def wrenches(model, f_ext, name="f_ext"):
 
 class Route:
     """One public computation. ``inputs``: (name, kind) of the arrays, kind 'q' (nq), 'v' (nv) or
-    'x' (any length, coerced only), 'Q' and 'V' (N x nq, N x nv: rows of states); ``extras``: names of the other arguments, and ``fast`` their
+    'x' (any length, coerced only), 'Q' and 'V' (N x nq, N x nv: rows of states); ``extras``: names of the other
+    arguments, and ``fast`` their
     values that allow the C callback ``shim`` (None: never); ``compute(model, data, work, *arrays,
     *extras) -> (status, out)`` runs the kernel otherwise; ``tree``: map mimic models' arrays to
     tree coordinates before and ``post`` ('v': Gᵀx, 'vv': GᵀXG, 'J': X G) after; ``matrix``: the

@@ -33,7 +33,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 EXEMPT = {  # public names that are not computations on arrays, with the reason
     "DynamicsError": "exception class", "InputError": "exception class", "ModelError": "exception class",
-    "SingularMassMatrixError": "exception class", "ModelWarning": "warning class", "Model": "class (built by load_model)",
+    "SingularMassMatrixError": "exception class", "ModelWarning": "warning class",
+    "Model": "class (built by load_model)",
     "Data": "class (its check is tested here through data=)", "ROOT_JOINT": "a constant (str)",
     "load_model": "takes a description, not arrays: its contract is the loader's (issue 14 §3)",
 }
@@ -69,7 +70,8 @@ CALLS = {
     "mass_matrix": ("arm", "q", lambda m, q: dn.mass_matrix(m, q)),
     "forward_dynamics": ("arm", "qvv", lambda m, q, qd, tau: dn.forward_dynamics(m, q, qd, tau)),
     "hybrid_dynamics": ("arm", "qvvv", lambda m, q, qd, qdd, tau: dn.hybrid_dynamics(m, q, qd, qdd, tau, ["joint2"])),
-    "floating_base_inverse_dynamics": ("mimic", "qvj", lambda m, q, qd, a: dn.floating_base_inverse_dynamics(m, q, qd, a)),
+    "floating_base_inverse_dynamics": ("mimic", "qvj",
+                                       lambda m, q, qd, a: dn.floating_base_inverse_dynamics(m, q, qd, a)),
     "jacobian": ("arm", "q", lambda m, q: dn.jacobian(m, q, _link(m))),
     "link_pose": ("arm", "q", lambda m, q: dn.link_pose(m, q, _link(m))),
     "link_poses": ("arm", "q", lambda m, q: dn.link_poses(m, q)),
@@ -91,7 +93,8 @@ CALLS = {
 }
 NAMES = {  # the public argument names of the arrays, in order
     "inverse_dynamics": "q qd qdd", "gravity": "q", "bias_forces": "q qd", "mass_matrix": "q",
-    "forward_dynamics": "q qd tau", "hybrid_dynamics": "q qd qdd tau", "floating_base_inverse_dynamics": "q qd qdd_joints",
+    "forward_dynamics": "q qd tau", "hybrid_dynamics": "q qd qdd tau",
+    "floating_base_inverse_dynamics": "q qd qdd_joints",
     "jacobian": "q", "link_pose": "q", "link_poses": "q", "link_velocity": "q qd", "bias_acceleration": "q qd",
     "center_of_mass": "q", "inverse_dynamics_batch": "Q QD QDD", "gravity_batch": "Q",
     "closed_loop_forward_dynamics": "q qd tau", "closed_loop_inverse_dynamics": "q qd qdd", "closed_loop_gravity": "q",
