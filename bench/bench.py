@@ -200,8 +200,6 @@ def batch(b, N=1000):
 
 
 def scaling(quick=False):
-    import dynamics_node as dn
-
     chain_ns = [2, 4, 8, 12, 16, 24, 32, 40, 50, 60] if not quick else [2, 8, 32, 60]
     tree_shapes = [(2, 2), (3, 3), (4, 4), (4, 6), (5, 8), (6, 10)] if not quick else [(3, 3), (6, 10)]
     results = {}  # (kind, fn, who) -> [(n, t)]
@@ -295,7 +293,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     print(f"dynamics_node benchmark  |  pinocchio {pin.__version__}  |  numpy {np.__version__}  |  "
-          f"python {sys.version.split()[0]}  |  cpus {os.cpu_count()}  |  OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
+          f"python {sys.version.split()[0]}  |  cpus {os.cpu_count()}  |  "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '')}")
     try:
         import dynamics_node as dn  # noqa: F401
         from dynamics_node import _jit
@@ -316,7 +315,8 @@ def main(argv=None):
     hlabel, hxml = humanoid()
     try:
         h = Bench(hlabel, hxml, True)
-        print(f"{hlabel}: nq = {h.model.nq}, nv = {h.model.nv} ({h.model.nv - 6} joints); load {h.load_time * 1e3:.0f} ms")
+        print(f"{hlabel}: nq = {h.model.nq}, nv = {h.model.nv} ({h.model.nv - 6} joints); "
+              f"load {h.load_time * 1e3:.0f} ms")
         benches.append(h)
     except Exception as e:
         print(f"{hlabel}: cannot benchmark: {type(e).__name__}: {e}")

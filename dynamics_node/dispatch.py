@@ -248,8 +248,8 @@ def wrenches(model, f_ext, name="f_ext"):
 
 class Route:
     """One public computation. ``inputs``: (name, kind) of the arrays, kind 'q' (nq), 'v' (nv) or
-    'x' (any length, coerced only), 'Q' and 'V' (N x nq, N x nv: rows of states); ``extras``: names
-    of the other arguments, and ``fast`` their
+    'x' (any length, coerced only), 'Q' and 'V' (N x nq, N x nv: rows of states); ``extras``: names of the other
+    arguments, and ``fast`` their
     values that allow the C callback ``shim`` (None: never); ``compute(model, data, work, *arrays,
     *extras) -> (status, out)`` runs the kernel otherwise; ``tree``: map mimic models' arrays to
     tree coordinates before and ``post`` ('v': Gᵀx, 'vv': GᵀXG, 'J': X G) after; ``matrix``: the

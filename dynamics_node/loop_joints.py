@@ -27,17 +27,17 @@ new) and returns the names of the actuated tree joints.
 """
 from __future__ import annotations
 
-import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import ModelError, clip
+from .spatial import rpy_to_matrix
 from .urdf_xml import PARAM_LIMIT, unit_vector
 
 __all__ = ["LoopJoint", "LOOP_JOINT_TYPES", "parse_loop_joints", "parse_transmissions", "validate_loop_bodies",
-           "motion_subspace", "rpy_to_matrix"]
+           "motion_subspace"]
 
 #: joint type -> number of degrees of freedom it allows (its constraint count is 6 - dof)
 LOOP_JOINT_TYPES = {
@@ -50,17 +50,6 @@ LOOP_JOINT_TYPES = {
     "planar": 3,
 }
 _NEEDS_AXIS = {"revolute", "continuous", "prismatic", "cylindrical", "planar"}
-
-
-def rpy_to_matrix(rpy) -> np.ndarray:
-    """URDF roll-pitch-yaw (fixed axes x, y, z): R = Rz(yaw) Ry(pitch) Rx(roll)."""
-    r, p, y = (float(v) for v in rpy)
-    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
-    return np.array([
-        [cy * cp, cy * sp * sr - sy * cr, cy * sp * cr + sy * sr],
-        [sy * cp, sy * sp * sr + cy * cr, sy * sp * cr - cy * sr],
-        [-sp, cp * sr, cp * cr],
-    ])
 
 
 def _align_z(axis: np.ndarray) -> np.ndarray:

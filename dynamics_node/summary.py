@@ -37,7 +37,8 @@ def check(path, floating_base=False, xacro_args=None, out=sys.stdout) -> int:
     except dn.ModelError as e:
         print(f"does not load: {e}", file=out)
         return 2
-    print(f"{rep.source}: model '{model.name}', {len(model.joint_names)} joints, {len(model.link_names)} links", file=out)
+    print(f"{rep.source}: model '{model.name}', {len(model.joint_names)} joints, {len(model.link_names)} links",
+          file=out)
     if rep.inertia:
         print(f"inertia problems ({len(rep.inertia)} links):", file=out)
         for link, msg in rep.inertia.items():

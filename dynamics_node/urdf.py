@@ -337,7 +337,8 @@ def _resolve_mimic(tree_joints, all_joint_names, src, report):
         if master not in by_name:
             if master in all_joint_names:
                 raise ModelError(f"{src}: joint '{jn}': mimics fixed joint '{clip(master, 80)}' (must be 1-DoF)")
-            report.ignored.append(f"<mimic> of joint '{jn}': unknown joint '{clip(master, 80)}' (the joint is independent)")
+            report.ignored.append(f"<mimic> of joint '{jn}': unknown joint '{clip(master, 80)}' "
+                                  "(the joint is independent)")
             report.warnings.append(f"{src}: joint '{jn}': <mimic joint='{clip(master, 80)}'> names an unknown "
                                    "joint: the <mimic> is ignored, the joint is independent")
             j.mimic = None

@@ -47,7 +47,8 @@ def read_description(source, xacro_args=None) -> tuple[str, str]:
         if "<" in source and ("\n" in source or "<robot" in source):
             stray = source[:len(source) - len(body)] + body[:body.index("<")] if "<" in body else body
             raise ModelError(f"<robot_description>: text before the first '<': {clip(repr(stray.strip()), 80)} "
-                             "(XML text must start with '<'; only whitespace, comments and a byte-order mark may precede it)")
+                             "(XML text must start with '<'; only whitespace, comments and a byte-order mark "
+                             "may precede it)")
         if "\x00" in source:
             raise ModelError(f"URDF path contains a NUL character: {clip(repr(source), 120)}")
         if not source.strip():
@@ -121,7 +122,8 @@ def _clean_text(text: str, src: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ModelError(f"{src}: a lone surrogate {text[e.start]!r} at offset {e.start} (not valid Unicode text)") from None
+        raise ModelError(f"{src}: a lone surrogate {text[e.start]!r} at offset {e.start} "
+                         "(not valid Unicode text)") from None
     lead = _LEAD.match(text).end()
     rest = text[lead:]
     if rest.startswith("<?xml"):

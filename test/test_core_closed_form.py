@@ -38,22 +38,26 @@ STATES = [(0.3, -0.7, 1.1), (-2.0, 1.5, -0.4), (2.9, 0.0, 0.0), (0.0, 0.0, 0.0)]
 # ------------------------------------------------------------------------------------------------
 def test_point_mass_pendulum(dn):
     m, l = 1.7, 0.8
-    xml = _robot(_link("bob", m, (0, 0, -l), 0.0, 0.0, 0.0) + _joint("hinge", "revolute", "world_base", "bob", axis="0 1 0"))
+    xml = _robot(_link("bob", m, (0, 0, -l), 0.0, 0.0, 0.0)
+                 + _joint("hinge", "revolute", "world_base", "bob", axis="0 1 0"))
     model = dn.load_model(xml)
     for (q, qd, qdd) in STATES:
         assert_close(dn.mass_matrix(model, a(q)), [[m * l * l]], what="H pendulum")
         assert_close(dn.gravity(model, a(q)), [m * G * l * math.sin(q)], what="gravity pendulum")
-        assert_close(dn.inverse_dynamics(model, a(q), a(qd), a(qdd)), [m * l * l * qdd + m * G * l * math.sin(q)], what="ID")
+        assert_close(dn.inverse_dynamics(model, a(q), a(qd), a(qdd)), [m * l * l * qdd + m * G * l * math.sin(q)],
+                     what="ID")
         assert_close(dn.bias_forces(model, a(q), a(qd)), [m * G * l * math.sin(q)], what="C pendulum")
         tau = 0.37
-        assert_close(dn.forward_dynamics(model, a(q), a(qd), a(tau)), [(tau - m * G * l * math.sin(q)) / (m * l * l)], what="FD")
+        assert_close(dn.forward_dynamics(model, a(q), a(qd), a(tau)), [(tau - m * G * l * math.sin(q)) / (m * l * l)],
+                     what="FD")
         assert_close(dn.center_of_mass(model, a(q)), [-l * math.sin(q), 0.0, -l * math.cos(q)], what="CoM pendulum")
 
 
 def test_rod_pendulum(dn):
     m, L = 2.2, 1.3
     I = m * L * L / 12
-    xml = _robot(_link("rod", m, (0, 0, -L / 2), I, I, 0.0) + _joint("hinge", "revolute", "world_base", "rod", axis="0 1 0"))
+    xml = _robot(_link("rod", m, (0, 0, -L / 2), I, I, 0.0)
+                 + _joint("hinge", "revolute", "world_base", "rod", axis="0 1 0"))
     model = dn.load_model(xml)
     for (q, qd, qdd) in STATES:
         expect = m * L * L / 3 * qdd + m * G * L / 2 * math.sin(q)
@@ -164,8 +168,9 @@ def test_free_body_newton_euler(dn):
     """Single free body (floating base), CoM at the body origin: body-frame Newton-Euler."""
     m = 4.0
     Ib = np.diag([0.3, 0.5, 0.7])
-    xml = ('<?xml version="1.0"?>\n<robot name="free"><link name="body"><inertial><origin xyz="0 0 0" rpy="0 0 0"/>'
-           '<mass value="4.0"/><inertia ixx="0.3" ixy="0" ixz="0" iyy="0.5" iyz="0" izz="0.7"/></inertial></link></robot>')
+    xml = ('<?xml version="1.0"?>\n<robot name="free"><link name="body"><inertial>'
+           '<origin xyz="0 0 0" rpy="0 0 0"/><mass value="4.0"/>'
+           '<inertia ixx="0.3" ixy="0" ixz="0" iyy="0.5" iyz="0" izz="0.7"/></inertial></link></robot>')
     model = dn.load_model(xml, floating_base=True)
     assert model.nq == 7 and model.nv == 6
     rng = np.random.default_rng(2)
@@ -185,7 +190,8 @@ def test_free_body_newton_euler(dn):
         T = dn.link_pose(model, q, "body")
         assert_close(T[:3, :3], R, what="free body orientation (x y z w quaternion)")
         assert_close(T[:3, 3], q[:3], what="free body position")
-        assert_close(dn.link_velocity(model, q, np.r_[v, w], "body"), np.r_[R @ v, R @ w], what="free body velocity (world axes)")
+        assert_close(dn.link_velocity(model, q, np.r_[v, w], "body"), np.r_[R @ v, R @ w],
+                     what="free body velocity (world axes)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -269,6 +275,7 @@ def test_planar_joint_against_pinocchio(dn):
         assert_close(dn.forward_dynamics(m, q, qd, tau), np.linalg.solve(Ho, tau - C), what="planar FD")
         pin.framesForwardKinematics(pm, pd, pq)
         for link in ("block", "arm"):
-            assert_close(dn.link_pose(m, q, link), pd.oMf[pm.getFrameId(link, pin.BODY)].homogeneous, what=f"planar pose {link}")
+            assert_close(dn.link_pose(m, q, link), pd.oMf[pm.getFrameId(link, pin.BODY)].homogeneous,
+                         what=f"planar pose {link}")
             J = pin.computeFrameJacobian(pm, pd, pq, pm.getFrameId(link, pin.BODY), pin.LOCAL_WORLD_ALIGNED)
             assert_close(dn.jacobian(m, q, link), J @ Gm, what=f"planar jacobian {link}")

@@ -84,7 +84,8 @@ def test_two_roots(dn):
 
 
 def test_two_roots_two_trees(dn):
-    src = robot(link("rootA"), link("a1"), link("rootB"), link("b1"), joint("ja", "rootA", "a1"), joint("jb", "rootB", "b1"))
+    src = robot(link("rootA"), link("a1"), link("rootB"), link("b1"),
+                joint("ja", "rootA", "a1"), joint("jb", "rootB", "b1"))
     _model_error(dn, src, "rootA", "rootB")
 
 
@@ -112,14 +113,16 @@ def test_unknown_child_link(dn):
 
 
 def test_zero_axis(dn):
-    src = robot(link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"), joint("zero_axis_joint", "l1", "l2", axis="0 0 0"))
+    src = robot(link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"),
+                joint("zero_axis_joint", "l1", "l2", axis="0 0 0"))
     _model_error(dn, src, "zero_axis_joint")
 
 
 def test_negative_mass(dn):
     bad = ('<inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="-1.5"/>'
            '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>')
-    src = robot(link("base"), link("l1"), link("neg_mass_link", bad), joint("j1", "base", "l1"), joint("j2", "l1", "neg_mass_link"))
+    src = robot(link("base"), link("l1"), link("neg_mass_link", bad),
+                joint("j1", "base", "l1"), joint("j2", "l1", "neg_mass_link"))
     _model_error(dn, src, "neg_mass_link")
 
 
@@ -140,7 +143,8 @@ def test_inertia_triangle_inequality(dn):
     (0.05 - 0.01 - 0.01 = 0.03 kg m^2); strict=True refuses it (this replaced issue 2's error)."""
     bad = ('<inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="1.0"/>'
            '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.05"/></inertial>')
-    src = robot(link("base"), link("l1"), link("triangle_link", bad), joint("j1", "base", "l1"), joint("j2", "l1", "triangle_link"))
+    src = robot(link("base"), link("l1"), link("triangle_link", bad),
+                joint("j1", "base", "l1"), joint("j2", "l1", "triangle_link"))
     m, msg = _model_warning(dn, src, "triangle_link")
     assert "triangle inequality by 0.03 kg" in msg and "<robot_description>" in msg, msg
     assert m.joint_names == ("j1", "j2")
@@ -152,7 +156,8 @@ def test_inertia_not_positive(dn):
     refuses with SingularMassMatrixError naming the link, inverse dynamics and gravity still work."""
     bad = ('<inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="1.0"/>'
            '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="-0.01"/></inertial>')
-    src = robot(link("base"), link("l1"), link("negI_link", bad), joint("j1", "base", "l1"), joint("j2", "l1", "negI_link"))
+    src = robot(link("base"), link("l1"), link("negI_link", bad),
+                joint("j1", "base", "l1"), joint("j2", "l1", "negI_link"))
     m, msg = _model_warning(dn, src, "negI_link")
     assert "not positive semi-definite" in msg and "not positive definite" in msg, msg
     q = np.array([0.3, -0.2])
@@ -166,31 +171,36 @@ def test_inertia_not_positive(dn):
 
 
 def test_nan_in_joint_origin(dn):
-    src = robot(link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"), joint("nan_origin_joint", "l1", "l2", xyz="0 nan 0.2"))
+    src = robot(link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"),
+                joint("nan_origin_joint", "l1", "l2", xyz="0 nan 0.2"))
     _model_error(dn, src, "nan_origin_joint")
 
 
 def test_nan_in_mass(dn):
     bad = ('<inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="NaN"/>'
            '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>')
-    src = robot(link("base"), link("l1"), link("nan_mass_link", bad), joint("j1", "base", "l1"), joint("j2", "l1", "nan_mass_link"))
+    src = robot(link("base"), link("l1"), link("nan_mass_link", bad),
+                joint("j1", "base", "l1"), joint("j2", "l1", "nan_mass_link"))
     _model_error(dn, src, "nan_mass_link")
 
 
 def test_nan_in_axis(dn):
-    src = robot(link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"), joint("nan_axis_joint", "l1", "l2", axis="0 nan 1"))
+    src = robot(link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"),
+                joint("nan_axis_joint", "l1", "l2", axis="0 nan 1"))
     _model_error(dn, src, "nan_axis_joint")
 
 
 def test_inf_in_inertia(dn):
     bad = ('<inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="1"/>'
            '<inertia ixx="inf" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial>')
-    src = robot(link("base"), link("l1"), link("inf_link", bad), joint("j1", "base", "l1"), joint("j2", "l1", "inf_link"))
+    src = robot(link("base"), link("l1"), link("inf_link", bad),
+                joint("j1", "base", "l1"), joint("j2", "l1", "inf_link"))
     _model_error(dn, src, "inf_link")
 
 
 def test_garbage_number(dn):
-    src = robot(link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"), joint("garbage_joint", "l1", "l2", xyz="0 abc 0.2"))
+    src = robot(link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"),
+                joint("garbage_joint", "l1", "l2", xyz="0 abc 0.2"))
     _model_error(dn, src, "garbage_joint")
 
 
@@ -241,7 +251,8 @@ def test_massless_leaf_id_and_gravity_work(massless_model, dn):
     assert np.all(np.isfinite(tau)) and np.all(np.isfinite(g))
     # closed form: l1 (mass 1, CoM 0.1 above the y-axis joint, I = 0.01 about the CoM) carries everything
     m, lc, I = 1.0, 0.1, 0.01
-    np.testing.assert_allclose(tau, [(I + m * lc * lc) * qdd[0] - m * 9.81 * lc * math.sin(q[0]), 0.0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(tau, [(I + m * lc * lc) * qdd[0] - m * 9.81 * lc * math.sin(q[0]), 0.0],
+                               rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(g, [-m * 9.81 * lc * math.sin(q[0]), 0.0], rtol=1e-9, atol=1e-12)
     H = np.asarray(dn.mass_matrix(massless_model, q))
     assert np.all(np.isfinite(H))
@@ -378,15 +389,18 @@ def test_lists_accepted_everywhere(dn, good):
     q, z, l = [0.1, 0.2], [0.0, 0.0], "l2"
     qa, za = np.array(q), np.zeros(2)
     pairs = [
-        (lambda: dn.inverse_dynamics(good, q, z, [1, 2]), lambda: dn.inverse_dynamics(good, qa, za, np.array([1.0, 2.0]))),
+        (lambda: dn.inverse_dynamics(good, q, z, [1, 2]),
+         lambda: dn.inverse_dynamics(good, qa, za, np.array([1.0, 2.0]))),
         (lambda: dn.gravity(good, q), lambda: dn.gravity(good, qa)),
         (lambda: dn.bias_forces(good, q, [1, -1]), lambda: dn.bias_forces(good, qa, np.array([1.0, -1.0]))),
         (lambda: dn.mass_matrix(good, q), lambda: dn.mass_matrix(good, qa)),
-        (lambda: dn.forward_dynamics(good, q, z, [1, 0]), lambda: dn.forward_dynamics(good, qa, za, np.array([1.0, 0.0]))),
+        (lambda: dn.forward_dynamics(good, q, z, [1, 0]),
+         lambda: dn.forward_dynamics(good, qa, za, np.array([1.0, 0.0]))),
         (lambda: dn.link_pose(good, q, l), lambda: dn.link_pose(good, qa, l)),
         (lambda: dn.jacobian(good, q, l), lambda: dn.jacobian(good, qa, l)),
         (lambda: dn.link_velocity(good, q, [1, 0], l), lambda: dn.link_velocity(good, qa, np.array([1.0, 0.0]), l)),
-        (lambda: dn.bias_acceleration(good, q, [1, 0], l), lambda: dn.bias_acceleration(good, qa, np.array([1.0, 0.0]), l)),
+        (lambda: dn.bias_acceleration(good, q, [1, 0], l),
+         lambda: dn.bias_acceleration(good, qa, np.array([1.0, 0.0]), l)),
         (lambda: dn.center_of_mass(good, q), lambda: dn.center_of_mass(good, qa)),
         (lambda: dn.inverse_dynamics(good, q, z, z, f_ext={l: [0, 0, 1, 0, 0, 0]}),
          lambda: dn.inverse_dynamics(good, qa, za, za, f_ext={l: np.array([0, 0, 1.0, 0, 0, 0])})),

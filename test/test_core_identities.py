@@ -43,7 +43,8 @@ def test_C_is_ID_with_zero_qdd_and_H_columns(icase, dn):
         assert_close(C, dn.inverse_dynamics(m, q, qd, np.zeros(m.nv)), what="C = ID(q, qd, 0)")
         H = dn.mass_matrix(m, q)
         assert_close(dn.inverse_dynamics(m, q, qd, qdd), H @ qdd + C, what="ID = H qdd + C")
-        assert_close(dn.gravity(m, q), dn.inverse_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv)), what="gravity = ID(q,0,0)")
+        assert_close(dn.gravity(m, q), dn.inverse_dynamics(m, q, np.zeros(m.nv), np.zeros(m.nv)),
+                     what="gravity = ID(q,0,0)")
 
 
 def test_velocity_terms_quadratic(icase, dn):
@@ -99,7 +100,8 @@ def test_fd_pose_derivative_is_link_velocity(dn, name):
             dT = (Tp - Tm) / (2 * h)
             v = dT[:3, 3]
             w = _skew_inv(dT[:3, :3] @ T[:3, :3].T)
-            assert_close(dn.link_velocity(m, q, qd, l), np.r_[v, w], rtol=1e-6, what=f"d/dt pose vs link_velocity ({l})")
+            assert_close(dn.link_velocity(m, q, qd, l), np.r_[v, w], rtol=1e-6,
+                         what=f"d/dt pose vs link_velocity ({l})")
 
 
 @pytest.mark.parametrize("name", FD_CASES)

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import urdfgen as ug
 
 SOURCES = [ug.REPO / "urdf" / "arm7.urdf", ug.erd("panda_description/urdf/panda.urdf"),
-           ug.erd("ur_description/urdf/ur5_robot.urdf"), ug.erd("double_pendulum_description/urdf/double_pendulum.urdf"),
+           ug.erd("ur_description/urdf/ur5_robot.urdf"),
+           ug.erd("double_pendulum_description/urdf/double_pendulum.urdf"),
            ug.DATA / "sixlink.urdf"]
 TEXTS = [p.read_text() for p in SOURCES]
 NUMERIC = ("xyz", "rpy", "value", "ixx", "ixy", "ixz", "iyy", "iyz", "izz", "lower", "upper", "effort",
@@ -37,7 +38,8 @@ def _mutate(data, text):
     root = ET.fromstring(text)
     els = _elements(root)
     for _ in range(data.draw(st.integers(1, 3), label="n_mutations")):
-        kind = data.draw(st.sampled_from(["number", "name", "delete", "duplicate", "type", "junk", "move"]), label="kind")
+        kind = data.draw(st.sampled_from(["number", "name", "delete", "duplicate", "type", "junk", "move"]),
+                         label="kind")
         el = els[data.draw(st.integers(0, len(els) - 1), label="element")]
         if kind == "number":
             keys = [k for k in el.attrib if k in NUMERIC] or list(NUMERIC)
@@ -61,7 +63,8 @@ def _mutate(data, text):
                 "<gazebo><material value='x'/></gazebo>", "<mimic joint='ghost'/>", "<inertial/>",
                 "<transmission name='t'><joint name='ghost'/></transmission>", "<axis xyz='0 0 0'/>",
                 "<origin xyz='1e29 0 0' rpy='1e300 0 0'/>", "<limit effort='nan'/>", "<visual><texture/></visual>",
-                "<loop_joint name='lj' type='revolute'><predecessor link='ghost'/><successor link='base'/></loop_joint>",
+                "<loop_joint name='lj' type='revolute'><predecessor link='ghost'/>"
+                "<successor link='base'/></loop_joint>",
             ]))))
             els = _elements(root)
         elif kind == "move" and el is not root:
@@ -74,7 +77,8 @@ def _mutate(data, text):
     out = ET.tostring(root, encoding="unicode")
     if data.draw(st.booleans(), label="text_edit"):
         k = data.draw(st.integers(0, len(out)), label="at")
-        out = out[:k] + data.draw(st.sampled_from(["", "<", "&", "\x00", "\ud800", "]]>", "<!--", "\ufeff", "&lol;"])) + out[k:]
+        junk = ["", "<", "&", "\x00", "\ud800", "]]>", "<!--", "\ufeff", "&lol;"]
+        out = out[:k] + data.draw(st.sampled_from(junk)) + out[k:]
     return out
 
 

@@ -1,6 +1,5 @@
 """Hostile and odd descriptions (issue 14 §2 "Models" and §3, issue 9 §1): every one loads or is refused
 with a ModelError naming the problem; nothing blocks, eats memory, overflows silently or crashes."""
-import math
 import os
 import subprocess
 import sys
@@ -167,7 +166,8 @@ def test_model_warning_is_exported(dn):
     (dict(gravity="abc"), "gravity"), (dict(gravity=[1j, 0, 0]), "gravity"), (dict(gravity=[0, 0]), "gravity"),
     (dict(gravity=[0, 0, 1e308]), "gravity"), (dict(armature="x"), "armature"), (dict(armature=True), "armature"),
     (dict(armature=[0.1, 0.2]), "armature"), (dict(armature={"j1": "x"}), "armature"),
-    (dict(armature={"nope": 0.1}), "nope"), (dict(armature=-1.0), "armature"), (dict(floating_base="no"), "floating_base"),
+    (dict(armature={"nope": 0.1}), "nope"), (dict(armature=-1.0), "armature"),
+    (dict(floating_base="no"), "floating_base"),
     (dict(floating_base=1), "floating_base"), (dict(friction="yes"), "friction"), (dict(strict="no"), "strict"),
     (dict(xacro_args={"a": "b"}), "xacro"),
 ])

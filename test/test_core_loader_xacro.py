@@ -15,7 +15,8 @@ PREFIX = XDIR / "ament"  # a minimal ament prefix holding the package fake_arm_d
 
 # arm.urdf.xacro with prefix "left_", expanded by hand (the independent reference)
 EXPECTED = """<robot name="xacro_arm">
-  <link name="left_base"><inertial><mass value="2"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>
+  <link name="left_base"><inertial><mass value="2"/>
+    <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>
   <link name="left_upper"><inertial><origin xyz="0 0 0.15"/><mass value="1.5"/>
     <inertia ixx="0.01125" ixy="0" ixz="0" iyy="0.01125" iyz="0" izz="0.00015"/></inertial></link>
   <joint name="left_upper_joint" type="revolute"><parent link="left_base"/><child link="left_upper"/>

@@ -63,7 +63,8 @@ def test_inverse_dynamics(case, dn):
 
 def test_inverse_dynamics_lists_accepted(case, dn):
     q, qd, qdd, _ = case.states[0]
-    assert_close(dn.inverse_dynamics(case.model, list(q), list(qd), list(qdd)), case.oracle.rnea(q, qd, qdd), what="ID lists")
+    assert_close(dn.inverse_dynamics(case.model, list(q), list(qd), list(qdd)), case.oracle.rnea(q, qd, qdd),
+                 what="ID lists")
 
 
 def _random_fext(case, k=3):
@@ -242,7 +243,8 @@ def test_jacobian(case, dn):
 def test_link_velocity(case, dn):
     for (q, qd, _, _) in case.states[:2]:
         for l in case.links:
-            assert_close(dn.link_velocity(case.model, q, qd, l), case.oracle.velocity(q, qd, l), what=f"link_velocity {l}")
+            assert_close(dn.link_velocity(case.model, q, qd, l), case.oracle.velocity(q, qd, l),
+                         what=f"link_velocity {l}")
 
 
 def test_bias_acceleration(case, dn):
@@ -317,7 +319,8 @@ def test_friction_damping(dn):
         extra = d * qd + fr * np.sign(qd)
         rows.append((q, qd, qdd, o.rnea(q, qd, qdd) + extra))
         assert_close(dn.inverse_dynamics(m, q, qd, qdd), o.rnea(q, qd, qdd) + extra, what="ID with friction")
-        assert_close(dn.inverse_dynamics(m0, q, qd, qdd), o.rnea(q, qd, qdd), what="ID friction=False ignores <dynamics>")
+        assert_close(dn.inverse_dynamics(m0, q, qd, qdd), o.rnea(q, qd, qdd),
+                     what="ID friction=False ignores <dynamics>")
         assert_close(dn.bias_forces(m, q, qd), o.nle(q, qd) + extra, what="bias_forces with friction")
         assert_close(dn.gravity(m, q), o.gravity(q), what="gravity with friction (qd = 0)")
         assert_close(dn.mass_matrix(m, q), o.crba(q), what="H with friction")

@@ -23,7 +23,8 @@ def floating():
 
 CALLS = {
     "inverse_dynamics": lambda m, q, qd, qdd, tau: dn.inverse_dynamics(m, q, qd, qdd),
-    "inverse_dynamics f_ext": lambda m, q, qd, qdd, tau: dn.inverse_dynamics(m, q, qd, qdd, f_ext={"tool0": [1, 2, 3, .1, .2, .3]}),
+    "inverse_dynamics f_ext": lambda m, q, qd, qdd, tau: dn.inverse_dynamics(
+        m, q, qd, qdd, f_ext={"tool0": [1, 2, 3, .1, .2, .3]}),
     "gravity": lambda m, q, qd, qdd, tau: dn.gravity(m, q),
     "mass_matrix": lambda m, q, qd, qdd, tau: dn.mass_matrix(m, q),
     "forward_dynamics": lambda m, q, qd, qdd, tau: dn.forward_dynamics(m, q, qd, tau),

@@ -186,7 +186,8 @@ def random_urdf(seed, n_links=8, *, p_fixed=0.15, p_prismatic=0.2, p_continuous=
         for jx in joint_xml:
             if jx[0] in mimic:
                 m, mult, off = mimic[jx[0]]
-                jx[2] = jx[2].replace("  </joint>\n", f'    <mimic joint="{m}" multiplier="{_f(mult)}" offset="{_f(off)}"/>\n  </joint>\n')
+                jx[2] = jx[2].replace("  </joint>\n", f'    <mimic joint="{m}" multiplier="{_f(mult)}" '
+                                      f'offset="{_f(off)}"/>\n  </joint>\n')
 
     for l in links:
         lines.append(link_xml[l])
@@ -204,7 +205,8 @@ def chain_urdf(n_joints, seed=0, name=None):
     out = [f'<?xml version="1.0"?>\n<robot name="{name}">\n']
     for i in range(n_joints + 1):
         m = 1.0 + 0.1 * i
-        out.append(f'  <link name="l{i}">\n' + inertial_xml(m, [0, 0, 0.1], [0, 0, 0], random_inertia(rng, m)) + "  </link>\n")
+        out.append(f'  <link name="l{i}">\n' + inertial_xml(m, [0, 0, 0.1], [0, 0, 0], random_inertia(rng, m))
+                   + "  </link>\n")
     axes = ["0 0 1", "0 1 0", "1 0 0"]
     for i in range(n_joints):
         out.append(
@@ -220,7 +222,8 @@ def branched_urdf(n_branches, depth, seed=0, name=None):
     rng = np.random.default_rng(seed)
     name = name or f"tree_{n_branches}x{depth}"
     out = [f'<?xml version="1.0"?>\n<robot name="{name}">\n']
-    out.append('  <link name="torso">\n' + inertial_xml(5.0, [0, 0, 0], [0, 0, 0], random_inertia(rng, 5.0)) + "  </link>\n")
+    out.append('  <link name="torso">\n' + inertial_xml(5.0, [0, 0, 0], [0, 0, 0], random_inertia(rng, 5.0))
+               + "  </link>\n")
     axes = ["0 0 1", "0 1 0", "1 0 0"]
     k = 0
     for b in range(n_branches):
@@ -229,10 +232,12 @@ def branched_urdf(n_branches, depth, seed=0, name=None):
         for d in range(depth):
             k += 1
             child = f"b{b}_l{d}"
-            out.append(f'  <link name="{child}">\n' + inertial_xml(1.0, [0, 0, 0.1], [0, 0, 0], random_inertia(rng, 1.0)) + "  </link>\n")
+            out.append(f'  <link name="{child}">\n'
+                       + inertial_xml(1.0, [0, 0, 0.1], [0, 0, 0], random_inertia(rng, 1.0)) + "  </link>\n")
             xyz = f"{0.2 * math.cos(ang)} {0.2 * math.sin(ang)} 0" if d == 0 else "0 0 0.2"
             out.append(
-                f'  <joint name="b{b}_j{d}" type="revolute">\n    <parent link="{parent}"/>\n    <child link="{child}"/>\n'
+                f'  <joint name="b{b}_j{d}" type="revolute">\n    <parent link="{parent}"/>\n'
+                f'    <child link="{child}"/>\n'
                 f'    <origin xyz="{xyz}" rpy="0 0 0"/>\n    <axis xyz="{axes[(d + b) % 3]}"/>\n'
                 '    <limit lower="-3" upper="3" effort="100" velocity="10"/>\n  </joint>\n')
             parent = child
@@ -437,7 +442,8 @@ class PinOracle:
         pin = self.pin
         pin.forwardKinematics(self.m, self.d, self.q(q), self.v(v), np.zeros(self.m.nv))
         pin.updateFramePlacements(self.m, self.d)
-        return pin.getFrameClassicalAcceleration(self.m, self.d, self.frame(link), pin.LOCAL_WORLD_ALIGNED).vector.copy()
+        return pin.getFrameClassicalAcceleration(self.m, self.d, self.frame(link),
+                                                 pin.LOCAL_WORLD_ALIGNED).vector.copy()
 
     def com(self, q):
         """Whole-robot CoM INCLUDING a fixed root link (Pinocchio keeps that link's inertia on the

@@ -39,7 +39,10 @@ def set_thread_priority(tid: int, priority: int):
     RLIMIT_RTPRIO of at least priority)."""
     try:
         if priority > 0:
-            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+            # reset-on-fork: threads this one creates later (DDS's, when it subscribes to a new
+            # topic) start with ordinary scheduling instead of inheriting the real-time priority
+            policy = os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0)
+            os.sched_setscheduler(tid, policy, os.sched_param(priority))
         else:
             os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
     except AttributeError:

@@ -251,6 +251,7 @@ class Stream:
         self.sub = None
         self.pub_cmd = None
         self._pending = None
+        self.on_applied = None
         self._lock = threading.Lock()
         self.latest = None            # (header, monotonic time) of the latest usable joint state
         self.received = self.dropped = self.published = self.errors = 0
@@ -261,9 +262,10 @@ class Stream:
         # adapt theirs): reliable while every publisher is reliable, so that no joint state is lost
         # when this process is briefly late; best effort as soon as one publisher is best effort
         # (a reliable subscription never hears a best-effort publisher; a best-effort one hears
-        # both). Checked when the topic changes and once a second.
+        # both). Checked when the topic changes and once a second. Depth 1000: a second of joint
+        # states waits for this process rather than being lost when it is briefly late.
         self.Reliability = ReliabilityPolicy
-        self.qos_in = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+        self.qos_in = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
                                  history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
         qos_out = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
         self.pub_gravity = node.create_publisher(JointState, resolve("~/gravity_torques"), qos_out)
@@ -271,11 +273,11 @@ class Stream:
         self._qos_timer = node.create_timer(1.0, self._follow_publishers_qos)
 
     # -------------------------------------------------------------- configuration (any thread)
-    def configure(self, st, cfg, changed, now=False):
+    def configure(self, st, cfg, changed, now=False, token=None):
         """Take a new model state and config. Entity changes run in the stream's thread (now=True
-        before that thread runs)."""
+        before that thread runs); on_applied(token) is called once they are done."""
         with self._lock:
-            self._pending = (st, cfg, set(changed) | (self._pending[2] if self._pending else set()))
+            self._pending = (st, cfg, set(changed) | (self._pending[2] if self._pending else set()), token)
         if now:
             self._apply_pending()
         else:
@@ -286,7 +288,7 @@ class Stream:
             pending, self._pending = self._pending, None
         if pending is None:
             return
-        st, cfg, changed = pending
+        st, cfg, changed, token = pending
         from std_msgs.msg import Float64MultiArray
         try:
             if "joint_states_topic" in changed or self.sub is None:
@@ -308,6 +310,8 @@ class Stream:
             self.merger = JointStateMerger(st) if st is not None else None
             self.saturation = Saturation(st) if st is not None else None
         self.state, self.cfg = st, cfg
+        if self.on_applied is not None:
+            self.on_applied(token)
 
     def _subscribe(self, cfg):
         old = self.sub

@@ -51,19 +51,25 @@ def _child(conn, node_name, namespace):
             except (OSError, ValueError):
                 pass
 
+    loaded_cache = {}
+
     def apply(msg):
         kind = msg[0]
         if kind == "state":
-            _, cfg, topic_text, payloads, resolved, changed = msg
+            _, seq, cfg, topic_text, payloads, resolved, changed = msg
             topics.update(resolved)
-            try:
-                loaded = load(cfg, topic_text)
+            key = (cfg.robot_description, cfg.urdf_path, tuple(sorted(cfg.xacro_args.items())), cfg.strict,
+                   cfg.floating_base, cfg.armature, cfg.friction, topic_text)
+            try:  # the model is loaded again only when its description or options changed
+                loaded = loaded_cache.get(key) or load(cfg, topic_text)
+                loaded_cache.clear()
+                loaded_cache[key] = loaded
                 st = build_state(loaded, cfg, payloads) if loaded is not None else None
             except Exception as e:  # noqa: BLE001 - the node checked it; say so if it still fails
                 log.error(f"cannot build the model state: {type(e).__name__}: {e}")
                 send(("error", f"{type(e).__name__}: {e}"))
                 return
-            stream.configure(st, cfg, changed, now=(msg is first))
+            stream.configure(st, cfg, changed, now=(msg is first), token=seq)
             if st is not None:
                 _warm(st)
         elif kind == "priority":
@@ -71,9 +77,10 @@ def _child(conn, node_name, namespace):
             send(("priority", int(msg[1]), why))
 
     main_tid = threading.get_native_id()
-    topics.update(first[4])  # resolved names, before the stream creates its publisher
+    topics.update(first[5])  # resolved names, before the stream creates its publisher
     stream = Stream(node, lambda name: topics.get(name, name), log)
     stream.timing = Timings()
+    stream.on_applied = lambda seq: send(("applied", seq))
     apply(first)
 
     def receive():
@@ -138,6 +145,8 @@ class StreamProcess:
         self.stopping = False
         self.ready = False
         self.error = ""
+        self.seq = self.applied = 0
+        self._applied_cv = threading.Condition()
         self._lock = threading.Lock()
 
     def start(self):
@@ -168,7 +177,11 @@ class StreamProcess:
                 msg = conn.recv()
             except (EOFError, OSError):
                 return
-            if msg[0] == "ready":
+            if msg[0] == "applied":
+                with self._applied_cv:
+                    self.applied = max(self.applied, msg[1])
+                    self._applied_cv.notify_all()
+            elif msg[0] == "ready":
                 self.ready = True
             elif msg[0] == "report":
                 self.last = msg[1]
@@ -183,12 +196,18 @@ class StreamProcess:
                     self.log.warning(f"joint-state thread: cannot set SCHED_FIFO priority {prio} ({why}); it keeps "
                                      "ordinary scheduling, and other load on the machine shows in its latency")
 
-    def configure(self, cfg, topic_text, payloads, resolved, changed):
-        self.last_state = ("state", cfg, topic_text, dict(payloads), dict(resolved), set(changed))
+    def configure(self, cfg, topic_text, payloads, resolved, changed, wait=2.0):
+        """Send the stream a new state; once it runs, wait (up to `wait` s) until it has taken it,
+        so that a service answer or a parameter change applies to every later joint state."""
+        self.seq += 1
+        self.last_state = ("state", self.seq, cfg, topic_text, dict(payloads), dict(resolved), set(changed))
         if self.proc is None:
             self.start()
-        else:
-            self._send(self.last_state)
+            return
+        self._send(self.last_state)
+        if self.ready and self.proc.is_alive():
+            with self._applied_cv:
+                self._applied_cv.wait_for(lambda: self.applied >= self.seq, timeout=wait)
 
     def set_priority(self, prio):
         self.priority = int(prio)
