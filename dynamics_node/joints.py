@@ -42,6 +42,7 @@ PRISMATIC = 1
 FREE = 2
 
 JOINT_KERNEL_NAMES = {REVOLUTE: "revolute", PRISMATIC: "prismatic", FREE: "free"}
+FREE_QD_LIN, FREE_QD_ANG = 0, 3  # a free joint's qd: linear velocity first, then angular (child frame)
 
 
 def motion_subspace(jtype: int, axis: np.ndarray) -> np.ndarray:
@@ -51,8 +52,8 @@ def motion_subspace(jtype: int, axis: np.ndarray) -> np.ndarray:
     if jtype == PRISMATIC:
         return np.concatenate([np.zeros(3), axis])[:, None]
     S = np.zeros((6, 6))
-    S[3:, :3] = np.eye(3)  # qd[0:3] = linear velocity (child frame)
-    S[:3, 3:] = np.eye(3)  # qd[3:6] = angular velocity (child frame)
+    S[3:, FREE_QD_LIN:FREE_QD_LIN + 3] = np.eye(3)  # qd[0:3] = linear velocity (child frame)
+    S[:3, FREE_QD_ANG:FREE_QD_ANG + 3] = np.eye(3)  # qd[3:6] = angular velocity (child frame)
     return S
 
 
@@ -349,7 +350,12 @@ def joint_motion(mi, mf, i, jt, xv, xa, qd, qdd):
 
     A revolute joint has S = [u; 0], a prismatic one S = [0; u] (Table 4.1): v_J = u qd sits in one
     half, and v_i x v_J = qd (omega_i x u; v_i,O x u) or qd (0; omega_i x u) (Eq. 2.31), half the
-    arithmetic of the general product, which the free joint takes. jt: the joint's type (J_TYPE of body i)."""
+    arithmetic of the general product, which the free joint takes. jt: the joint's type (J_TYPE of body i).
+
+    No loop here (the free joint reads its six rates directly instead of S_mul's loop over S): numba
+    inlines this function with its array arguments as new references, and its reference-count pruning
+    cannot remove their incref/decref pairs across a branch that holds a loop; those were 6 calls per
+    body in rnea_kernel (with every live float spilled around them), +7% on Talos inverse dynamics."""
     ii = HEADER_I + BODY_I * i
     if jt == REVOLUTE or jt == PRISMATIC:
         dof = mi[ii + J_VI]
@@ -371,9 +377,12 @@ def joint_motion(mi, mf, i, jt, xv, xa, qd, qdd):
                  xa[3] + x * qddi + qdi * (v[1] * z - v[2] * y),
                  xa[4] + y * qddi + qdi * (v[2] * x - v[0] * z),
                  xa[5] + z * qddi + qdi * (v[0] * y - v[1] * x))
-    else:  # FREE: the general product
-        v, c = joint_velocity(mi, mf, i, xv, qd)
-        sq = S_mul(mi, mf, i, qdd)
-        a = (xa[0] + sq[0] + c[0], xa[1] + sq[1] + c[1], xa[2] + sq[2] + c[2], xa[3] + sq[3] + c[3],
-             xa[4] + sq[4] + c[4], xa[5] + sq[5] + c[5])
+    else:  # FREE: S = [0 1; 1 0] (motion_subspace), so S x = (x_omega; x_lin) straight from qd, qdd
+        lin = mi[ii + J_VI] + FREE_QD_LIN
+        ang = mi[ii + J_VI] + FREE_QD_ANG
+        vJ = (qd[ang], qd[ang + 1], qd[ang + 2], qd[lin], qd[lin + 1], qd[lin + 2])
+        v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
+        c = crm_t(v, vJ)  # the general product v_i x v_J
+        a = (xa[0] + qdd[ang] + c[0], xa[1] + qdd[ang + 1] + c[1], xa[2] + qdd[ang + 2] + c[2],
+             xa[3] + qdd[lin] + c[3], xa[4] + qdd[lin + 1] + c[4], xa[5] + qdd[lin + 2] + c[5])
     return v, a
