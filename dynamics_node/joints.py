@@ -45,6 +45,14 @@ JOINT_KERNEL_NAMES = {REVOLUTE: "revolute", PRISMATIC: "prismatic", FREE: "free"
 FREE_QD_LIN, FREE_QD_ANG = 0, 3  # a free joint's qd: linear velocity first, then angular (child frame)
 
 
+def joint_dims(jtype):
+    """(nq, nv) per joint of the packed types: the free joint has 7 position coordinates (x y z and
+    a unit quaternion) and 6 velocities, the others (revolute, prismatic) one of each."""
+    nq = [7 if t == FREE else 1 for t in jtype]
+    nv = [6 if t == FREE else 1 for t in jtype]
+    return nq, nv
+
+
 def motion_subspace(jtype: int, axis: np.ndarray) -> np.ndarray:
     """S (6 x nv, angular-first) of a kernel joint in its child frame (Table 4.1)."""
     if jtype == REVOLUTE:

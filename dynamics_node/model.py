@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import InputError
 from ._fast import AVAILABLE as SHIM_AVAILABLE
-from .joints import FREE, motion_subspace
+from .joints import FREE, joint_dims, motion_subspace
 
 from .spatial import rbi_from_com
 from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, BODY_F, BODY_I, D_ARMATURE,
@@ -148,8 +148,7 @@ class Model:
         self.link_R = _ro(np.array([f.R for f in spec.link_frames.values()]).reshape(-1, 9).ravel())
         self.link_p = _ro(np.array([f.p for f in spec.link_frames.values()]).reshape(-1, 3).ravel())
 
-        nvj = [6 if t == FREE else 1 for t in spec.jtype]
-        nqj = [7 if t == FREE else 1 for t in spec.jtype]
+        nqj, nvj = joint_dims(spec.jtype)
         qi = np.concatenate([[0], np.cumsum(nqj)[:-1]]).astype(np.int64) if nb else np.zeros(0, np.int64)
         vi = np.concatenate([[0], np.cumsum(nvj)[:-1]]).astype(np.int64) if nb else np.zeros(0, np.int64)
         self.nqt = int(sum(nqj))
@@ -277,7 +276,8 @@ class Model:
             f"  gravity {tuple(float(g) for g in self.gravity)}",
         ]
         for j in self.joint_names:
-            lines.append(f"  q[{_sl(self._q_slices[j])}] qd[{_sl(self._v_slices[j])}]  {j} ({self.joint_kinds.get(j, '?')})")
+            kind = self.joint_kinds.get(j, "?")
+            lines.append(f"  q[{_sl(self._q_slices[j])}] qd[{_sl(self._v_slices[j])}]  {j} ({kind})")
         for f, (m, mul, off) in self.mimic.items():
             lines.append(f"  mimic: {f} = {mul:g} * {m} + {off:g}")
         if self.loop_joints:

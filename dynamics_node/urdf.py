@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .errors import ModelError, ModelWarning, clip, clip_names
-from .joints import FREE, PRISMATIC, REVOLUTE
+from .joints import FREE, PRISMATIC, REVOLUTE, joint_dims
 from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, BODY_F, BODY_I, D_ARMATURE,
                      D_S, D_S_N, DOF_F, HEADER_F, HEADER_I, J_NV, J_VI)
 from .loop_joints import parse_loop_joints, parse_transmissions, validate_loop_bodies
@@ -235,8 +235,7 @@ def _build(name, links, joints, xml_root, src, floating_base, gravity, armature,
                          f"link '{clip(root_link, 80)}' (their joints form a loop)")
 
     jtype = spec["jtype"]
-    nvj = [6 if t == FREE else 1 for t in jtype]
-    nqj = [7 if t == FREE else 1 for t in jtype]
+    nqj, nvj = joint_dims(jtype)
     vi = np.concatenate([[0], np.cumsum(nvj)]).astype(int)
     qi = np.concatenate([[0], np.cumsum(nqj)]).astype(int)
     nvt, nqt = int(vi[-1]), int(qi[-1])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from .._jit import carray, njit, types
 
-from ..errors import InputError, SingularMassMatrixError
+from ..errors import InputError, SingularMassMatrixError, clip_names
 from ..joints import DBL_MIN, FREE, quat_scale
 from ..layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, J_QI, J_TYPE, V_U, V_UU,
                       V_U_N, WORK_BODY, WORK_DOF, WORK_EXTRA, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E,
@@ -198,14 +198,16 @@ def raise_status(model: Model, st: int, tree: bool = False, what: str = "") -> N
 def to_tree_q(model: Model, q):
     q = fast_vec(q, "q")
     if q.shape[0] != model.nq:
-        raise InputError(f"q has length {q.shape[0]}, expected {model.nq} (joint order: {', '.join(model.joint_names)})")
+        raise InputError(f"q has length {q.shape[0]}, expected {model.nq} (joint order: "
+                         f"{clip_names(model.joint_names, quote=False)})")
     return q[model.q_src] * model.q_mul + model.q_off
 
 
 def to_tree_v(model: Model, x, name: str, arg: int):
     x = fast_vec(x, name)
     if x.shape[0] != model.nv:
-        raise InputError(f"{name} has length {x.shape[0]}, expected {model.nv} (joint order: {', '.join(model.joint_names)})")
+        raise InputError(f"{name} has length {x.shape[0]}, expected {model.nv} (joint order: "
+                         f"{clip_names(model.joint_names, quote=False)})")
     return x[model.v_src] * model.v_mul
 
 

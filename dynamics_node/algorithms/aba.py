@@ -31,9 +31,10 @@ from ..errors import InputError
 from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_TAU, BAD_LENGTH,
                       EMPTY, EMPTY_I, SINGULAR, check)
 from ..joints import joint_velocity
-from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT, J_VI, T_D, T_D_N, T_IA, T_PA, T_UA, V_U,
-                      V_UU, V_U_N, WORK_BODY, WORK_DOF, W_A, W_A_N, W_C, W_COS, W_C_N, W_DINV, W_DINV_N, W_E,
-                      W_E_N, W_IA, W_IA_N, W_PA, W_PA_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HF_TOL, H_NB,
+                      H_NVT, J_NV, J_PARENT, J_VI, T_D, T_D_N, T_IA, T_PA, T_UA, V_U, V_UU, V_U_N, WORK_BODY,
+                      WORK_DOF, W_A, W_A_N, W_C, W_COS, W_C_N, W_DINV, W_DINV_N, W_E, W_E_N, W_IA, W_IA_N, W_PA,
+                      W_PA_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
 from .rnea import gravity_acceleration
 
 
@@ -281,7 +282,8 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                     for l in range(6):
                         y += w[IAo + 6 * k + l] * w[ao + l]
                     x += mf[so + k] * y
-                x += mf[dd + D_ARMATURE] * qdd_in[dof] + mf[dd + D_DAMPING] * qd[dof] + mf[dd + D_COULOMB] * _sign(qd[dof])
+                x += (mf[dd + D_ARMATURE] * qdd_in[dof] + mf[dd + D_DAMPING] * qd[dof]
+                      + mf[dd + D_COULOMB] * _sign(qd[dof]))
                 tau_out[dof] = x
                 qdd[dof] = qdd_in[dof]
     return 0

@@ -100,8 +100,8 @@ def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):
         except np.linalg.LinAlgError:
             k = _first_singular_body(model, H)
             raise SingularMassMatrixError(
-                f"forward dynamics needs to invert the mass matrix, which is singular at {model.body_label[k]}: that body "
-                "and the links it carries have no inertia about its joint axis") from None
+                f"forward dynamics needs to invert the mass matrix, which is singular at {model.body_label[k]}: "
+                "that body and the links it carries have no positive inertia about its joint axis") from None
         y = np.linalg.solve(L, tau - C)
         return np.linalg.solve(L.T, y)
     lam = dof_parents(model)

@@ -20,8 +20,9 @@ from ..layout import HEADER_F, HEADER_I
 from ..spatial import crf_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from ..dispatch import Route, check_model, wrenches
 from ..joints import joint_motion
-from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HF_GRAVITY, H_NB, J_NV, J_PARENT, J_TYPE, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F,
-                      W_F_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HF_GRAVITY, H_NB,
+                      J_NV, J_PARENT, J_TYPE, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_SIN, W_V,
+                      W_V_N)
 from .rnea_batch import rnea_lanes_kernel, work_size as lanes_work_size
 from ._common import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT,
                       BAD_LENGTH)
