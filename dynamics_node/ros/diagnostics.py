@@ -1,13 +1,15 @@
 """What the node tells about itself: /diagnostics (1 Hz) and ~/markers (rviz), and the timings.
 
-`diagnostics(node)` builds a DiagnosticArray from the node's state: the model, the joint-state
-stream (rate, age, missing or stale joints, closure residual, saturated commands, joints outside
-their limits; ERROR when the stream's callback fails) and the computation (requests, percentiles).
+`Reporter(node)` owns the two publishers and their timers; `diagnostics(node, rep)` builds a
+DiagnosticArray from the node's state: the model, the joint-state stream (rate, age, missing or
+stale joints, closure residual, saturated commands, joints outside their limits; ERROR when the
+stream's callback fails) and the computation (requests, percentiles).
 """
 from __future__ import annotations
 
 import collections
 import math
+import time
 
 import numpy as np
 
@@ -94,7 +96,59 @@ def outside_limits(st, q) -> list:
     return out
 
 
-def diagnostics(node):
+class Reporter:
+    """/diagnostics at 1 Hz and ~/markers at the node's markers_rate, from what the node holds (its
+    state, cfg, stream, latest joint states); also the services' request statistics (`stats`)."""
+
+    def __init__(self, node):
+        from diagnostic_msgs.msg import DiagnosticArray
+        from visualization_msgs.msg import MarkerArray
+
+        self.node, self.stats, self.js_rate = node, Stats(), 0.0
+        self._rate_mark, self._fail_mark, self._markers_timer = (time.monotonic(), 0), (0, 0, False), None
+        self._pub_diag = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._pub_markers = node.create_publisher(MarkerArray, "~/markers", 5)
+        node.create_timer(1.0, self.publish_diagnostics)
+        self.reset_markers_timer()
+
+    def reset_markers_timer(self):
+        node = self.node
+        if self._markers_timer is not None:
+            node.destroy_timer(self._markers_timer)
+            self._markers_timer = None
+        if node.cfg.markers_rate > 0:
+            self._markers_timer = node.create_timer(1.0 / node.cfg.markers_rate, self.publish_markers)
+
+    def stream_failing(self):
+        """The stream's callback failed since the last report and published nothing."""
+        return self._fail_mark[2]
+
+    def publish_diagnostics(self):
+        node = self.node
+        now, r = time.monotonic(), node.stream.last
+        node.stream.check()  # restart a stream process that died
+        t_mark, n_mark = self._rate_mark
+        self.js_rate = (node.latest.received - n_mark) / max(now - t_mark, 1e-9)
+        self._rate_mark = (now, node.latest.received)
+        errors, published, _ = self._fail_mark
+        e, pub = r.get("errors", 0), r.get("published", 0)
+        self._fail_mark = (e, pub, e > errors and pub == published)
+        try:
+            self._pub_diag.publish(diagnostics(node, self))
+        except Exception as e:  # noqa: BLE001 - diagnostics must never stop the node
+            node.get_logger().error(f"diagnostics: {type(e).__name__}: {e}", throttle_duration_sec=10.0)
+
+    def publish_markers(self, force=False):
+        node = self.node
+        st = node.state
+        if st is None or (not force and self._pub_markers.get_subscription_count() == 0):
+            return
+        q = node.latest_or_none()
+        q = np.asarray(st.model.neutral(), float) if q is None else q
+        self._pub_markers.publish(markers(st, q, node.get_clock().now().to_msg()))
+
+
+def diagnostics(node, rep):
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
     OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
     name = node.get_name()
@@ -149,13 +203,13 @@ def diagnostics(node):
         if out:
             level = WARN
             problems.append("outside joint limits: " + _cut(out))
-    if not stream.alive() or (r.get("errors") and node.stream_failing()):
+    if not stream.alive() or (r.get("errors") and rep.stream_failing()):
         level = ERROR
         problems.append(stream.error or f"the joint-state callback fails: {r.get('last_error', '')}")
     s_js.level = level
     s_js.message = "; ".join([msg] + problems)
     s_js.values = [
-        _kv("topic", cfg.joint_states_topic), _kv("rate_hz", f"{node.js_rate:.1f}"), _kv("age_s", f"{age:.3f}"),
+        _kv("topic", cfg.joint_states_topic), _kv("rate_hz", f"{rep.js_rate:.1f}"), _kv("age_s", f"{age:.3f}"),
         _kv("received", r.get("received", 0)), _kv("dropped", r.get("dropped", 0)),
         _kv("gravity_torques_published", r.get("published", 0)), _kv("callback_errors", r.get("errors", 0)),
         _kv("missing_or_stale", _cut(stale) or "none"),
@@ -166,7 +220,7 @@ def diagnostics(node):
         s_js.values.append(_kv("loop_closure_residual", f"{r.get('closure_residual', float('nan')):.3g}"))
     s_js.values.append(_kv("saturated_commands", r.get("saturation_count", 0)))
 
-    stats = node.stats
+    stats = rep.stats
     s_srv = DiagnosticStatus(name=f"{name}: computation", hardware_id=hw, level=OK, message="ok")
     vals = [_kv("requests_served", sum(stats.requests.values())),
             _kv("requests_failed", sum(stats.failures.values()))]

@@ -14,18 +14,15 @@ import gc
 import threading
 import time
 
-import numpy as np
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.exceptions import ParameterUninitializedException
 from rcl_interfaces.msg import SetParametersResult
 
 from ..errors import DynamicsError, InputError
 from . import diagnostics as diag
 from .conversions import check_payload
 from .model_state import WAITING, plan, summary_lines, warm_up
-from .params import (MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, descriptor,
-                     validate)
+from .params import MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, declare, plain, validate
 from .services import SERVICES, serve
 from .stream import LatestJointStates
 from .stream_process import StreamProcess
@@ -45,19 +42,9 @@ class DynamicsNode(Node):
     def __init__(self, urdf_path_default: str = "", **kwargs):
         super().__init__(NODE_NAME, **kwargs)
         self._lock = threading.RLock()   # parameters (main thread) and set_payload (services thread)
-        for name, p in PARAMETERS.items():
-            default = urdf_path_default if (name == "urdf_path" and urdf_path_default) else p.default
-            if isinstance(default, list) and not default:  # an empty list has no type for rclpy
-                self.declare_parameter(name, Parameter.Type(descriptor(name).type), descriptor(name))
-                if not self._initialised(name):
-                    self.set_parameters([Parameter(name, Parameter.Type(descriptor(name).type), [])])
-            else:
-                self.declare_parameter(name, default, descriptor(name))
-        self.values = {name: self._value(name) for name in PARAMETERS}
-        self.state = self.loaded = self.topic_text = self.desc_sub = self._markers_timer = None
+        self.values = declare(self, urdf_path_default)
+        self.state = self.loaded = self.topic_text = self.desc_sub = None
         self.service_payloads: dict = {}
-        self.stats = diag.Stats()
-        self.js_rate, self._rate_mark, self._fail_mark = 0.0, (time.monotonic(), 0), (0, 0, False)
         try:
             self.cfg = validate(self.values, self.get_name(), self.get_namespace())
         except ConfigError as e:
@@ -73,36 +60,19 @@ class DynamicsNode(Node):
         except (ConfigError, DynamicsError) as e:
             raise StartupError(_one_line(self.cfg, e)) from None
 
+        self.report = diag.Reporter(self)  # /diagnostics, ~/markers and the services' statistics
         import dynamics_interfaces.srv as srv
         self.service_node = _helper_node(self, "_services")
         for leaf, s in SERVICES.items():
             self.service_node.create_service(getattr(srv, s.type_name), self.resolve_service_name(f"~/{leaf}"),
-                                             serve(self, leaf, s.handler, self.stats))
-        from diagnostic_msgs.msg import DiagnosticArray
-        from visualization_msgs.msg import MarkerArray
-        self._pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._pub_markers = self.create_publisher(MarkerArray, "~/markers", 5)
+                                             serve(self, leaf, s.handler, self.report.stats))
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.create_timer(1.0, self._publish_diagnostics)
-        self._reset_markers_timer()
         self._warm_up(rest=False)  # the stream's kernels, before anything is served
         self._log_state("serving")
         self._warm_thread = threading.Thread(target=self._warm_up, name="warm_up", daemon=True)
         self._warm_thread.start()
 
     # ------------------------------------------------------------------ model and parameters
-    def _initialised(self, name):
-        try:
-            self.get_parameter(name)
-            return True
-        except ParameterUninitializedException:
-            return False
-
-    def _value(self, name):
-        v = self.get_parameter(name).value
-        v = PARAMETERS[name].default if v is None else v
-        return v if isinstance(v, (str, bool, int, float)) else list(v)
-
     def _plan(self, cfg, changed, service_payloads=None, topic_text=None, reload=False):
         return plan(cfg, changed, self.loaded, self.service_payloads if service_payloads is None else service_payloads,
                     self.topic_text if topic_text is None else topic_text,
@@ -153,8 +123,7 @@ class DynamicsNode(Node):
             changed = set()
             for p in params:
                 if p.name in PARAMETERS:
-                    v = PARAMETERS[p.name].default if p.value is None else p.value
-                    values[p.name] = v if isinstance(v, (str, bool, int, float)) else list(v)
+                    values[p.name] = plain(p.name, p.value)
                     changed.add(p.name)
             if not changed:
                 return SetParametersResult(successful=True)
@@ -168,7 +137,7 @@ class DynamicsNode(Node):
             self.values = values
             self._apply(plan, changed)
         if "markers_rate" in changed:
-            self._reset_markers_timer()
+            self.report.reset_markers_timer()
         if "stream_thread_priority" in changed:
             self.stream.set_priority(self.cfg.stream_thread_priority)
         self.get_logger().info(f"parameters updated: {', '.join(sorted(changed))}")
@@ -194,7 +163,7 @@ class DynamicsNode(Node):
         msg = (f"payload on '{link}' removed" if mass == 0.0 else f"payload of {mass:g} kg attached to "
                f"'{link}'") + f"; robot mass now {plan[2].model.total_mass():.6g} kg"
         self.get_logger().info(msg)
-        self._publish_markers(force=True)
+        self.report.publish_markers(force=True)
         return msg
 
     def latest_q(self, st):
@@ -218,39 +187,6 @@ class DynamicsNode(Node):
             return
         for line in summary_lines(self.state, self.cfg):
             log.info(f"{what}: {line}" if line.startswith("robot '") else f"  {line}")
-
-    # ------------------------------------------------------------------ timers
-    def _reset_markers_timer(self):
-        if self._markers_timer is not None:
-            self.destroy_timer(self._markers_timer)
-            self._markers_timer = None
-        if self.cfg.markers_rate > 0:
-            self._markers_timer = self.create_timer(1.0 / self.cfg.markers_rate, self._publish_markers)
-
-    def stream_failing(self):
-        return self._fail_mark[2]
-
-    def _publish_diagnostics(self):
-        now, r = time.monotonic(), self.stream.last
-        self.stream.check()  # restart a stream process that died
-        t_mark, n_mark = self._rate_mark
-        self.js_rate = (self.latest.received - n_mark) / max(now - t_mark, 1e-9)
-        self._rate_mark = (now, self.latest.received)
-        errors, published, _ = self._fail_mark
-        e, pub = r.get("errors", 0), r.get("published", 0)
-        self._fail_mark = (e, pub, e > errors and pub == published)
-        try:
-            self._pub_diag.publish(diag.diagnostics(self))
-        except Exception as e:  # noqa: BLE001 - diagnostics must never stop the node
-            self.get_logger().error(f"diagnostics: {type(e).__name__}: {e}", throttle_duration_sec=10.0)
-
-    def _publish_markers(self, force=False):
-        st = self.state
-        if st is None or (not force and self._pub_markers.get_subscription_count() == 0):
-            return
-        q = self.latest_or_none()
-        q = np.asarray(st.model.neutral(), float) if q is None else q
-        self._pub_markers.publish(diag.markers(st, q, self.get_clock().now().to_msg()))
 
     def _warm_up(self, rest=True):
         warm_up(self.state, rest)

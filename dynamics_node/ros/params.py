@@ -245,6 +245,32 @@ def descriptor(name: str):
     return d
 
 
+def declare(node, urdf_path_default: str = "") -> dict:
+    """Declare every parameter of the table on an rclpy node (with its descriptor) and return the
+    values it starts with (overrides from the command line or a parameter file applied)."""
+    from rclpy.exceptions import ParameterUninitializedException
+    from rclpy.parameter import Parameter
+
+    for name, p in PARAMETERS.items():
+        default = urdf_path_default if (name == "urdf_path" and urdf_path_default) else p.default
+        if isinstance(default, list) and not default:  # an empty list has no type for rclpy
+            ptype = Parameter.Type(descriptor(name).type)
+            node.declare_parameter(name, ptype, descriptor(name))
+            try:
+                node.get_parameter(name)
+            except ParameterUninitializedException:
+                node.set_parameters([Parameter(name, ptype, [])])
+        else:
+            node.declare_parameter(name, default, descriptor(name))
+    return {name: plain(name, node.get_parameter(name).value) for name in PARAMETERS}
+
+
+def plain(name: str, v):
+    """A parameter value as validate() takes it: the default for None, a list for an array."""
+    v = PARAMETERS[name].default if v is None else v
+    return v if isinstance(v, (str, bool, int, float)) else list(v)
+
+
 def help_text() -> str:
     lines = ["Parameters:"]
     for name, p in PARAMETERS.items():
