@@ -58,15 +58,21 @@ def ltdl_factor(H, lam, tol):
     return -1
 
 
-@njit(types.void(F2, I1, F1), cache=True)
-def ltdl_solve(L, lam, b):
-    """Solve (L^T D L) x = b in place in b (Table 6.5: back-substitution with L^T, then D, then L)."""
-    n = b.shape[0]
-    for i in range(n - 1, -1, -1):
+@njit(cache=True, inline="always")
+def lt_solve(L, lam, b):
+    """b <- L^-T b for the unit lower-triangular L of H = L^T D L (Table 6.5's back-substitution
+    with L^T, over the expanded parent array lam)."""
+    for i in range(b.shape[0] - 1, -1, -1):
         j = lam[i]
         while j != -1:
             b[j] -= L[i, j] * b[i]
             j = lam[j]
+
+
+@njit(cache=True, inline="always")
+def dl_solve(L, lam, b):
+    """b <- L^-1 D^-1 b (Table 6.5: D, then the back-substitution with L)."""
+    n = b.shape[0]
     for i in range(n):
         b[i] /= L[i, i]
     for i in range(n):
@@ -74,6 +80,13 @@ def ltdl_solve(L, lam, b):
         while j != -1:
             b[i] -= L[i, j] * b[j]
             j = lam[j]
+
+
+@njit(types.void(F2, I1, F1), cache=True)
+def ltdl_solve(L, lam, b):
+    """Solve (L^T D L) x = b in place in b (Table 6.5: back-substitution with L^T, then D, then L)."""
+    lt_solve(L, lam, b)
+    dl_solve(L, lam, b)
 
 
 def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):

@@ -29,7 +29,7 @@ from .._common import (A_TAU, F1, I1, P_F, P_I, SINGULAR, check, fext_array, mod
 from ..aba import forward_dynamics
 from ..crba import crba_kernel, mass_matrix
 from ..kinematics import link_pose
-from ..ltdl import ltdl_factor
+from ..ltdl import dl_solve, lt_solve, ltdl_factor
 from ..rnea import bias_forces, inverse_dynamics, rnea_kernel
 from ...layout import BODY_I, H_NB, H_NVT, HEADER_I, J_VI
 from .constraints import check_stab, loop_terms, loop_wrench, scratch_size, terms, vec
@@ -187,30 +187,6 @@ def lambda_solve(A, b, lam, LA, V, y, m):
         lam[i] = t / LA[i * m + i]
 
 
-@njit(cache=True, inline="always")
-def _lt_solve(L, lam, b):
-    """b <- L^-T b for the unit lower-triangular L of H = L^T D L (Table 6.5's back-substitution
-    with L^T, over the expanded parent array lam)."""
-    for i in range(b.shape[0] - 1, -1, -1):
-        j = lam[i]
-        while j != -1:
-            b[j] -= L[i, j] * b[i]
-            j = lam[j]
-
-
-@njit(cache=True, inline="always")
-def _dl_solve(L, lam, b):
-    """b <- L^-1 D^-1 b (Table 6.5: D, then the back-substitution with L)."""
-    n = b.shape[0]
-    for i in range(n):
-        b[i] /= L[i, i]
-    for i in range(n):
-        j = lam[i]
-        while j != -1:
-            b[i] -= L[i, j] * b[j]
-            j = lam[j]
-
-
 @njit(cache=True)
 def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, H2, w):
     """Closed-loop forward dynamics (see the module docstring) into out (out_views); H2 is out's
@@ -245,12 +221,12 @@ def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, H2, w):
         return SINGULAR * 100000000 + bs
     for i in range(nvt):
         qdd[i] = tau[i] - C[i]
-    _lt_solve(H2, lamp, qdd)                                # step 3: z = L^-T (tau - C)
+    lt_solve(H2, lamp, qdd)                                # step 3: z = L^-T (tau - C)
     for c in range(m):
         yc = Y[c * nvt:(c + 1) * nvt]
         for i in range(nvt):
             yc[i] = K[c * nvt + i]
-        _lt_solve(H2, lamp, yc)                             #         Y = L^-T K^T (column c)
+        lt_solve(H2, lamp, yc)                             #         Y = L^-T K^T (column c)
     for r in range(m):                                      # step 4: A = Y^T D^-1 Y, b = k - Y^T D^-1 z
         t = kk[r]
         for i in range(nvt):
@@ -267,7 +243,7 @@ def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, H2, w):
         lc = lam[c]
         for i in range(nvt):
             qdd[i] += Y[c * nvt + i] * lc
-    _dl_solve(H2, lamp, qdd)
+    dl_solve(H2, lamp, qdd)
     for l in range(nl):
         loop_wrench(li, lf, s, nb, l, lam, wr)               # f_k = T_k lambda_k (Eq. 8.30)
     return 0
