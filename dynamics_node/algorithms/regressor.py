@@ -17,6 +17,8 @@ the model options armature and friction are not inertial parameters and are not 
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .._jit import njit, types
@@ -119,10 +121,17 @@ def _sym(pi):
 
 
 def frame_to_body(R, p) -> np.ndarray:
+    """T of a frame at (R, p), cached: a link's map is asked for at every sample of an identification."""
+    R, p = np.asarray(R, dtype=float).reshape(9), np.asarray(p, dtype=float).reshape(3)
+    return _frame_to_body(tuple(R.tolist()), tuple(p.tolist()))
+
+
+@functools.lru_cache(maxsize=256)
+def _frame_to_body(R, p) -> np.ndarray:
     """T (10 x 10) with pi_body = T pi_frame for the parameters of a rigid body given in a frame at
     pose (R, p) in the body frame. Eq. 2.63 with c_b = R c + p and I_C unchanged:
     h_b = R h + m p and Ibar_b = R Ibar R^T - ([Rh]x [p]x + [p]x [Rh]x) - m [p]x [p]x, linear in pi."""
-    R, p = np.asarray(R, dtype=float).reshape(3, 3), np.asarray(p, dtype=float)
+    R, p = np.array(R).reshape(3, 3), np.array(p)
     P = _skew(p)
     T = np.empty((N_PARAMS, N_PARAMS))
     for k in range(N_PARAMS):
@@ -132,6 +141,7 @@ def frame_to_body(R, p) -> np.ndarray:
         H = _skew(h)
         Ib = R @ _sym(e) @ R.T - (H @ P + P @ H) - m * P @ P
         T[:, k] = [m, *(h + m * p), Ib[0, 0], Ib[0, 1], Ib[1, 1], Ib[0, 2], Ib[1, 2], Ib[2, 2]]
+    T.setflags(write=False)
     return T
 
 
