@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dispatch import check_model, mat
+from .dispatch import check_model, check_out, mat
 from .errors import InputError
 from .layout import BODY_I, HEADER_I, J_NV, J_VI
 
@@ -140,8 +140,8 @@ def identify_payload(model, link, Q, QD, QDD, TAU, rcond=_DEFAULT_RCOND) -> Payl
     W = np.empty((n * rows.size, N_PARAMS))
     for k in range(n):
         W[k * rows.size:(k + 1) * rows.size] = link_regressor(base, Q[k], QD[k], QDD[k], link)[rows]
-    if not (np.isfinite(R).all() and np.isfinite(W).all()):
-        raise InputError("the torques or the regressor overflowed (not finite): inputs out of range")
+    check_out((R, W), "payload identification (torques and regressor)", ("Q", "QD", "QDD", "TAU"),
+              (Q, QD, QDD, TAU))
     scale = np.linalg.norm(W, axis=0)
     scale[scale == 0.0] = 1.0
     U, s, Vt = np.linalg.svd(W / scale, full_matrices=False)
@@ -151,19 +151,29 @@ def identify_payload(model, link, Q, QD, QDD, TAU, rcond=_DEFAULT_RCOND) -> Payl
                          f"of {N_PARAMS} (singular values below {rcond:g} x the largest); "
                          f"{_describe_null(Vt[rank:])}. Move every joint that carries the link, the wrist "
                          "included, through a range of positions, velocities and accelerations")
-    pi = (Vt.T @ ((U.T @ R) / s)) / scale
-    residual = W @ pi - R
-    cond = float(s[0] / s[-1])
-    return _result(link, pi, float(np.sqrt(np.mean(residual ** 2))), cond, n)
+    with np.errstate(all="ignore"):  # torques near the float range: an overflow is reported below
+        pi = (Vt.T @ ((U.T @ R) / s)) / scale
+        residual = W @ pi - R
+        big = float(np.max(np.abs(residual))) if np.isfinite(residual).all() else np.inf
+        rms = big * float(np.sqrt(np.mean((residual / big) ** 2))) if 0 < big < np.inf else big  # no squares' overflow
+    m, c, I_c = _about_com(pi)
+    check_out((pi, rms, c, I_c), "payload identification", ("Q", "QD", "QDD", "TAU"), (Q, QD, QDD, TAU))
+    return _result(link, pi, m, c, I_c, rms, float(s[0] / s[-1]), n)
 
 
-def _result(link, pi, rms, cond, n) -> Payload:
+def _about_com(pi):
+    """(m, c, I_C) from pi_L: c = h / m (0 when m = 0) and Eq. 2.63 solved for the inertia about the
+    CoM: Ibar = I_C - m c x c x."""
     m, h = float(pi[0]), pi[1:4]
+    with np.errstate(all="ignore"):  # an overflow is reported by the caller, naming the inputs
+        c = h / m if m != 0 else np.zeros(3)
+        S = np.array([[0.0, -c[2], c[1]], [c[2], 0.0, -c[0]], [-c[1], c[0], 0.0]])
+        Ibar = np.array([[pi[4], pi[5], pi[7]], [pi[5], pi[6], pi[8]], [pi[7], pi[8], pi[9]]])
+        return m, c, Ibar + m * S @ S
+
+
+def _result(link, pi, m, c, I_c, rms, cond, n) -> Payload:
     warnings = []
-    c = h / m if m != 0 else np.zeros(3)
-    S = np.array([[0.0, -c[2], c[1]], [c[2], 0.0, -c[0]], [-c[1], c[0], 0.0]])
-    Ibar = np.array([[pi[4], pi[5], pi[7]], [pi[5], pi[6], pi[8]], [pi[7], pi[8], pi[9]]])
-    I_c = Ibar + m * S @ S  # Eq. 2.63 solved for the inertia about the CoM: Ibar = I_C - m c x c x
     why = _physical(m, I_c)
     if m == 0:
         why.append("mass 0: the centre of mass is undefined (reported as 0)")

@@ -129,6 +129,7 @@ def trajectory_from_recording(messages, window=0.15, max_points=2000):
         stamps.append(a[:, 0])
         values.append(a[:, 1:])
     t, X, XD, XDD, E = differentiate(stamps, values, window, max_points)
+    t_start = max(float(s[0]) for s in stamps)
     traj = JointTrajectory()
     traj.joint_names = names
     for k in range(t.size):
@@ -137,7 +138,7 @@ def trajectory_from_recording(messages, window=0.15, max_points=2000):
         pt.velocities = array.array("d", XD[k])
         pt.accelerations = array.array("d", XDD[k])
         pt.effort = array.array("d", E[k])
-        dt = t[k] - t[0]
+        dt = t[k] - t_start  # from the first stamp common to every joint
         pt.time_from_start.sec = int(dt)
         pt.time_from_start.nanosec = int(round((dt - int(dt)) * 1e9)) % 1000000000
         traj.points.append(pt)
