@@ -142,7 +142,9 @@ def identify_payload(model, link, Q, QD, QDD, TAU, rcond=_DEFAULT_RCOND) -> Payl
         W[k * rows.size:(k + 1) * rows.size] = link_regressor(base, Q[k], QD[k], QDD[k], link)[rows]
     check_out((R, W), "payload identification (torques and regressor)", ("Q", "QD", "QDD", "TAU"),
               (Q, QD, QDD, TAU))
-    scale = np.linalg.norm(W, axis=0)
+    top = np.abs(W).max(axis=0)
+    top[top == 0.0] = 1.0
+    scale = top * np.linalg.norm(W / top, axis=0)  # column norms that cannot overflow
     scale[scale == 0.0] = 1.0
     U, s, Vt = np.linalg.svd(W / scale, full_matrices=False)
     rank = int(np.sum(s > rcond * s[0])) if s[0] > 0 else 0

@@ -45,7 +45,7 @@ def _request(n=200, apply=False, drop=None):
     TAU = dn.inverse_dynamics_batch(mp, Q, QD, QDD)
     idx = [m.v_slice(j).start for j in SHUFFLED]
     req = IdentifyPayload.Request(link="tool0", apply=apply)
-    req.samples.joint_names = SHUFFLED
+    req.samples.joint_names = list(SHUFFLED)
     for k in range(n):
         pt = JointTrajectoryPoint(positions=list(Q[k, idx]), velocities=list(QD[k, idx]),
                                   accelerations=list(QDD[k, idx]), effort=list(TAU[k, idx]))
