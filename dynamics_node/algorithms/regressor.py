@@ -24,7 +24,7 @@ import numpy as np
 from .._jit import njit, types
 from ..dispatch import Route
 from ..errors import InputError
-from ..layout import (B_RBI, BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI,
+from ..layout import (BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI,
                       RBI_N, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
 from ..spatial import crf_t, load6, rbi_mul_t, xtf_t
 from ._common import F1, F2, I1
