@@ -148,6 +148,24 @@ def test_the_recorder_differentiates_irregular_stamps():
     np.testing.assert_allclose([p.effort for p in traj.points], 2 * ex[0], atol=2e-4)
 
 
+def test_the_recorder_unwraps_continuous_joints_and_needs_efforts():
+    from dynamics_node.errors import InputError
+    from dynamics_node.ros.identify import trajectory_from_recording
+    t = np.arange(0.0, 4.0, 0.004)
+    q = 0.9 * t + 2.5  # a continuous joint turning through +-pi, reported wrapped
+    wrapped = np.angle(np.exp(1j * q))
+    msgs = [ns.joint_state(["wheel"], [wrapped[k]], stamp_ns=int(round(t[k] * 1e9)), efforts=[1.0])
+            for k in range(t.size)]
+    traj = trajectory_from_recording(msgs)
+    np.testing.assert_allclose([p.velocities[0] for p in traj.points], 0.9, atol=1e-6)
+    np.testing.assert_allclose([p.accelerations[0] for p in traj.points], 0.0, atol=1e-4)
+    no_effort = [ns.joint_state(["wheel"], [wrapped[k]], stamp_ns=int(round(t[k] * 1e9))) for k in range(t.size)]
+    with pytest.raises(InputError, match="effort"):
+        trajectory_from_recording(no_effort)
+    with pytest.raises(InputError, match="too short a recording"):
+        trajectory_from_recording(msgs[:20])
+
+
 # ------------------------------------------------------------------------------------ real node
 NAME = "ident_arm7"
 TOPIC = "/ident_test/js"

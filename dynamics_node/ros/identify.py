@@ -9,7 +9,8 @@ smoothed and differentiated by a Savitzky-Golay filter (scipy.signal.savgol_filt
 by least squares in a sliding window of ``window`` seconds, whose value, first and second
 derivative at the window's centre are position, velocity and acceleration). The efforts go through
 the same filter (derivative 0), so torques and accelerations see the same smoothing; the filter is
-symmetric, so neither lags. Half a window at each end (where the fit is one-sided) is dropped, and
+symmetric, so neither lags. Positions are unwrapped first (a continuous joint reported within
+(-pi, pi] would otherwise jump by 2 pi; no joint moves by pi between two messages). Half a window at each end (where the fit is one-sided) is dropped, and
 the rest thinned to at most ``max_points`` points.
 """
 from __future__ import annotations
@@ -126,6 +127,7 @@ def trajectory_from_recording(messages, window=0.15, max_points=2000):
         a = np.array(sorted(series[n]))
         _, first = np.unique(a[:, 0], return_index=True)  # one value per stamp
         a = a[first]
+        a[:, 1] = np.unwrap(a[:, 1])  # a continuous joint reported within one turn: no jump of 2 pi
         stamps.append(a[:, 0])
         values.append(a[:, 1:])
     t, X, XD, XDD, E = differentiate(stamps, values, window, max_points)
