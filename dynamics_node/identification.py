@@ -48,7 +48,7 @@ class Payload:
     samples: int
 
 
-def _stack(model, link, Q, QD, QDD, TAU):
+def _stack(model, Q, QD, QDD, TAU):
     Q, QD, QDD, TAU = mat(Q, "Q"), mat(QD, "QD"), mat(QDD, "QDD"), mat(TAU, "TAU")
     for name, A, n in (("Q", Q, model.nq), ("QD", QD, model.nv), ("QDD", QDD, model.nv), ("TAU", TAU, model.nv)):
         if A.shape[1] != n:
@@ -124,7 +124,7 @@ def identify_payload(model, link, Q, QD, QDD, TAU, rcond=_DEFAULT_RCOND) -> Payl
     body, T = link_parameters_map(model, link)
     if not (isinstance(rcond, (int, float)) and not isinstance(rcond, bool) and 0 < rcond < 1):
         raise InputError(f"rcond must be a number in (0, 1), got {rcond!r}")
-    Q, QD, QDD, TAU = _stack(model, link, Q, QD, QDD, TAU)
+    Q, QD, QDD, TAU = _stack(model, Q, QD, QDD, TAU)
     if body < 0:
         raise InputError(f"link '{link}' is welded to the fixed base: a payload there exerts no joint torque, "
                          "so nothing can be identified from joint torques")
