@@ -10,8 +10,9 @@ by least squares in a sliding window of ``window`` seconds, whose value, first a
 derivative at the window's centre are position, velocity and acceleration). The efforts go through
 the same filter (derivative 0), so torques and accelerations see the same smoothing; the filter is
 symmetric, so neither lags. Positions are unwrapped first (a continuous joint reported within
-(-pi, pi] would otherwise jump by 2 pi; no joint moves by pi between two messages). Half a window at each end (where the fit is one-sided) is dropped, and
-the rest thinned to at most ``max_points`` points.
+(-pi, pi] would otherwise jump by 2 pi; no joint moves by pi between two messages). Half a window
+at each end (where the fit is one-sided) is dropped, and the rest thinned to at most
+``max_points`` points.
 """
 from __future__ import annotations
 
