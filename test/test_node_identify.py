@@ -223,6 +223,7 @@ def test_cli_records_identifies_and_applies(node):
     finally:
         stop.set()
         th.join(5)
+    print(p.stdout)  # the identified payload (shown with pytest -s)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "recording /ident_test/js" in p.stderr
     vals = {ln.split(":")[0]: ln.split(":", 1)[1].strip() for ln in p.stdout.splitlines() if ":" in ln}
