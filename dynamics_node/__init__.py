@@ -64,6 +64,10 @@ _LAZY = {
     "dual_arm_forward_dynamics": ".algorithms.loops", "dual_arm_inverse_dynamics": ".algorithms.loops",
     "pseudovelocity_basis": ".algorithms.loops", "reduced_order_dynamics": ".algorithms.loops",
     "decoupled_control": ".algorithms.loops",
+    # issue 10: the inertial-parameter regressor and payload identification
+    "inertial_parameters": ".algorithms.regressor", "regressor": ".algorithms.regressor",
+    "link_regressor": ".algorithms.regressor",
+    "Payload": ".identification", "identify_payload": ".identification",
 }
 
 __all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]

@@ -38,6 +38,7 @@ EXEMPT = {  # public names that are not computations on arrays, with the reason
     "Model": "class (built by load_model)",
     "Data": "class (its check is tested here through data=)", "ROOT_JOINT": "a constant (str)",
     "load_model": "takes a description, not arrays: its contract is the loader's (issue 14 §3)",
+    "inertial_parameters": "takes the model alone (no arrays)", "Payload": "class (identify_payload's result)",
 }
 
 
@@ -104,6 +105,9 @@ CALLS = {
     "dual_arm_inverse_dynamics": ("dual", "qvv3", lambda m, q, qd, qdd, f: dn.dual_arm_inverse_dynamics(
         m, q, qd, qdd, f)),
     "decoupled_control": ("dual", "qvab", lambda m, q, qd, t1, t2: dn.decoupled_control(m, q, qd, t1, t2)),
+    "regressor": ("mimic", "qvv", lambda m, q, qd, qdd: dn.regressor(m, q, qd, qdd)),
+    "link_regressor": ("mimic", "qvv", lambda m, q, qd, qdd: dn.link_regressor(m, q, qd, qdd, _link(m))),
+    "identify_payload": ("arm", "QVVV", lambda m, Q, QD, QDD, TAU: dn.identify_payload(m, _link(m), Q, QD, QDD, TAU)),
 }
 NAMES = {  # the public argument names of the arrays, in order
     "inverse_dynamics": "q qd qdd", "gravity": "q", "bias_forces": "q qd", "mass_matrix": "q",
@@ -117,10 +121,11 @@ NAMES = {  # the public argument names of the arrays, in order
     "sphere_force": "q qd tau", "delta_matrix": "q", "dual_arm_forward_dynamics": "q qd tau",
     "pseudovelocity_basis": "q qd", "reduced_order_dynamics": "q nu tau", "dual_arm_inverse_dynamics": "q qd qdd f_cs",
     "decoupled_control": "q qd tau1_s tau2_s",
+    "regressor": "q qd qdd", "link_regressor": "q qd qdd", "identify_payload": "Q QD QDD TAU",
 }
 DATA_FUNCS = ["inverse_dynamics", "gravity", "bias_forces", "mass_matrix", "forward_dynamics", "hybrid_dynamics",
               "floating_base_inverse_dynamics", "jacobian", "link_pose", "link_poses", "link_velocity",
-              "bias_acceleration", "center_of_mass"]
+              "bias_acceleration", "center_of_mass", "regressor", "link_regressor"]
 
 
 def test_every_public_function_is_covered():
@@ -336,6 +341,8 @@ def _call_with_data(models, name, data, model=None):
         "link_velocity": lambda: dn.link_velocity(m, *arrays, link, data=data),
         "bias_acceleration": lambda: dn.bias_acceleration(m, *arrays, link, data=data),
         "center_of_mass": lambda: dn.center_of_mass(m, *arrays, data=data),
+        "regressor": lambda: dn.regressor(m, *arrays, data=data),
+        "link_regressor": lambda: dn.link_regressor(m, *arrays, link, data=data),
     }
     return m, fns[name]
 
@@ -390,6 +397,15 @@ def test_overflowing_results_are_refused(models):
             dn.inverse_dynamics(m, qq, np.full(m.nv, 1.4e154), a)
         with pytest.raises(dn.InputError, match="overflow"):
             dn.bias_forces(m, qq, np.full(m.nv, 1.4e154))
+        with pytest.raises(dn.InputError, match="overflow.*qd"):
+            dn.regressor(m, qq, np.full(m.nv, 1.4e154), a)
+        with pytest.raises(dn.InputError, match="overflow.*qd"):
+            dn.link_regressor(m, qq, np.full(m.nv, 1.4e154), a, m.link_names[-1])
+    Q, QD, QDD = np.stack([_state(arm, s)[0] for s in range(3)]), np.ones((3, arm.nv)), np.ones((3, arm.nv))
+    with pytest.raises(dn.InputError, match="overflow.*TAU"):
+        dn.identify_payload(arm, link_of_arm := arm.link_names[-1], Q, QD, QDD, np.full((3, arm.nv), 1e308))
+    with pytest.raises(dn.InputError, match="overflow.*QD"):
+        dn.identify_payload(arm, link_of_arm, Q, np.full((3, arm.nv), 1.4e154), QDD, np.zeros((3, arm.nv)))
     link = arm.link_names[-1]
     with pytest.raises(dn.InputError, match="overflow.*f_ext"):
         dn.inverse_dynamics(arm, q, qd, qdd, f_ext={link: [1e308] * 6})

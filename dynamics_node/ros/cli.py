@@ -12,6 +12,7 @@ There is no `ros2` command line on pip-installed ROS 2, so this client stands in
     dynamics_cli jacobian -q ... --link tool0
     dynamics_cli set_payload --link tool0 --mass 2 --com 0 0 0.05 --inertia 0.002 0 0 0.002 0 0.002
     dynamics_cli trajectory_inverse_dynamics --file traj.yaml
+    dynamics_cli identify_payload --link tool0 --record 10 [--apply]   (records joint states with efforts)
     dynamics_cli closed_loop_forward_dynamics / closed_loop_inverse_dynamics ...
     dynamics_cli param list | param get gravity | param set gravity "[0, 0, -1.62]"
     dynamics_cli echo gravity_torques [--count 1]      (also: diagnostics, markers)
@@ -97,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--actuated", nargs="+", default=[], metavar="JOINT")
             sp.add_argument("-w", "--loop-wrench", nargs=7, action="append", default=[],
                             metavar=("LOOP_JOINT", "FX", "FY", "FZ", "TX", "TY", "TZ"))
+        elif name == "identify_payload":
+            from .identify import add_arguments
+            add_arguments(sp)
         elif name == "trajectory_inverse_dynamics":
             sp.add_argument("--file", required=True,
                             help="YAML: {joint_names: [...], points: [{positions: [...], "
@@ -205,6 +209,9 @@ def format_response(cmd, res, summary=False) -> str:
                 lines.append(f"  - positions: {_vec(p.positions)}")
                 lines.append(f"    effort: {_vec(p.effort)}")
         return "\n".join(lines)
+    if cmd == "identify_payload":
+        from .identify import format_response as identify_lines
+        return "\n".join(lines + identify_lines(res))
     if hasattr(res, "name"):
         lines.append(f"name: [{', '.join(res.name)}]")
     n = len(getattr(res, "name", []))
@@ -434,7 +441,11 @@ def main(argv=None) -> int:
         import dynamics_interfaces.srv as srvs
         srv_type = getattr(srvs, SERVICES[args.command].type_name)
         try:
-            req = build_request(args, srv_type)
+            if args.command == "identify_payload":
+                from .identify import build_request as identify_request
+                req = identify_request(node, args, srv_type)
+            else:
+                req = build_request(args, srv_type)
         except (OSError, ValueError, AssertionError) as e:
             print(f"dynamics_cli: bad arguments: {e}", file=sys.stderr)
             return 2

@@ -201,6 +201,11 @@ SERVICES = {
     "trajectory_inverse_dynamics": Service("TrajectoryInverseDynamics", trajectory_inverse_dynamics,
                                            "efforts along a JointTrajectory"),
 }
+# issue 10 §2: payload identification (its handler and the CLI's recorder live in identify.py)
+from .identify import identify_payload  # noqa: E402
+
+SERVICES["identify_payload"] = Service("IdentifyPayload", identify_payload,
+                                       "identify the payload on --link from recorded joint torques")
 
 
 def clear_response(res):
