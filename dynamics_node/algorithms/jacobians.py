@@ -36,19 +36,19 @@ from .._jit import njit, types
 from ..dispatch import Route
 from ..errors import InputError
 from ..layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, W_PW, W_PW_N, W_RW, W_RW_N
-from ._common import A_QD, F1, I1, check, check_q
+from ._common import A_QD, F1, FASTMATH, I1, check, check_q
 from .coriolis import world_motion
-from .kinematics import _link, _poses, jacobian_kernel
+from .kinematics import _link, _pose, jacobian_kernel
 
 AXES = ("world", "link")
 EULER = ("zyx", "zyz")
 SINGULAR_EULER = 1e-6  # |cos b| (zyx) or |sin b| (zyz) below this: the representation is singular
 
 
-@njit(types.int64(I1, F1, F1, F1, types.int64, F1, F1, F1, F1), cache=True)
+@njit(types.int64(I1, F1, F1, F1, types.int64, F1, F1, F1, F1), cache=True, fastmath=FASTMATH)
 def jdot_kernel(mi, mf, q, qd, body, pl, Jout, dJout, w):
     """J and J̇ (6 x nvt each, flat, rows [v; omega], world axes) of the point pl (body coordinates)
-    of ``body`` (module docstring); leaves the body poses in w (kinematics._poses)."""
+    of ``body`` (module docstring); leaves the poses of body and its ancestors in w (kinematics._pose)."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     st = check_q(q, mi)
@@ -59,13 +59,21 @@ def jdot_kernel(mi, mf, q, qd, body, pl, Jout, dJout, w):
     for k in range(6 * nvt):
         Jout[k] = 0.0
         dJout[k] = 0.0
-    _poses(mi, mf, q, w)
     if body < 0:
         return 0
+    chain = np.empty(body + 1, dtype=np.int64)  # the support of body, outward order at the end
+    n = 0
+    j = body
+    while j >= 0:
+        chain[n] = j
+        n += 1
+        j = mi[HEADER_I + BODY_I * j + J_PARENT]
     S = np.empty((max(nvt, 1), 6))
     dS = np.empty((max(nvt, 1), 6))
     ov = np.empty((body + 1, 6))
-    world_motion(mi, mf, qd, w, body + 1, S, dS, ov)
+    for k in range(n - 1, -1, -1):  # poses and motion of the support only (outward)
+        _pose(mi, mf, q, w, chain[k])
+        world_motion(mi, mf, qd, w, chain[k], S, dS, ov)
     R = w[W_RW * nb + W_RW_N * body:W_RW * nb + W_RW_N * body + 9]
     pb = w[W_PW * nb + W_PW_N * body:W_PW * nb + W_PW_N * body + 3]
     P0 = pb[0] + R[0] * pl[0] + R[1] * pl[1] + R[2] * pl[2]
@@ -100,6 +108,8 @@ def jdot_kernel(mi, mf, q, qd, body, pl, Jout, dJout, w):
 def _point(model, link, point):
     """(body, R_L, point in body coordinates) of a point given in link coordinates."""
     b, Rl, pl = _link(model, link)
+    if point is ORIGIN:  # the default: the link origin
+        return b, Rl, pl
     if point.shape[0] != 3:
         raise InputError(f"point must have 3 numbers (x y z in the link frame of '{link}'), got {point.shape[0]}")
     if not np.all(np.isfinite(point)):
@@ -224,10 +234,10 @@ _JDOT = Route("the Jacobian derivative", (_Q, _QD, _PT), _jacobian_derivative, e
 _SVD = Route("the Jacobian's singular values", (_Q,), _singular_values, extras=("link",)).front
 _MANIP = Route("the manipulability", (_Q,), _manipulability, extras=("link",)).front
 _ANALYTIC = Route("the analytic Jacobian", (_Q,), _analytic, extras=("link", "euler"), post="J").front
-_ORIGIN = (0.0, 0.0, 0.0)
+ORIGIN = np.zeros(3)  # the default point (identity-tested: the link origin needs no arithmetic)
 
 
-def jacobian(model, q, link, point=_ORIGIN, axes="world", data=None):
+def jacobian(model, q, link, point=ORIGIN, axes="world", data=None):
     """6 x nv geometric Jacobian of a point of a link, rows [linear; angular].
 
     point: (x, y, z) in the LINK frame (default its origin); axes: "world" (default) or "link"
@@ -235,7 +245,7 @@ def jacobian(model, q, link, point=_ORIGIN, axes="world", data=None):
     return _JACOBIAN(model, data, q, point, link, axes)
 
 
-def jacobian_derivative(model, q, qd, link, point=_ORIGIN, axes="world", data=None):
+def jacobian_derivative(model, q, qd, link, point=ORIGIN, axes="world", data=None):
     """6 x nv dJ/dt of jacobian(model, q, link, point, axes) along qd: J qdd + J̇ qd is the
     classical acceleration of the point and the angular acceleration (in the chosen axes)."""
     return _JDOT(model, data, q, qd, point, link, axes)
