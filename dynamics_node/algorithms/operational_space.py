@@ -177,12 +177,12 @@ def _explain(M, sel, link):
     ev, V = np.linalg.eigh(M)
     k = int(np.sum(ev <= RANK_TOL * max(float(ev[-1]), 0.0))) or 1
     names = [ROW_NAMES[int(i)] for i in sel]
-    null = V[:, 0]
-    dep = [n for n, x in zip(names, null) if abs(x) > 1e-3 * np.max(np.abs(null))]
+    weight = np.linalg.norm(V[:, :k], axis=1)  # each row's share in the lost directions
+    dep = [n for n, x in zip(names, weight) if x > 1e-3 * np.max(weight)]
     raise InputError(f"the Jacobian of link '{link}' loses rank here: its rows {', '.join(names)} have rank "
-                     f"{len(names) - k} (rows {', '.join(dep)} are linearly dependent), so J H^-1 J^T is singular "
-                     "and the operational-space inertia does not exist; pass rows= a subset of them of full rank "
-                     f"(names: {', '.join(ROW_NAMES)})")
+                     f"{len(names) - k} of {len(names)} (the lost directions involve rows {', '.join(dep)}), so "
+                     "J H^-1 J^T is singular and the operational-space inertia does not exist; pass rows= a subset "
+                     f"of full rank (names: {', '.join(ROW_NAMES)})")
 
 
 def _osi(model, data, w, qt, point, link, rows):
