@@ -30,7 +30,7 @@ import numpy as np
 from .._jit import carray, cfunc, njit, types
 from ..dispatch import Route
 from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI,
-                      W_PW, W_PW_N, W_RW, W_RW_N)
+                      V_U, WORK_BODY, W_DINV, W_F, W_IA, W_PW, W_PW_N, W_RW, W_RW_N, W_V)
 from ..spatial import crf_t, crm_t, rbi_mul_c
 from ._common import A_QD, F1, FASTMATH, I1, SIG3, check, check_q, model_from_pointers
 from .kinematics import _poses
@@ -117,6 +117,18 @@ def load_rbi(a, o):
 
 
 @njit(cache=True, inline="always")
+def motion_views(w, nb, nvt):
+    """(S, dS, ov) of world_motion as views of the work array (C callbacks must not allocate): S in
+    the per-dof U block (6 per dof), dS in the D_i^-1 block (36 per body >= 6 per dof), ov in v_i's."""
+    n1 = max(nvt, 1)
+    o = WORK_BODY * nb + V_U * nvt
+    S = w[o:o + 6 * n1].reshape((n1, 6))
+    dS = w[W_DINV * nb:W_DINV * nb + 6 * n1].reshape((n1, 6))
+    ov = w[W_V * nb:W_V * nb + 6 * max(nb, 1)].reshape((max(nb, 1), 6))
+    return S, dS, ov
+
+
+@njit(cache=True, inline="always")
 def world_motion(mi, mf, qd, w, i, S, dS, ov):
     """For body i (its pose in w by kinematics._poses, its parent's ov done): S[dof] the world
     motion subspace column at the world origin, ov[i] the body's world spatial velocity (Eq. 5.14
@@ -165,15 +177,10 @@ def coriolis_kernel(mi, mf, q, qd, Cout, w):
     if st != 0:
         return st
     _poses(mi, mf, q, w)
-    n1, b1 = max(nvt, 1), max(nb, 1)
-    scratch = np.empty(12 * n1 + 6 * b1 + 2 * RBI * b1 + 6 * b1)
-    S = scratch[0:6 * n1].reshape((n1, 6))
-    dS = scratch[6 * n1:12 * n1].reshape((n1, 6))
-    ov = scratch[12 * n1:12 * n1 + 6 * b1].reshape((b1, 6))
-    o = 12 * n1 + 6 * b1
-    Ic = scratch[o:o + RBI * b1]  # composite rbi (world)
-    dIc = scratch[o + RBI * b1:o + 2 * RBI * b1]  # composite dI/dt, rbi form
-    hc = scratch[o + 2 * RBI * b1:o + 2 * RBI * b1 + 6 * b1]  # composite momentum
+    S, dS, ov = motion_views(w, nb, nvt)
+    Ic = w[W_IA * nb:W_IA * nb + RBI * nb]  # composite rbi (world), in the I^A block (36 per body)
+    dIc = w[W_IA * nb + RBI * nb:W_IA * nb + 2 * RBI * nb]  # composite dI/dt (rbi form), same block
+    hc = w[W_F * nb:W_F * nb + 6 * nb]  # composite momentum, in the f_i block
     for i in range(nb):
         world_motion(mi, mf, qd, w, i, S, dS, ov)
     for k in range(nvt * nvt):
@@ -255,7 +262,8 @@ _CORIOLIS = Route("the Coriolis matrix", (("q", "q"), ("qd", "v"), ("qd", "v")),
 
 
 def coriolis_matrix(model, q, qd, data=None):
-    """C(q, qd) (nv x nv) with C qd = bias_forces - gravity and dH/dt = C + C^T: the Christoffel
+    """C(q, qd) (nv x nv) with C qd = bias_forces - gravity (minus the friction terms of a model
+    loaded with friction=True, which are not Coriolis forces) and dH/dt = C + C^T: the Christoffel
     factorisation (Pinocchio's computeCoriolisMatrix; Echeandia & Wensing 2021), computed in the
     world frame over the parent array (module docstring). Mimic joints: G^T C G (§9.6)."""
     return _CORIOLIS(model, data, q, qd, qd)

@@ -38,7 +38,7 @@ from ..model import Model as _Model
 from ..errors import InputError
 from ..layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, W_PW, W_PW_N, W_RW, W_RW_N
 from ._common import A_QD, F1, FASTMATH, I1, check, check_q, new_work
-from .coriolis import world_motion
+from .coriolis import motion_views, world_motion
 from .kinematics import _link, _pose, jacobian_kernel
 
 AXES = ("world", "link")
@@ -71,9 +71,7 @@ def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
         chain[n] = j
         n += 1
         j = mi[HEADER_I + BODY_I * j + J_PARENT]
-    S = np.empty((max(nvt, 1), 6))
-    dS = np.empty((max(nvt, 1), 6))
-    ov = np.empty((body + 1, 6))
+    S, dS, ov = motion_views(w, nb, nvt)
     for k in range(n - 1, -1, -1):  # poses and motion of the support only (outward)
         _pose(mi, mf, q, w, chain[k])
         world_motion(mi, mf, qd, w, chain[k], S, dS, ov)
