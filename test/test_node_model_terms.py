@@ -334,7 +334,8 @@ def node():
 
 def test_model_terms_service_of_a_running_node(ref, node):
     from dynamics_interfaces.srv import ModelTerms
-    res = ns.ros().call(ModelTerms, node.path("model_terms"), terms_request())
+    # the first call may wait for the node's warm-up thread to load the kernels
+    res = ns.ros().call(ModelTerms, node.path("model_terms"), terms_request(), timeout=90.0)
     assert res.success, res.message
     check_terms(res, ref.terms(Q, QD, LINKS, POINTS), SHUFFLED, 2)
 

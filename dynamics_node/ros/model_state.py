@@ -126,7 +126,9 @@ def warm_up(st, rest=True):
     m = st.model
     q, z = np.asarray(m.neutral(), dtype=float), np.zeros(m.nv)
     calls = ((dn.forward_dynamics, (q, z, z)), (dn.mass_matrix, (q,)), (dn.jacobian, (q, m.link_names[-1])),
-             (dn.inverse_dynamics_batch, (q[None, :], z[None, :], z[None, :])), (dn.center_of_mass, (q,)))
+             (dn.inverse_dynamics_batch, (q[None, :], z[None, :], z[None, :])), (dn.center_of_mass, (q,)),
+             (dn.coriolis_matrix, (q, z)), (dn.jacobian_derivative, (q, z, m.link_names[-1])),
+             (dn.operational_space_inertia, (q, m.link_names[-1])))  # model_terms' (issue 11)
     if not rest:
         calls = ((dn.gravity, (q,)), (dn.inverse_dynamics, (q, z, z)))
         if st.loops:
