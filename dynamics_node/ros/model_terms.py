@@ -56,23 +56,23 @@ def axes_of(axes: str, field: str = "axes") -> str:
 def compute(model, q, qd, links, points):
     """The terms at (q, qd), model order: dict of H, C, g, bias and the per-link lists J, Jd, L.
     L[k] is None, and lam_error says why, when link k's J loses rank (no Lambda there)."""
-    H = _finite(dn.mass_matrix(model, q), "mass_matrix")
-    C = _finite(dn.coriolis_matrix(model, q, qd), "coriolis_matrix")
-    g = _finite(dn.gravity(model, q), "gravity")
+    # the core returns finite values or raises (README: "finite in, finite out"); only the
+    # product C qd, made here, is checked
+    H = dn.mass_matrix(model, q)
+    C = dn.coriolis_matrix(model, q, qd)
+    g = dn.gravity(model, q)
     bias = _finite(C @ qd + g, "bias")
     J, Jd, L = [], [], []
     lam_error = ""
     for k, (link, p) in enumerate(zip(links, points)):
-        J.append(_finite(dn.jacobian(model, q, link, point=p), f"jacobians (link '{link}')"))
-        Jd.append(_finite(dn.jacobian_derivative(model, q, qd, link, point=p),
-                          f"jacobian_derivatives (link '{link}')"))
+        J.append(dn.jacobian(model, q, link, point=p))
+        Jd.append(dn.jacobian_derivative(model, q, qd, link, point=p))
         try:
-            L.append(_finite(dn.operational_space_inertia(model, q, link, point=p),
-                             f"operational_space_inertias (link '{link}')"))
+            L.append(dn.operational_space_inertia(model, q, link, point=p))
         except InputError as e:
             L.append(None)
-            lam_error = lam_error or (f"links[{k}] ('{link}'): no operational-space inertia at this "
-                                      f"state: {e}")
+            why = str(e).split("; pass rows=")[0]  # the core's rows= option has no field here
+            lam_error = lam_error or f"links[{k}] ('{link}'): no operational-space inertia at this state: {why}"
     return {"H": H, "C": C, "g": g, "bias": bias, "J": J, "Jd": Jd, "L": L, "lam_error": lam_error}
 
 
@@ -118,8 +118,7 @@ def model_terms(ctx, st, req, res):
     points = request_points(req.points, links)
     t = compute(st.model, q, qd, links, points)
     if t["lam_error"]:
-        raise InputError(t["lam_error"] + " (J loses rank: Lambda = (J H^-1 J^T)^-1 does not exist; "
-                         "ask without this link, or another point)")
+        raise InputError(t["lam_error"] + " (ask without this link, or at another state or point)")
     fill(res, t, order, c)
     if st.loops:
         res.message = ("note: the model has closed loops; these are the spanning tree's terms")
@@ -185,6 +184,10 @@ class TermsStream:
         if st is not None:
             conv = st.conv
             self.jv = np.asarray([conv._v_of[j][0] for j in conv.joint_names], dtype=np.intp)
+        if want:  # the constant fields of every message, made once
+            from geometry_msgs.msg import Point
+            self.links_msg = list(links)
+            self.points_msg = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])) for p in self.points]
 
     def publish(self, st, merger, header, q, now, timeout):
         """Compute and publish the terms of the joint state just turned into torques. Never raises."""
@@ -207,9 +210,8 @@ class TermsStream:
             order = conv.model_order
             msg.position = conv.out_q(q, order)
             msg.velocity = conv.out_v(qd, order)
-            msg.links = list(self.links)
-            from geometry_msgs.msg import Point
-            msg.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])) for p in self.points]
+            msg.links = self.links_msg
+            msg.points = self.points_msg
             fill(msg, t, order, conv)
             self.pub.publish(msg)
             self.published += 1
