@@ -279,7 +279,7 @@ def rcl_node():
 def test_stream_publishes_the_terms_after_the_torques_of_the_same_joint_state(ref, rcl_node):
     from dynamics_node.ros.params import validate
     from dynamics_node.ros.stream import Stream
-    values = {"urdf_path": str(ARM7), "joint_states_topic": "/terms_inprocess/js",
+    values = {"urdf_path": str(ARM7), "joint_states_topic": "/terms_inprocess/js", "joint_state_timeout": 600.0,
               "model_terms_links": LINKS, "model_terms_points": [x for p in POINTS for x in p]}
     st, cfg = state(**values), validate(values)
     stream = Stream(rcl_node, lambda n: n, rcl_node.get_logger())
@@ -308,6 +308,19 @@ def test_stream_publishes_the_terms_after_the_torques_of_the_same_joint_state(re
     stream.on_joint_state(ns.joint_state(names, Q[perm], stamp_ns=3))
     assert [t for t, _ in out] == ["torque"] and "velocity" in stream.terms.last_problem
     assert stream.report()["model_terms"]["skipped"] == 1
+
+    # a link whose J loses rank: the other terms are published, Lambda is not, and message says why
+    v2 = dict(values, model_terms_links=["tool0", "link2"], model_terms_points=[])
+    stream.configure(state(**v2), validate(v2), set(), now=True)
+    stream.pub_gravity, stream.terms.pub = Recorder(out, "torque"), Recorder(out, "terms")
+    del out[:]
+    stream.on_joint_state(ns.joint_state(names, Q[perm], QD[perm], stamp_ns=4))
+    assert [t for t, _ in out] == ["torque", "terms"], stream.last_error or stream.terms.last_problem
+    msg = out[1][1]
+    assert "links[1] ('link2')" in msg.message and "rank" in msg.message, msg.message
+    assert len(msg.operational_space_inertias) == 0
+    r = ref.terms(Q, QD, ["tool0", "link2"])
+    check_terms(msg, r, [f"joint{i}" for i in range(1, 8)], 2, lam=False)
 
     # model_terms_links emptied: the publisher goes, the torques stay
     cfg2 = validate({k: v for k, v in values.items() if not k.startswith("model_terms")})
