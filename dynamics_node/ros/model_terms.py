@@ -154,7 +154,6 @@ class TermsStream:
     def __init__(self, node, resolve, logger):
         self.node, self.resolve, self.log = node, resolve, logger
         self.pub = None
-        self.key = None
         self.links, self.points, self.jv = (), (), None
         self.published = self.skipped = self.errors = 0
         self.last_problem = ""
