@@ -9,7 +9,8 @@ There is no `ros2` command line on pip-installed ROS 2, so this client stands in
     dynamics_cli hybrid_dynamics -q ... -a ... -e ... --forward-joints joint7
     dynamics_cli gravity_compensation [-q ...]          (no -q: the latest joint_states)
     dynamics_cli mass_matrix -q ...
-    dynamics_cli jacobian -q ... --link tool0
+    dynamics_cli jacobian -q ... --link tool0 [--point 0 0 0.1] [--axes link]
+    dynamics_cli model_terms -q ... -v ... --links tool0 [--point 0 0 0.1]
     dynamics_cli set_payload --link tool0 --mass 2 --com 0 0 0.05 --inertia 0.002 0 0 0.002 0 0.002
     dynamics_cli trajectory_inverse_dynamics --file traj.yaml
     dynamics_cli identify_payload --link tool0 --record 10 [--apply]   (records joint states with efforts)
@@ -82,6 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "jacobian":
             state_args(sp, vel=False)
             sp.add_argument("--link", required=True)
+            sp.add_argument("--point", nargs=3, type=float, default=[0.0, 0.0, 0.0], metavar=("X", "Y", "Z"),
+                            help="point in the link frame (default: its origin)")
+            sp.add_argument("--axes", choices=["world", "link"], default="world",
+                            help="axes of the Jacobian's rows (default: world)")
+        elif name == "model_terms":
+            state_args(sp)
+            sp.add_argument("--links", nargs="+", default=[], metavar="LINK",
+                            help="links whose J, dJ/dt and operational-space inertia are wanted")
+            sp.add_argument("--point", nargs=3, type=float, action="append", default=[],
+                            metavar=("X", "Y", "Z"), help="point of each link in its frame, one per "
+                            "--links entry in order (default: the link origins)")
         elif name == "set_payload":
             sp.add_argument("--link", required=True)
             sp.add_argument("--mass", type=float, required=True)
@@ -178,6 +190,12 @@ def build_request(args, srv_type):
         req.forward_joints = list(args.forward_joints)
     if cmd == "jacobian":
         req.link = args.link
+        req.point.x, req.point.y, req.point.z = (float(x) for x in args.point)
+        req.axes = args.axes
+    if cmd == "model_terms":
+        from geometry_msgs.msg import Point
+        req.links = list(args.links)
+        req.points = [Point(x=float(x), y=float(y), z=float(z)) for x, y, z in args.point]
     if cmd == "closed_loop_forward_dynamics":
         req.stabilization_time = float(args.stabilization_time)
     if cmd == "closed_loop_inverse_dynamics":
@@ -226,8 +244,11 @@ def format_response(cmd, res, summary=False) -> str:
     if cmd == "jacobian":
         j = list(res.jacobian)
         k = len(j) // 6 if j else n
-        lines.append(f"jacobian:  # 6 x {k}, rows vx vy vz wx wy wz (world axes)")
+        lines.append(f"jacobian:  # 6 x {k}, rows vx vy vz wx wy wz")
         lines += ["  - " + _vec(j[r * k:(r + 1) * k]) for r in range(6)]
+    if cmd == "model_terms":
+        from .model_terms import format_terms
+        lines += format_terms(res, n, _vec)
     if hasattr(res, "loop_wrenches"):
         lines.append("loop_wrenches:")
         for ws in res.loop_wrenches:

@@ -219,6 +219,14 @@ def diagnostics(node, rep):
     if st is not None and st.loops:
         s_js.values.append(_kv("loop_closure_residual", f"{r.get('closure_residual', float('nan')):.3g}"))
     s_js.values.append(_kv("saturated_commands", r.get("saturation_count", 0)))
+    mt = r.get("model_terms")  # the model_terms topic (model_terms.py), when on
+    if mt:
+        s_js.values += [_kv("model_terms_published", mt["published"]),
+                        _kv("model_terms_skipped", mt["skipped"]), _kv("model_terms_errors", mt["errors"]),
+                        _kv("model_terms_last_problem", mt["last_problem"] or "none")]
+        if mt.get("percentiles_us") is not None:  # time after the torques, per joint state
+            s_js.values += [_kv(f"model_terms_time_us.{k}", f"{x:.1f}")
+                            for k, x in zip(("p50", "p95", "p99", "max"), mt["percentiles_us"])]
 
     stats = rep.stats
     s_srv = DiagnosticStatus(name=f"{name}: computation", hardware_id=hw, level=OK, message="ok")

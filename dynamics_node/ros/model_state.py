@@ -24,7 +24,7 @@ import numpy as np
 
 import dynamics_node as dn
 from .conversions import Conversions
-from .params import MODEL_KEYS, NODE_NAME, Config, ConfigError
+from .params import MODEL_KEYS, NODE_NAME, Config, ConfigError, check_model_terms
 
 WAITING = "waiting for the robot description on the robot_description topic"
 
@@ -126,7 +126,9 @@ def warm_up(st, rest=True):
     m = st.model
     q, z = np.asarray(m.neutral(), dtype=float), np.zeros(m.nv)
     calls = ((dn.forward_dynamics, (q, z, z)), (dn.mass_matrix, (q,)), (dn.jacobian, (q, m.link_names[-1])),
-             (dn.inverse_dynamics_batch, (q[None, :], z[None, :], z[None, :])), (dn.center_of_mass, (q,)))
+             (dn.inverse_dynamics_batch, (q[None, :], z[None, :], z[None, :])), (dn.center_of_mass, (q,)),
+             (dn.coriolis_matrix, (q, z)), (dn.jacobian_derivative, (q, z, m.link_names[-1])),
+             (dn.operational_space_inertia, (q, m.link_names[-1])))  # model_terms' (issue 11)
     if not rest:
         calls = ((dn.gravity, (q,)), (dn.inverse_dynamics, (q, z, z)))
         if st.loops:
@@ -184,6 +186,7 @@ def build_state(loaded: Loaded, cfg: Config, payloads: dict) -> ModelState:
             raise ConfigError(f"{what}: the model '{model.name}' has no link '{link}' (its links: "
                               f"{_cut(model.link_names)}); set payload.mass to 0 or name one of them")
         model = model.with_payload(link, float(m), tuple(c), tuple(i6))
+    check_model_terms(cfg, model.link_names)
     loops = bool(model.loop_joints)
     torque = tuple(model.actuated_joints if loops else model.joint_names)
     tq = np.asarray([model.q_slice(j).start for j in torque], dtype=np.intp)

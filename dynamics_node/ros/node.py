@@ -84,6 +84,7 @@ class DynamicsNode(Node):
         self.cfg, self.state = cfg, state
         resolved = {"~/gravity_torques": self.resolve_topic_name("~/gravity_torques"),
                     cfg.joint_states_topic: self.resolve_topic_name(cfg.joint_states_topic)}
+        resolved["~/model_terms"] = self.resolve_topic_name("~/model_terms")
         if cfg.effort_command_topic:
             resolved[cfg.effort_command_topic] = self.resolve_topic_name(cfg.effort_command_topic)
         self.stream.configure(cfg, self.topic_text, payloads, resolved, changed)

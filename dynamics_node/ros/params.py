@@ -84,6 +84,15 @@ PARAMETERS = {
                                     "without, the node says so once and keeps ordinary scheduling.",
                                     (0, 99)),
 }
+PARAMETERS.update({  # the model_terms topic (model_terms.py)
+    "model_terms_links": Param([], "string_array", "Links whose Jacobian, dJ/dt and operational-space "
+                               "inertia are published with H, C, g and C qd + g on ~/model_terms "
+                               "(dynamics_interfaces/msg/ModelTerms) for every usable joint state, "
+                               "after its torques; empty = no topic. Checked against the model when set."),
+    "model_terms_points": Param([], "double_array", "Points of the model_terms_links in their link "
+                                "frames [m], x y z per link; empty = the link origins."),
+})
+MAX_TERMS_POINT = 10.0  # m from the link origin, as a payload's centre of mass
 MODEL_KEYS = frozenset(("robot_description", "urdf_path", "xacro_args", "strict", "floating_base",
                         "armature", "friction"))
 PAYLOAD_KEYS = frozenset(("payload.link", "payload.mass", "payload.center_of_mass", "payload.inertia"))
@@ -115,6 +124,8 @@ class Config:
     payload_inertia: tuple
     markers_rate: float
     stream_thread_priority: int
+    model_terms_links: tuple = ()
+    model_terms_points: tuple = ()
 
 
 def defaults() -> dict:
@@ -228,7 +239,35 @@ def validate(values: dict, node_name: str = NODE_NAME, namespace: str = "/") -> 
                                     namespace, True),
         command_joints=cmd, effort_limit_scale=scale, payload_link=str(v["payload.link"] or ""),
         payload_mass=pm, payload_center_of_mass=pc, payload_inertia=pi, markers_rate=rate,
-        stream_thread_priority=prio)
+        stream_thread_priority=prio, **_model_terms(v))
+
+
+def _model_terms(v) -> dict:
+    """model_terms_links and model_terms_points: names, and 0 or 3 finite values per link within
+    10 m of its origin (the links themselves are checked against the model: check_model_terms)."""
+    links = tuple(str(x) for x in v["model_terms_links"])
+    for k, name in enumerate(links):
+        if not name:
+            raise ConfigError(f"model_terms_links[{k}]: empty link name")
+    pts = _floats(v["model_terms_points"], "model_terms_points")
+    if pts and len(pts) != 3 * len(links):
+        raise ConfigError(f"model_terms_points: expected 0 or {3 * len(links)} values (x y z for each of "
+                          f"the {len(links)} model_terms_links), got {len(pts)}")
+    for k in range(len(pts) // 3):
+        if math.sqrt(sum(x * x for x in pts[3 * k:3 * k + 3])) > MAX_TERMS_POINT:
+            raise ConfigError(f"model_terms_points[{3 * k}:{3 * k + 3}]: {list(pts[3 * k:3 * k + 3])} is more "
+                              f"than {MAX_TERMS_POINT:g} m from the link origin (check the units: metres)")
+    return {"model_terms_links": links, "model_terms_points": pts}
+
+
+def check_model_terms(cfg: Config, link_names) -> None:
+    """model_terms_links against a model's links, only when set (called when the state is built)."""
+    known = set(link_names)
+    for k, name in enumerate(cfg.model_terms_links):
+        if name not in known:
+            shown = ", ".join(list(link_names)[:12]) + (", ..." if len(link_names) > 12 else "")
+            raise ConfigError(f"model_terms_links[{k}]: the model has no link '{name}' (its links: "
+                              f"{shown}); leave model_terms_links empty for no model_terms topic")
 
 
 def descriptor(name: str):

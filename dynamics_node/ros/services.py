@@ -19,6 +19,7 @@ import dynamics_node as dn
 from ..errors import DynamicsError, InputError
 from .conversions import finite_or_raise, to_float64_array, wrench_to_tuple
 from .model_state import WAITING
+from .model_terms import jacobian_options, model_terms
 from .params import ConfigError
 
 
@@ -106,7 +107,12 @@ def jacobian(ctx, st, req, res):
     c = st.conv
     order = c.order(req.name)
     q = c.q(req.position, order)
-    J = _finite(dn.jacobian(st.model, q, c.link(req.link, "link")), "jacobian")
+    link = c.link(req.link, "link")
+    point, axes = jacobian_options(req)  # model_terms.py: empty = the link origin, world axes
+    if point == (0.0, 0.0, 0.0) and axes == "world":
+        J = _finite(dn.jacobian(st.model, q, link), "jacobian")
+    else:
+        J = _finite(dn.jacobian(st.model, q, link, point=point, axes=axes), "jacobian")
     res.name = order.names
     res.jacobian = c.out_matrix(J, order, rows=False)
 
@@ -192,7 +198,7 @@ SERVICES = {
                                "effort on --forward-joints, acceleration on the others"),
     "gravity_compensation": Service("GravityCompensation", gravity_compensation, "efforts that hold the robot still"),
     "mass_matrix": Service("MassMatrix", mass_matrix, "joint-space inertia matrix H(q)"),
-    "jacobian": Service("Jacobian", jacobian, "6 x n geometric Jacobian of a link (world axes)"),
+    "jacobian": Service("Jacobian", jacobian, "6 x n geometric Jacobian of a link point (world or link axes)"),
     "set_payload": Service("SetPayload", set_payload, "attach a payload to a link (mass 0 removes it)"),
     "closed_loop_forward_dynamics": Service("ClosedLoopForwardDynamics", closed_loop_forward_dynamics,
                                             "forward dynamics with loop closures"),
@@ -206,6 +212,8 @@ from .identify import identify_payload  # noqa: E402
 
 SERVICES["identify_payload"] = Service("IdentifyPayload", identify_payload,
                                        "identify the payload on --link from recorded joint torques")
+SERVICES["model_terms"] = Service("ModelTerms", model_terms,
+                                  "H, C, g, C qd + g and per link J, dJ/dt, Lambda at one state")
 
 
 def clear_response(res):

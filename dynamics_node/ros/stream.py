@@ -269,6 +269,8 @@ class Stream:
                                  history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
         qos_out = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
         self.pub_gravity = node.create_publisher(JointState, resolve("~/gravity_torques"), qos_out)
+        from .model_terms import TermsStream
+        self.terms = TermsStream(node, resolve, logger)  # ~/model_terms, after the torques
         self._gc = node.create_guard_condition(self._apply_pending)
         self._qos_timer = node.create_timer(1.0, self._follow_publishers_qos)
 
@@ -310,6 +312,12 @@ class Stream:
             self.merger = JointStateMerger(st) if st is not None else None
             self.saturation = Saturation(st) if st is not None else None
         self.state, self.cfg = st, cfg
+        try:
+            self.terms.configure(st, cfg)
+        except Exception as e:  # noqa: BLE001 - a topic change must not end the stream thread
+            self.errors += 1
+            self.last_error = f"model_terms: {type(e).__name__}: {e}"
+            self.log.error(f"joint-state stream: {self.last_error}")
         if self.on_applied is not None:
             self.on_applied(token)
 
@@ -369,6 +377,7 @@ class Stream:
             "saturation_count": sat.count if sat else 0,
             "percentiles_us": self.timing.percentiles_us() if self.timing else None,
             "totals_us": self.timing.totals_us() if self.timing else None,
+            "model_terms": self.terms.report() if self.terms.active else None,
         }
 
     def _on_joint_state(self, msg, t0):
@@ -412,3 +421,5 @@ class Stream:
         self.published += 1
         if self.timing is not None:
             self.timing.add(time.perf_counter() - t0)
+        if self.terms.active:  # after the torques of this joint state are out (model_terms.py)
+            self.terms.publish(st, merger, msg.header, q, now, cfg.joint_state_timeout)

@@ -72,6 +72,8 @@ def _child(conn, node_name, namespace):
             stream.configure(st, cfg, changed, now=(msg is first), token=seq)
             if st is not None:
                 _warm(st)
+                from .model_terms import warm
+                warm(st, cfg)  # the model_terms topic's kernels, when it is on
         elif kind == "priority":
             why = set_thread_priority(main_tid, int(msg[1]))
             send(("priority", int(msg[1]), why))
@@ -80,6 +82,7 @@ def _child(conn, node_name, namespace):
     topics.update(first[5])  # resolved names, before the stream creates its publisher
     stream = Stream(node, lambda name: topics.get(name, name), log)
     stream.timing = Timings()
+    stream.terms.timing = Timings()
     stream.on_applied = lambda seq: send(("applied", seq))
     apply(first)
 
