@@ -64,6 +64,7 @@ _LAZY = {
     "dual_arm_forward_dynamics": ".algorithms.loops", "dual_arm_inverse_dynamics": ".algorithms.loops",
     "pseudovelocity_basis": ".algorithms.loops", "reduced_order_dynamics": ".algorithms.loops",
     "decoupled_control": ".algorithms.loops",
+    "MomentumObserver": ".observer", "external_wrench": ".observer",
 }
 
 __all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]
