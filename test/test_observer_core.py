@@ -16,7 +16,7 @@ from dynamics_node import observer as obs
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ARM7 = str(REPO / "urdf" / "arm7.urdf")
 LINK = "link7"
-F_PUSH = np.array([12.0, -8.0, 15.0, 0.6, -1.0, 0.4])   # link axes, about the link origin
+F_PUSH = np.array([12.0, -8.0, 15.0, 0.6, -1.0, 0.1])   # link axes, about the link origin
 T_ON, T_OFF, T_END = 1.5, 2.5, 3.5
 RATE = 1000.0
 K = 200.0
@@ -44,14 +44,16 @@ def coriolis(monkeypatch):
         monkeypatch.setattr(obs, "_coriolis", _pin_coriolis())
 
 
-def simulate(model, seconds=T_END, push=True, rate=RATE, substeps=2):
-    """Samples (t, q, qd, tau, tau_ext) at `rate`: the arm under gravity compensation plus PD
-    tracking a sine on every joint; tau is held over each sample interval (zero-order hold, as a
+def simulate(model, seconds=T_END, push=True, rate=RATE, substeps=2, speed=1.0):
+    """Samples (t, q, qd, tau, tau_ext) at `rate`: the arm under gravity compensation plus a PD
+    (weighted by H) tracking a sine on every joint; tau is held over each sample interval (zero-order hold, as a
     controller sends it) and is what the joint-state effort reports at the sample."""
     n = model.nv
     q0 = np.array([0.2, 0.6, -0.3, -1.2, 0.4, 0.8, -0.2])
-    amp = np.array([0.5, 0.4, 0.5, 0.6, 0.7, 0.6, 0.8])
+    amp = np.array([0.5, 0.4, 0.5, 0.6, 0.7, 0.6, 0.8]) * speed
     w = 2 * math.pi * np.array([0.5, 0.4, 0.6, 0.5, 0.7, 0.45, 0.55])
+    # PD weighted by H(q) (a light wrist joint gets small gains): about 20 rad/s of closed-loop
+    # bandwidth, critically damped, well within a 1 kHz zero-order hold
     kp, kd = 400.0, 40.0
 
     def desired(t):
@@ -72,7 +74,7 @@ def simulate(model, seconds=T_END, push=True, rate=RATE, substeps=2):
         t = k * dt
         q, qd = x[:n], x[n:]
         qdes, qddes = desired(t)
-        tau = dn.gravity(model, q) + kp * (qdes - q) + kd * (qddes - qd)
+        tau = dn.gravity(model, q) + dn.mass_matrix(model, q) @ (kp * (qdes - q) + kd * (qddes - qd))
         fx = fext(t)
         J = obs.link_jacobian(model, q, LINK)
         out.append((t, q.copy(), qd.copy(), tau.copy(), J.T @ F_PUSH if fx else np.zeros(n)))
@@ -130,14 +132,19 @@ def test_a_wrong_coriolis_term_shows_in_free_motion(model, sim, monkeypatch):
     assert np.abs(r[free]).max() > 0.05 * np.abs(ext).max()
 
 
-def test_the_wrench_estimate_matches_the_applied_wrench(model, sim):
+def test_the_wrench_estimate_matches_the_applied_wrench(model):
+    """The arm moving slower (a fifth of the amplitudes: J^T F changes slower, so the observer's lag
+    of 1/K behind it is smaller), pushed: the wrench estimate at every 10th sample of the push."""
+    sim = simulate(model, seconds=T_OFF, speed=0.2)
     r = run_observer(model, sim)
     t, _, push, _ = _windows(sim)
-    for k in np.flatnonzero(push)[::50]:
+    for k in np.flatnonzero(push)[::10]:
         est = obs.external_wrench(model, sim[k][1], LINK, r[k])
         assert est.rank == 6 and math.isfinite(est.condition_number)
-        np.testing.assert_allclose(est.wrench[:3], F_PUSH[:3], atol=0.03 * np.abs(F_PUSH[:3]).max())
-        np.testing.assert_allclose(est.wrench[3:], F_PUSH[3:], atol=0.05 * np.abs(F_PUSH[3:]).max() + 0.05)
+        # within 4 % of the force and of the torque (J's condition number, 15 to 60 along the path,
+        # amplifies what is left of that lag)
+        assert np.linalg.norm(est.wrench[:3] - F_PUSH[:3]) < 0.04 * np.linalg.norm(F_PUSH[:3]), (t[k], est.wrench)
+        assert np.linalg.norm(est.wrench[3:] - F_PUSH[3:]) < 0.04 * np.linalg.norm(F_PUSH[3:]), (t[k], est.wrench)
 
 
 def test_wrench_from_exact_torques_and_rank_loss_near_the_base(model):
