@@ -117,16 +117,24 @@ class MomentumObserver:
         H = dn.mass_matrix(m, q)
         C = _coriolis(m, q, qd)
         g = dn.gravity(m, q) if g is None else _vector(g, self.nv, "g")
-        p = H @ qd
-        beta = tau + C.T @ qd - g
+        with np.errstate(all="ignore"):
+            p = H @ qd
+            beta = tau + C.T @ qd - g
+            if self._t is None:
+                r = np.zeros(self.nv)
+            else:
+                dt = stamp - self._t
+                d = (p - self._p) / dt - 0.5 * (beta + self._beta)
+                a = np.exp(-self.gain * dt)
+                r = a * self.r + (1.0 - a) * d
+        if not (np.isfinite(r).all() and np.isfinite(beta).all() and np.isfinite(p).all()):
+            big = max(("qd", float(np.abs(qd).max())), ("tau", float(np.abs(tau).max())), key=lambda x: x[1])
+            raise InputError(f"momentum observer: the result overflowed (not finite) although every input is "
+                             f"finite: inputs out of range (largest |{big[0]}| = {big[1]:.3g}); the sample is "
+                             "not used")
         if self._t is None:
-            self.r = np.zeros(self.nv)
             self.last_reset = self._pending_reason
-        else:
-            dt = stamp - self._t
-            d = (p - self._p) / dt - 0.5 * (beta + self._beta)
-            a = np.exp(-self.gain * dt)
-            self.r = a * self.r + (1.0 - a) * d
+        self.r = r
         self._t, self._p, self._beta = stamp, p, beta
         self.samples += 1
         return self.r.copy()
