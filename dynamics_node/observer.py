@@ -35,6 +35,7 @@ import dynamics_node as dn
 from .errors import InputError
 
 WRENCH_RCOND = 1e-6   # singular values of J below this fraction of the largest count as lost rank
+                      # (the kernel resolves them to about 1e-8 of the largest: eig of J Jᵀ)
 
 
 def _coriolis(model, q, qd):
@@ -89,23 +90,23 @@ class MomentumObserver:
         """Forget the past: the next sample starts the observer again (r = 0 there)."""
         self.r = np.zeros(self.nv)
         self._t = None
-        self._p = None
-        self._beta = None
         self._pending_reason = why
         self.last_reset = why
         self.samples = 0
+        self._p, self._beta = np.zeros(self.nv), np.zeros(self.nv)
+        self._out = (np.zeros(self.nv), np.zeros(self.nv), np.zeros(self.nv))
 
     def update(self, stamp: float, q, qd, tau, g=None) -> Optional[np.ndarray]:
         """r (nv,) after the sample (stamp [s], q, q̇, measured joint torque τ); None for a repeated
         stamp. `g` may pass g(q) when the caller has it already (the stream computed it for the
-        gravity torques), saving a pass."""
-        m = self.model
+        gravity torques), saving a pass. Stamps are floats: pass them relative to a recent origin
+        (the stream uses the first sample's), not as seconds since 1970, whose float spacing of
+        0.2 µs would be a visible error in (p_k − p_{k−1}) / dt at 1 kHz."""
+        m, nv = self.model, self.nv
         stamp = float(stamp)
         if not math.isfinite(stamp):
             raise InputError(f"momentum observer: stamp {stamp} is not finite")
-        q = _vector(q, m.nq, "q")
-        qd = _vector(qd, self.nv, "qd")
-        tau = _vector(tau, self.nv, "tau")
+        q, qd, tau = _arg(q, m.nq, "q"), _arg(qd, nv, "qd"), _arg(tau, nv, "tau")
         if self._t is not None:
             dt = stamp - self._t
             if dt == 0.0:
@@ -116,28 +117,72 @@ class MomentumObserver:
                 self.reset(f"gap of {dt:.6g} s between stamps (timeout {self.timeout:g} s)")
         H = dn.mass_matrix(m, q)
         C = _coriolis(m, q, qd)
-        g = dn.gravity(m, q) if g is None else _vector(g, self.nv, "g")
-        with np.errstate(all="ignore"):
-            p = H @ qd
-            beta = tau + C.T @ qd - g
-            if self._t is None:
-                r = np.zeros(self.nv)
-            else:
-                dt = stamp - self._t
-                d = (p - self._p) / dt - 0.5 * (beta + self._beta)
-                a = np.exp(-self.gain * dt)
-                r = a * self.r + (1.0 - a) * d
-        if not (np.isfinite(r).all() and np.isfinite(beta).all() and np.isfinite(p).all()):
+        g = dn.gravity(m, q) if g is None else _arg(g, nv, "g")
+        first = self._t is None
+        p, beta, r = self._out
+        ok = _kernel(_update_kernel)(np.ascontiguousarray(H), np.ascontiguousarray(C), qd, tau, g, self.gain,
+                                     0.0 if first else stamp - self._t, first, self._p, self._beta, self.r,
+                                     p, beta, r)
+        if not ok:
+            for name, v in (("q", q), ("qd", qd), ("tau", tau), ("g", g)):
+                _vector(v, v.size, name)   # names a non-finite input, if any
             big = max(("qd", float(np.abs(qd).max())), ("tau", float(np.abs(tau).max())), key=lambda x: x[1])
             raise InputError(f"momentum observer: the result overflowed (not finite) although every input is "
                              f"finite: inputs out of range (largest |{big[0]}| = {big[1]:.3g}); the sample is "
                              "not used")
-        if self._t is None:
+        if first:
             self.last_reset = self._pending_reason
-        self.r = r
-        self._t, self._p, self._beta = stamp, p, beta
+        self._out = (self._p, self._beta, self.r)   # the previous sample's arrays are the next outputs
+        self._t, self._p, self._beta, self.r = stamp, p, beta, r
         self.samples += 1
-        return self.r.copy()
+        return r.copy()
+
+
+def _update_kernel(H, C, qd, tau, g, gain, dt, first, p0, beta0, r0, p, beta, r):
+    """One sample (see the module docstring): p = H q̇, β = τ + Cᵀ q̇ − g, and unless first
+    d = (p − p0)/dt − (β + β0)/2, r = d + e^{−K dt} (r0 − d). False when anything is not finite."""
+    n = qd.shape[0]
+    ok = True
+    for i in range(n):
+        acc_p = 0.0
+        acc_c = 0.0
+        for j in range(n):
+            acc_p += H[i, j] * qd[j]
+            acc_c += C[j, i] * qd[j]
+        p[i] = acc_p
+        beta[i] = tau[i] + acc_c - g[i]
+        if first:
+            r[i] = 0.0
+        else:
+            d = (acc_p - p0[i]) / dt - 0.5 * (beta[i] + beta0[i])
+            r[i] = d + math.exp(-gain[i] * dt) * (r0[i] - d)
+        if not (math.isfinite(p[i]) and math.isfinite(beta[i]) and math.isfinite(r[i])):
+            ok = False
+    return ok
+
+
+_KERNELS: dict = {}
+
+
+def _kernel(fn):
+    """fn compiled by numba (cached on disk; loaded once per process), or fn itself without numba."""
+    k = _KERNELS.get(fn)
+    if k is None:
+        try:
+            import numba
+            k = numba.njit(cache=True)(fn)
+        except ImportError:  # pragma: no cover - numba is a dependency; plain Python still answers
+            k = fn
+        _KERNELS[fn] = k
+    return k
+
+
+def _arg(x, n, what):
+    """x as a float64 vector of n values (no copy when it is one already); finiteness is checked on
+    the result (a non-finite input makes it non-finite, and is then named)."""
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (n,):
+        return x
+    return _vector(x, n, what)
 
 
 class WrenchEstimate(NamedTuple):
@@ -158,6 +203,81 @@ def link_jacobian(model, q, link):
     return out
 
 
+def _wrench_kernel(J, r, rcond, A, V, F, sv):
+    """F = J⁺ᵀ r through the eigen-decomposition of A = J Jᵀ (6 x 6, cyclic Jacobi rotations, Golub &
+    Van Loan §8.5): singular values sv = sqrt(eig A), descending; directions with sv below rcond
+    times the largest are left out (the minimum-norm solution). Returns the rank. Small fixed sizes:
+    numba makes it a microsecond, where numpy's linalg wrappers cost tens."""
+    n, nv = J.shape
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for k in range(nv):
+                acc += J[i, k] * J[j, k]
+            A[i, j] = acc
+            V[i, j] = 1.0 if i == j else 0.0
+    scale = 0.0
+    for i in range(n):
+        scale += A[i, i]
+    for _sweep in range(60):
+        off = 0.0
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                off += A[p, q] * A[p, q]
+        if off <= 1e-34 * scale * scale:
+            break
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                apq = A[p, q]
+                if apq == 0.0:
+                    continue
+                theta = (A[q, q] - A[p, p]) / (2.0 * apq)
+                t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                if theta < 0.0:
+                    t = -t
+                c = 1.0 / math.sqrt(t * t + 1.0)
+                s = t * c
+                for k in range(n):
+                    akp, akq = A[k, p], A[k, q]
+                    A[k, p] = c * akp - s * akq
+                    A[k, q] = s * akp + c * akq
+                for k in range(n):
+                    apk, aqk = A[p, k], A[q, k]
+                    A[p, k] = c * apk - s * aqk
+                    A[q, k] = s * apk + c * aqk
+                for k in range(n):
+                    vkp, vkq = V[k, p], V[k, q]
+                    V[k, p] = c * vkp - s * vkq
+                    V[k, q] = s * vkp + c * vkq
+    smax = 0.0
+    for i in range(n):
+        sv[i] = math.sqrt(max(A[i, i], 0.0))
+        smax = max(smax, sv[i])
+    rank = 0
+    for i in range(n):
+        F[i] = 0.0
+    for i in range(n):
+        if sv[i] <= rcond * smax or sv[i] == 0.0:
+            continue
+        rank += 1
+        proj = 0.0   # v_iᵀ J r / λ_i
+        for a in range(n):
+            jr = 0.0
+            for k in range(nv):
+                jr += J[a, k] * r[k]
+            proj += V[a, i] * jr
+        proj /= sv[i] * sv[i]
+        for a in range(n):
+            F[a] += V[a, i] * proj
+    return rank
+
+
+def _wrench_solve(J, r, rcond):
+    A, V, F, sv = np.empty((6, 6)), np.empty((6, 6)), np.empty(6), np.empty(6)
+    rank = _kernel(_wrench_kernel)(J, r, rcond, A, V, F, sv)
+    return F, int(rank), np.sort(sv)[::-1]
+
+
 def external_wrench(model, q, link, r, rcond: float = WRENCH_RCOND, J=None) -> WrenchEstimate:
     """The wrench F the environment applies at `link`'s origin (link axes, [force; torque]) that
     explains the external joint torques r = Jᵀ F best in least squares (J: the link origin's
@@ -169,6 +289,7 @@ def external_wrench(model, q, link, r, rcond: float = WRENCH_RCOND, J=None) -> W
     r = _vector(r, model.nv, "r")
     if J is None:
         J = link_jacobian(model, q, link)
-    F, _, rank, sv = np.linalg.lstsq(J.T, r, rcond=rcond)
-    cond = float(sv[0] / sv[-1]) if rank == 6 and sv.size == 6 and sv[-1] > 0 else math.inf
+    J = np.ascontiguousarray(J, dtype=float)
+    F, rank, sv = _wrench_solve(J, r, float(rcond))
+    cond = float(sv[0] / sv[-1]) if rank == 6 else math.inf
     return WrenchEstimate(F, int(rank), cond, r - J.T @ F, sv)

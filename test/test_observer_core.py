@@ -44,7 +44,7 @@ def coriolis(monkeypatch):
         monkeypatch.setattr(obs, "_coriolis", _pin_coriolis())
 
 
-def simulate(model, seconds=T_END, push=True, rate=RATE, substeps=2, speed=1.0):
+def simulate(model, seconds=T_END, push=True, rate=RATE, substeps=2, speed=1.0, window=(T_ON, T_OFF)):
     """Samples (t, q, qd, tau, tau_ext) at `rate`: the arm under gravity compensation plus a PD
     (weighted by H) tracking a sine on every joint; tau is held over each sample interval (zero-order hold, as a
     controller sends it) and is what the joint-state effort reports at the sample."""
@@ -60,7 +60,7 @@ def simulate(model, seconds=T_END, push=True, rate=RATE, substeps=2, speed=1.0):
         return q0 + amp * np.sin(w * t), amp * w * np.cos(w * t)
 
     def fext(t):
-        return {LINK: tuple(F_PUSH)} if push and T_ON <= t < T_OFF else None
+        return {LINK: tuple(F_PUSH)} if push and window[0] <= t < window[1] else None
 
     def f(t, x, tau, fx):
         q, qd = x[:n], x[n:]
@@ -218,3 +218,24 @@ def test_bad_input_is_refused_by_name(model):
         o.update(0.0, z, np.zeros(6), z)
     with pytest.raises(dn.InputError, match="stamp"):
         o.update(math.inf, z, z, z)
+
+
+def test_the_wrench_solve_equals_numpy_least_squares_full_rank_or_not():
+    """The 6 x 6 Jacobi kernel against numpy's SVD-based lstsq (minimum-norm solution, same rcond)."""
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        nv = int(rng.integers(6, 10)) if trial % 2 else int(rng.integers(1, 6))
+        J = rng.normal(size=(6, nv)) * rng.uniform(0.01, 3.0, size=(6, 1))
+        if trial % 5 == 0:      # rank-deficient: a product of thinner factors
+            k = int(rng.integers(1, 6))
+            J = rng.normal(size=(6, k)) @ rng.normal(size=(k, nv))
+        r = rng.normal(size=nv)
+        F, rank, sv = obs._wrench_solve(J, r, obs.WRENCH_RCOND)
+        Fr, _, rank_r, sv_r = np.linalg.lstsq(J.T, r, rcond=obs.WRENCH_RCOND)
+        assert rank == rank_r, trial
+        np.testing.assert_allclose(F, Fr, rtol=1e-7, atol=1e-9 * (1 + np.abs(Fr).max()))
+        # singular values above rcond agree; those below (from sqrt(eig J Jᵀ): resolved to about
+        # 1e-8 of the largest, hence rcond 1e-6) are below it in both
+        big = sv_r > obs.WRENCH_RCOND * sv_r.max()
+        np.testing.assert_allclose(sv[:len(sv_r)][big], sv_r[big], rtol=1e-7)
+        assert (sv[rank:] <= obs.WRENCH_RCOND * sv[0]).all()
