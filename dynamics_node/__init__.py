@@ -53,7 +53,7 @@ _LAZY = {
     "forward_dynamics": ".algorithms.aba",
     "floating_base_inverse_dynamics": ".algorithms.hybrid", "hybrid_dynamics": ".algorithms.hybrid",
     "bias_acceleration": ".algorithms.kinematics", "center_of_mass": ".algorithms.kinematics",
-    "jacobian": ".algorithms.kinematics", "link_pose": ".algorithms.kinematics",
+    "link_pose": ".algorithms.kinematics",
     "link_poses": ".algorithms.kinematics", "link_velocity": ".algorithms.kinematics",
     "close_loop_velocities": ".algorithms.loops", "close_loops": ".algorithms.loops",
     "closed_loop_forward_dynamics": ".algorithms.loops", "closed_loop_gravity": ".algorithms.loops",
@@ -64,6 +64,13 @@ _LAZY = {
     "dual_arm_forward_dynamics": ".algorithms.loops", "dual_arm_inverse_dynamics": ".algorithms.loops",
     "pseudovelocity_basis": ".algorithms.loops", "reduced_order_dynamics": ".algorithms.loops",
     "decoupled_control": ".algorithms.loops",
+    # issue 11: the terms of model-based controllers
+    "coriolis_matrix": ".algorithms.coriolis",
+    "jacobian": ".algorithms.jacobians", "jacobian_derivative": ".algorithms.jacobians",
+    "analytic_jacobian": ".algorithms.jacobians", "manipulability": ".algorithms.jacobians",
+    "jacobian_singular_values": ".algorithms.jacobians",
+    "operational_space_inertia": ".algorithms.operational_space",
+    # issue 10 §3: the momentum observer of external torques
     "MomentumObserver": ".observer", "external_wrench": ".observer",
 }
 

@@ -104,6 +104,13 @@ CALLS = {
     "dual_arm_inverse_dynamics": ("dual", "qvv3", lambda m, q, qd, qdd, f: dn.dual_arm_inverse_dynamics(
         m, q, qd, qdd, f)),
     "decoupled_control": ("dual", "qvab", lambda m, q, qd, t1, t2: dn.decoupled_control(m, q, qd, t1, t2)),
+    # issue 11 ('p': a point, 3 numbers in the link frame)
+    "coriolis_matrix": ("arm", "qv", lambda m, q, qd: dn.coriolis_matrix(m, q, qd)),
+    "jacobian_derivative": ("arm", "qvp", lambda m, q, qd, p: dn.jacobian_derivative(m, q, qd, _link(m), p, "link")),
+    "operational_space_inertia": ("arm", "qp", lambda m, q, p: dn.operational_space_inertia(m, q, _link(m), p)),
+    "manipulability": ("arm", "q", lambda m, q: dn.manipulability(m, q, _link(m))),
+    "jacobian_singular_values": ("arm", "q", lambda m, q: dn.jacobian_singular_values(m, q, _link(m))),
+    "analytic_jacobian": ("arm", "q", lambda m, q: dn.analytic_jacobian(m, q, _link(m), "zyz")),
 }
 NAMES = {  # the public argument names of the arrays, in order
     "inverse_dynamics": "q qd qdd", "gravity": "q", "bias_forces": "q qd", "mass_matrix": "q",
@@ -117,10 +124,13 @@ NAMES = {  # the public argument names of the arrays, in order
     "sphere_force": "q qd tau", "delta_matrix": "q", "dual_arm_forward_dynamics": "q qd tau",
     "pseudovelocity_basis": "q qd", "reduced_order_dynamics": "q nu tau", "dual_arm_inverse_dynamics": "q qd qdd f_cs",
     "decoupled_control": "q qd tau1_s tau2_s",
+    "coriolis_matrix": "q qd", "jacobian_derivative": "q qd point", "operational_space_inertia": "q point",
+    "manipulability": "q", "jacobian_singular_values": "q", "analytic_jacobian": "q",
 }
 DATA_FUNCS = ["inverse_dynamics", "gravity", "bias_forces", "mass_matrix", "forward_dynamics", "hybrid_dynamics",
               "floating_base_inverse_dynamics", "jacobian", "link_pose", "link_poses", "link_velocity",
-              "bias_acceleration", "center_of_mass"]
+              "bias_acceleration", "center_of_mass", "coriolis_matrix", "jacobian_derivative",
+              "operational_space_inertia", "manipulability", "jacobian_singular_values", "analytic_jacobian"]
 
 
 def test_every_public_function_is_covered():
@@ -139,7 +149,7 @@ def _setup(models, name, seed=0):
     else:
         m = models[key]
         q, qd, qdd, tau = _state(m, seed)
-        base = {"q": q, "v": qd, "j": qdd[6:]}
+        base = {"q": q, "v": qd, "j": qdd[6:], "p": np.random.default_rng(seed).uniform(-0.3, 0.3, 3)}
     rng = np.random.default_rng(seed + 1)
     arrays = []
     for k in kinds:
@@ -336,6 +346,12 @@ def _call_with_data(models, name, data, model=None):
         "link_velocity": lambda: dn.link_velocity(m, *arrays, link, data=data),
         "bias_acceleration": lambda: dn.bias_acceleration(m, *arrays, link, data=data),
         "center_of_mass": lambda: dn.center_of_mass(m, *arrays, data=data),
+        "coriolis_matrix": lambda: dn.coriolis_matrix(m, *arrays, data=data),
+        "jacobian_derivative": lambda: dn.jacobian_derivative(m, arrays[0], arrays[1], link, arrays[2], data=data),
+        "operational_space_inertia": lambda: dn.operational_space_inertia(m, arrays[0], link, arrays[1], data=data),
+        "manipulability": lambda: dn.manipulability(m, *arrays, link, data=data),
+        "jacobian_singular_values": lambda: dn.jacobian_singular_values(m, *arrays, link, data=data),
+        "analytic_jacobian": lambda: dn.analytic_jacobian(m, *arrays, link, data=data),
     }
     return m, fns[name]
 

@@ -1,0 +1,271 @@
+"""Jacobians of any point of a link in world or link axes, their time derivative J̇, the analytic
+(Euler-angle) Jacobian, manipulability and the Jacobian's singular values.
+
+Rows are [linear; angular] (the ROS edge's order). The point P is given in LINK coordinates; the
+link frame may sit on its body at a fixed offset (model.link_R, link_p), so P in body coordinates
+is p_L + R_L P. Geometric Jacobian (Jacobian notes, column [z_j x (P - o_j); z_j] of a revolute
+joint): kinematics.jacobian_kernel. In the link's axes every row is rotated by R^T, R the link's
+world orientation: J_link = diag(R^T, R^T) J_world.
+
+J̇ (world axes): with S_j the world motion subspace at the world origin (angular-first,
+coriolis.world_motion), S_j = [omega_j; v_Oj] and dS_j/dt = v_j x S_j (Featherstone Eq. 2.44),
+the column of the point P (moving with the link, dP/dt = v_O + omega x P) is
+
+    J_j = [v_Oj + omega_j x P; omega_j]
+    dJ_j/dt = [dv_Oj + domega_j x P + omega_j x dP/dt; domega_j],
+
+so that J qdd + J̇ qd is the classical acceleration of P and the angular acceleration (Featherstone
+Eq. 2.48; dn.bias_acceleration is J̇ qd). In link axes, d/dt diag(R^T, R^T) J = diag(R^T, R^T)
+(J̇ - diag(omega x, omega x) J) (dR/dt = omega x R).
+
+Analytic Jacobian (Jacobian notes, "analytic Jacobian"): omega = B(phi) dphi/dt for Euler angles
+phi = (a, b, c); J_a = diag(1, B^-1) J. "zyx": R = Rz(a) Ry(b) Rx(c), B = [e_z, Rz(a) e_y,
+Rz(a) Ry(b) e_x], singular at cos b = 0; "zyz": R = Rz(a) Ry(b) Rz(c), B = [e_z, Rz(a) e_y,
+Rz(a) Ry(b) e_z], singular at sin b = 0.
+
+Manipulability (Yoshikawa 1985; Jacobian notes): w = sqrt(det(J J^T)) = product of the singular
+values of the 6 x nv world Jacobian of the link origin, 0 where J has rank below 6.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._jit import njit, types
+from ..dispatch import Route
+from ..errors import InputError
+from ..layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, W_PW, W_PW_N, W_RW, W_RW_N
+from ._common import A_QD, F1, I1, check, check_q
+from .coriolis import world_motion
+from .kinematics import _link, _poses, jacobian_kernel
+
+AXES = ("world", "link")
+EULER = ("zyx", "zyz")
+SINGULAR_EULER = 1e-6  # |cos b| (zyx) or |sin b| (zyz) below this: the representation is singular
+
+
+@njit(types.int64(I1, F1, F1, F1, types.int64, F1, F1, F1, F1), cache=True)
+def jdot_kernel(mi, mf, q, qd, body, pl, Jout, dJout, w):
+    """J and J̇ (6 x nvt each, flat, rows [v; omega], world axes) of the point pl (body coordinates)
+    of ``body`` (module docstring); leaves the body poses in w (kinematics._poses)."""
+    nb = mi[H_NB]
+    nvt = mi[H_NVT]
+    st = check_q(q, mi)
+    if st == 0:
+        st = check(qd, nvt, A_QD)
+    if st != 0:
+        return st
+    for k in range(6 * nvt):
+        Jout[k] = 0.0
+        dJout[k] = 0.0
+    _poses(mi, mf, q, w)
+    if body < 0:
+        return 0
+    S = np.empty((max(nvt, 1), 6))
+    dS = np.empty((max(nvt, 1), 6))
+    ov = np.empty((body + 1, 6))
+    world_motion(mi, mf, qd, w, body + 1, S, dS, ov)
+    R = w[W_RW * nb + W_RW_N * body:W_RW * nb + W_RW_N * body + 9]
+    pb = w[W_PW * nb + W_PW_N * body:W_PW * nb + W_PW_N * body + 3]
+    P0 = pb[0] + R[0] * pl[0] + R[1] * pl[1] + R[2] * pl[2]
+    P1 = pb[1] + R[3] * pl[0] + R[4] * pl[1] + R[5] * pl[2]
+    P2 = pb[2] + R[6] * pl[0] + R[7] * pl[1] + R[8] * pl[2]
+    wb0, wb1, wb2 = ov[body, 0], ov[body, 1], ov[body, 2]
+    Pd0 = ov[body, 3] + wb1 * P2 - wb2 * P1  # dP/dt = v_O + omega x P
+    Pd1 = ov[body, 4] + wb2 * P0 - wb0 * P2
+    Pd2 = ov[body, 5] + wb0 * P1 - wb1 * P0
+    J = Jout.reshape((6, nvt))
+    dJ = dJout.reshape((6, nvt))
+    j = body
+    while j >= 0:
+        jj = HEADER_I + BODY_I * j
+        vj = mi[jj + J_VI]
+        for d in range(vj, vj + mi[jj + J_NV]):
+            w0, w1, w2 = S[d, 0], S[d, 1], S[d, 2]
+            a0, a1, a2 = dS[d, 0], dS[d, 1], dS[d, 2]
+            J[0, d] = S[d, 3] + w1 * P2 - w2 * P1
+            J[1, d] = S[d, 4] + w2 * P0 - w0 * P2
+            J[2, d] = S[d, 5] + w0 * P1 - w1 * P0
+            J[3, d], J[4, d], J[5, d] = w0, w1, w2
+            dJ[0, d] = dS[d, 3] + a1 * P2 - a2 * P1 + w1 * Pd2 - w2 * Pd1
+            dJ[1, d] = dS[d, 4] + a2 * P0 - a0 * P2 + w2 * Pd0 - w0 * Pd2
+            dJ[2, d] = dS[d, 5] + a0 * P1 - a1 * P0 + w0 * Pd1 - w1 * Pd0
+            dJ[3, d], dJ[4, d], dJ[5, d] = a0, a1, a2
+        j = mi[jj + J_PARENT]
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+def _point(model, link, point):
+    """(body, R_L, point in body coordinates) of a point given in link coordinates."""
+    b, Rl, pl = _link(model, link)
+    if point.shape[0] != 3:
+        raise InputError(f"point must have 3 numbers (x y z in the link frame of '{link}'), got {point.shape[0]}")
+    if not np.all(np.isfinite(point)):
+        raise InputError(f"point is not finite (NaN or inf): {point.tolist()}")
+    return b, Rl, pl + Rl @ point
+
+
+def _axes(axes):
+    if not (isinstance(axes, str) and axes in AXES):
+        raise InputError(f"axes must be 'world' or 'link', got {axes!r}")
+
+
+def _link_rotation(model, w, b, Rl):
+    """World orientation of the link frame (poses of the last kernel call in w)."""
+    if b < 0:
+        return Rl
+    nb = model.nb
+    return w[W_RW * nb + W_RW_N * b:W_RW * nb + W_RW_N * b + 9].reshape(3, 3) @ Rl
+
+
+def _rotate_rows(R, J):
+    """diag(R^T, R^T) J."""
+    out = np.empty_like(J)
+    out[:3] = R.T @ J[:3]
+    out[3:] = R.T @ J[3:]
+    return out
+
+
+def world_jacobian(model, w, qt, b, pb):
+    """6 x nvt world Jacobian of the point pb (body coordinates) of body b; status, J."""
+    Jt = np.empty(6 * model.nvt)
+    st = jacobian_kernel(model._kmi, model._kmf, qt, b, pb, Jt, w)
+    return st, Jt.reshape(6, model.nvt)
+
+
+def _jacobian(model, data, w, qt, point, link, axes):
+    b, Rl, pb = _point(model, link, point)
+    _axes(axes)
+    st, J = world_jacobian(model, w, qt, b, pb)
+    if st == 0 and axes == "link":
+        J = _rotate_rows(_link_rotation(model, w, b, Rl), J)
+    return st, J
+
+
+def _jacobian_derivative(model, data, w, qt, qdt, point, link, axes):
+    b, Rl, pb = _point(model, link, point)
+    _axes(axes)
+    n = model.nvt
+    J, dJ = np.empty((6, n)), np.empty((6, n))
+    st = jdot_kernel(model._kmi, model._kmf, qt, qdt, b, pb, J.reshape(-1), dJ.reshape(-1), w)
+    if st == 0 and axes == "link":
+        R = _link_rotation(model, w, b, Rl)
+        om = J[3:] @ qdt  # the link's angular velocity (world axes)
+        Wx = np.array([[0.0, -om[2], om[1]], [om[2], 0.0, -om[0]], [-om[1], om[0], 0.0]])
+        dJ = dJ.copy()
+        dJ[:3] -= Wx @ J[:3]
+        dJ[3:] -= Wx @ J[3:]
+        dJ = _rotate_rows(R, dJ)
+    return st, dJ
+
+
+def _reduce(model, J):
+    return J @ model.G if model.has_mimic else J
+
+
+def _singular_values(model, data, w, qt, link):
+    b, Rl, pb = _point(model, link, np.zeros(3))
+    st, J = world_jacobian(model, w, qt, b, pb)
+    if st:
+        return st, None
+    return 0, np.linalg.svd(_reduce(model, J), compute_uv=False)
+
+
+def _manipulability(model, data, w, qt, link):
+    st, s = _singular_values(model, data, w, qt, link)
+    if st:
+        return st, None
+    if s.shape[0] < 6 or s[-1] <= s[0] * 6 * max(model.nv, 6) * np.finfo(float).eps:
+        return 0, 0.0
+    return 0, float(np.prod(s))
+
+
+def euler_rates_matrix(R, euler, link):
+    """(angles, B^-1) with omega = B dphi/dt (module docstring); InputError at a singularity."""
+    if euler == "zyx":
+        b = math.atan2(-R[2, 0], math.hypot(R[0, 0], R[1, 0]))
+        a = math.atan2(R[1, 0], R[0, 0])
+        c = math.atan2(R[2, 1], R[2, 2])
+        cb, sb = math.cos(b), math.sin(b)
+        if abs(cb) < SINGULAR_EULER:
+            raise InputError(f"the zyx Euler angles of link '{link}' are singular here (b = {b:+.6f} rad, at "
+                             "±pi/2 their rates are undefined): use euler='zyz' or the geometric jacobian")
+        B = np.array([[0.0, -math.sin(a), math.cos(a) * cb], [0.0, math.cos(a), math.sin(a) * cb], [1.0, 0.0, -sb]])
+    else:
+        b = math.atan2(math.hypot(R[0, 2], R[1, 2]), R[2, 2])
+        sb, cb = math.sin(b), math.cos(b)
+        if abs(sb) < SINGULAR_EULER:
+            raise InputError(f"the zyz Euler angles of link '{link}' are singular here (b = {b:+.6f} rad, at 0 "
+                             "or pi their rates are undefined): use euler='zyx' or the geometric jacobian")
+        a = math.atan2(R[1, 2], R[0, 2])
+        c = math.atan2(R[2, 1], -R[2, 0])
+        B = np.array([[0.0, -math.sin(a), math.cos(a) * sb], [0.0, math.cos(a), math.sin(a) * sb], [1.0, 0.0, cb]])
+    return (a, b, c), np.linalg.inv(B)
+
+
+def _analytic(model, data, w, qt, link, euler):
+    if not (isinstance(euler, str) and euler in EULER):
+        raise InputError(f"euler must be 'zyx' or 'zyz', got {euler!r}")
+    b, Rl, pb = _point(model, link, np.zeros(3))
+    st, J = world_jacobian(model, w, qt, b, pb)
+    if st:
+        return st, None
+    _, Binv = euler_rates_matrix(_link_rotation(model, w, b, Rl), euler, link)
+    Ja = J.copy()
+    Ja[3:] = Binv @ J[3:]
+    return 0, Ja
+
+
+_Q, _QD, _PT = ("q", "q"), ("qd", "v"), ("point", "x")
+_JACOBIAN = Route("the Jacobian", (_Q, _PT), _jacobian, extras=("link", "axes"), post="J").front
+_JDOT = Route("the Jacobian derivative", (_Q, _QD, _PT), _jacobian_derivative, extras=("link", "axes"), post="J").front
+_SVD = Route("the Jacobian's singular values", (_Q,), _singular_values, extras=("link",)).front
+_MANIP = Route("the manipulability", (_Q,), _manipulability, extras=("link",)).front
+_ANALYTIC = Route("the analytic Jacobian", (_Q,), _analytic, extras=("link", "euler"), post="J").front
+_ORIGIN = (0.0, 0.0, 0.0)
+
+
+def jacobian(model, q, link, point=_ORIGIN, axes="world", data=None):
+    """6 x nv geometric Jacobian of a point of a link, rows [linear; angular].
+
+    point: (x, y, z) in the LINK frame (default its origin); axes: "world" (default) or "link"
+    (both row blocks in the link's axes: diag(R^T, R^T) J_world)."""
+    return _JACOBIAN(model, data, q, point, link, axes)
+
+
+def jacobian_derivative(model, q, qd, link, point=_ORIGIN, axes="world", data=None):
+    """6 x nv dJ/dt of jacobian(model, q, link, point, axes) along qd: J qdd + J̇ qd is the
+    classical acceleration of the point and the angular acceleration (in the chosen axes)."""
+    return _JDOT(model, data, q, qd, point, link, axes)
+
+
+def jacobian_singular_values(model, q, link, data=None):
+    """Singular values (descending, min(6, nv) of them) of the world Jacobian of the link origin."""
+    return _SVD(model, data, q, link)
+
+
+def manipulability(model, q, link, data=None):
+    """Yoshikawa's manipulability sqrt(det(J J^T)) of the world Jacobian of the link origin (a float;
+    0.0 where J has rank below 6, e.g. at a singularity or with fewer than 6 dofs)."""
+    return _MANIP(model, data, q, link)
+
+
+def analytic_jacobian(model, q, link, euler="zyx", data=None):
+    """6 x nv rows [d/dt position of the link origin; d/dt Euler angles (a, b, c)] with
+    euler="zyx": R = Rz(a) Ry(b) Rx(c), or "zyz": R = Rz(a) Ry(b) Rz(c) (J_a = diag(1, B^-1) J).
+    InputError near a representation singularity (b = ±pi/2 for zyx, b = 0 or pi for zyz)."""
+    return _ANALYTIC(model, data, q, link, euler)
+
+
+def euler_angles(R, euler="zyx"):
+    """(a, b, c) of a rotation matrix in the convention of analytic_jacobian (b in [-pi/2, pi/2]
+    for zyx, [0, pi] for zyz)."""
+    R = np.asarray(R, dtype=float)
+    if euler == "zyx":
+        return (math.atan2(R[1, 0], R[0, 0]), math.atan2(-R[2, 0], math.hypot(R[0, 0], R[1, 0])),
+                math.atan2(R[2, 1], R[2, 2]))
+    return (math.atan2(R[1, 2], R[0, 2]), math.atan2(math.hypot(R[0, 2], R[1, 2]), R[2, 2]),
+            math.atan2(R[2, 1], -R[2, 0]))
+
