@@ -195,20 +195,19 @@ class WrenchEstimate(NamedTuple):
 
 def link_jacobian(model, q, link):
     """6 x nv Jacobian of the link origin in the link's axes, rows [linear; angular]."""
-    J = np.asarray(dn.jacobian(model, q, link), dtype=float)
-    R = np.asarray(dn.link_pose(model, q, link), dtype=float)[:3, :3]
-    out = np.empty_like(J)
-    out[:3] = R.T @ J[:3]
-    out[3:] = R.T @ J[3:]
-    return out
+    return dn.jacobian(model, q, link, axes="link")
 
 
-def _wrench_kernel(J, r, rcond, A, V, F, sv):
+def _wrench_kernel(J, r, rcond):
     """F = J⁺ᵀ r through the eigen-decomposition of A = J Jᵀ (6 x 6, cyclic Jacobi rotations, Golub &
     Van Loan §8.5): singular values sv = sqrt(eig A), descending; directions with sv below rcond
     times the largest are left out (the minimum-norm solution). Returns the rank. Small fixed sizes:
     numba makes it a microsecond, where numpy's linalg wrappers cost tens."""
     n, nv = J.shape
+    A, V, F, sv = np.empty((n, n)), np.empty((n, n)), np.zeros(n), np.empty(n)
+    for k in range(nv):
+        if not math.isfinite(r[k]):
+            return -1, F, sv
     for i in range(n):
         for j in range(n):
             acc = 0.0
@@ -255,8 +254,6 @@ def _wrench_kernel(J, r, rcond, A, V, F, sv):
         smax = max(smax, sv[i])
     rank = 0
     for i in range(n):
-        F[i] = 0.0
-    for i in range(n):
         if sv[i] <= rcond * smax or sv[i] == 0.0:
             continue
         rank += 1
@@ -269,13 +266,12 @@ def _wrench_kernel(J, r, rcond, A, V, F, sv):
         proj /= sv[i] * sv[i]
         for a in range(n):
             F[a] += V[a, i] * proj
-    return rank
+    return rank, F, np.sort(sv)[::-1]
 
 
 def _wrench_solve(J, r, rcond):
-    A, V, F, sv = np.empty((6, 6)), np.empty((6, 6)), np.empty(6), np.empty(6)
-    rank = _kernel(_wrench_kernel)(J, r, rcond, A, V, F, sv)
-    return F, int(rank), np.sort(sv)[::-1]
+    rank, F, sv = _kernel(_wrench_kernel)(J, r, rcond)
+    return F, int(rank), sv
 
 
 def external_wrench(model, q, link, r, rcond: float = WRENCH_RCOND, J=None) -> WrenchEstimate:
@@ -284,12 +280,14 @@ def external_wrench(model, q, link, r, rcond: float = WRENCH_RCOND, J=None) -> W
     Jacobian in link axes). Singular values of J below rcond times the largest are treated as zero:
     the minimum-norm wrench is returned and `rank` < 6 says that some components are not observable
     (a link near the base, or a singular configuration)."""
-    if link not in model.link_names:
-        raise InputError(f"external_wrench: unknown link '{link}' (links: {', '.join(model.link_names)})")
-    r = _vector(r, model.nv, "r")
     if J is None:
-        J = link_jacobian(model, q, link)
+        J = link_jacobian(model, q, link)    # names an unknown link
+    elif link not in model.link_names:
+        raise InputError(f"external_wrench: unknown link '{link}' (links: {', '.join(model.link_names)})")
+    r = _arg(r, model.nv, "r")
     J = np.ascontiguousarray(J, dtype=float)
     F, rank, sv = _wrench_solve(J, r, float(rcond))
+    if rank < 0:
+        _vector(r, model.nv, "r")  # raises naming the non-finite value
     cond = float(sv[0] / sv[-1]) if rank == 6 else math.inf
     return WrenchEstimate(F, int(rank), cond, r - J.T @ F, sv)

@@ -72,15 +72,6 @@ class Log:
         self._add("error", t, **kw)
 
 
-@pytest.fixture(autouse=True)
-def coriolis(monkeypatch):
-    import dynamics_node as dn
-    from dynamics_node import observer as obs
-    import test_observer_core as core
-    if "coriolis_matrix" not in dn._LAZY:
-        monkeypatch.setattr(obs, "_coriolis", core._pin_coriolis())
-
-
 def make(path=ns.ARM7, **values):
     from dynamics_node.ros.model_state import build_state, load, payload_table
     from dynamics_node.ros.params import validate
@@ -108,15 +99,7 @@ def wait_ready(s):
 def sim():
     import dynamics_node as dn
     import test_observer_core as core
-    from dynamics_node import observer as obs
-    saved = obs._coriolis
-    if "coriolis_matrix" not in dn._LAZY:
-        obs._coriolis = core._pin_coriolis()
-    try:
-        model = dn.load_model(str(ns.ARM7))
-        return core.simulate(model, seconds=0.4, push=False)
-    finally:
-        obs._coriolis = saved
+    return core.simulate(dn.load_model(str(ns.ARM7)), seconds=0.4, push=False)
 
 
 def feed(s, samples, t0_ns=5_000_000_000, effort=True):
@@ -236,3 +219,11 @@ def test_default_wrench_link_is_the_tip_of_the_longest_chain():
     assert default_wrench_link(dn.load_model(str(ns.ARM7))) == "tool0"
     ur5 = dn.load_model(str(ns.erd("ur_description/urdf/ur5_robot.urdf")))
     assert default_wrench_link(ur5) in ("tool0", "ee_link")
+
+
+def test_no_wrench_without_a_subscriber(sim):
+    s, node, _, _, _ = make(observer_gain=200.0)
+    s.observer_pubs.want_wrench = False      # what the once-a-second check finds with no subscriber
+    feed(s, sim[:20])
+    assert len(node.of("~/external_torques")) == 20 and not node.of("~/external_wrench")
+    assert s.observer.report()["rank"] is None

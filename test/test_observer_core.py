@@ -27,23 +27,6 @@ def model():
     return dn.load_model(ARM7)
 
 
-def _pin_coriolis():
-    """Pinocchio's computeCoriolisMatrix (test-only), for when dn.coriolis_matrix is absent."""
-    import pinocchio as pin
-    pm = pin.buildModelFromUrdf(ARM7)
-    pd = pm.createData()
-
-    def coriolis(model, q, qd):
-        return np.array(pin.computeCoriolisMatrix(pm, pd, np.asarray(q, float), np.asarray(qd, float)))
-    return coriolis
-
-
-@pytest.fixture(autouse=True)
-def coriolis(monkeypatch):
-    if not hasattr(dn, "_LAZY") or "coriolis_matrix" not in dn._LAZY:
-        monkeypatch.setattr(obs, "_coriolis", _pin_coriolis())
-
-
 def simulate(model, seconds=T_END, push=True, rate=RATE, substeps=2, speed=1.0, window=(T_ON, T_OFF)):
     """Samples (t, q, qd, tau, tau_ext) at `rate`: the arm under gravity compensation plus a PD
     (weighted by H) tracking a sine on every joint; tau is held over each sample interval (zero-order hold, as a

@@ -132,7 +132,7 @@ class StreamObserver:
                 self.resets += 1  # the core restarted on a gap or a stamp going back
             self._fresh = False
             est = external_wrench(self.st.model, q, self.link, r,
-                                  J=link_jacobian(self.st.model, q, self.link)) if pubs.wrench else None
+                                  J=link_jacobian(self.st.model, q, self.link)) if pubs.want_wrench else None
         except DynamicsError as e:
             self.failed += 1
             self.last_problem = str(e)
@@ -147,6 +147,8 @@ class StreamObserver:
         pubs.publish(msg, self.names, r, self.link, est)
         if est is not None:
             self.rank, self.condition = est.rank, est.condition_number
+        else:
+            self.rank, self.condition = None, float("nan")
         if self.threshold is not None:
             self._collision(r, pubs, log)
         self.time_us = (time.perf_counter() - t_start) * 1e6
@@ -208,6 +210,16 @@ class ObserverPublishers:
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._collision = node.create_publisher(Bool, resolve("~/collision"), latched)
+        # the wrench (a Jacobian and a 6 x 6 least squares, most of the observer's cost) is computed
+        # while someone subscribes to it; checked once a second
+        self.want_wrench = True
+        self._timer = node.create_timer(1.0, self._check_subscribers)
+
+    def _check_subscribers(self):
+        try:
+            self.want_wrench = self.wrench.get_subscription_count() > 0
+        except Exception:  # noqa: BLE001 - shutting down: keep the last answer
+            pass
 
     def publish(self, msg, names, r, link, est):
         out = self.JointState()
@@ -266,7 +278,7 @@ def diagnostic_status(name, hw, rep):
         ("resets", rep["resets"]), ("last_reset", rep["last_reset"] or "none"),
         ("skipped_without_fresh_effort", rep["skipped"]), ("not_finite", rep["not_finite"]),
         ("failed", rep["failed"]), ("last_problem", rep["last_problem"] or "none"),
-        ("wrench_jacobian_rank", rep["rank"] if rep["rank"] is not None else "none yet"),
+        ("wrench_jacobian_rank", rep["rank"] if rep["rank"] is not None else "not computed (no subscriber)"),
         ("wrench_condition_number", f"{cond:.4g}" if math.isfinite(cond) else str(cond)),
         ("collisions", rep["collisions"]), ("observer_time_us.last", f"{rep['time_us']:.1f}"))]
     return s
