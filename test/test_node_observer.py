@@ -68,8 +68,18 @@ def test_external_torques_wrench_collision_and_reset_through_the_node(node):
     while torques.empty() and time.monotonic() < deadline:
         pub.publish(ns.joint_state(J, np.zeros(7), stamp_ns=1))
         time.sleep(0.05)
-    time.sleep(0.5)   # and the observer's kernels loaded (a thread of the stream process)
-    ns.drain(torques), ns.drain(ext_q)
+    # and until the observer runs (its kernels load in a thread of the stream process): stamps from
+    # 1 s on, so that the simulation's (from 7 s) come after a gap that restarts it
+    k = 0
+    deadline = time.monotonic() + 60
+    while ext_q.empty() and time.monotonic() < deadline:
+        k += 1
+        pub.publish(ns.joint_state(J, np.zeros(7), np.zeros(7), stamp_ns=1_000_000_000 + k * 1_000_000,
+                                   efforts=np.zeros(7)))
+        time.sleep(0.02)
+    assert not ext_q.empty(), "the observer never answered"
+    time.sleep(0.3)
+    ns.drain(torques), ns.drain(ext_q), ns.drain(wrench_q)
 
     stamps = [T0_NS + round(t * 1e9) for t, *_ in sim]
     t_start = time.perf_counter()
@@ -92,8 +102,9 @@ def test_external_torques_wrench_collision_and_reset_through_the_node(node):
                w.wrench.torque.z]
         assert w.header.frame_id == "link7" and ns.stamp_ns(w) == st
         np.testing.assert_allclose(got, est, rtol=1e-7, atol=1e-7)
-    # and what it estimates is the push: J^T F at the end, the wrench within 10 %
-    np.testing.assert_allclose(ext[-1].effort, sim[-1][4], atol=0.03 * np.abs(sim[-1][4]).max())
+    # and what it estimates is the push (the accuracy itself is test_observer_core's): J^T F at the
+    # end within 5 % (the arm moves fast there: r lags J^T F by about its rate / K), the force within 10 %
+    np.testing.assert_allclose(ext[-1].effort, sim[-1][4], atol=0.05 * np.abs(sim[-1][4]).max())
     F = np.array([wr[-1].wrench.force.x, wr[-1].wrench.force.y, wr[-1].wrench.force.z])
     assert np.linalg.norm(F - core.F_PUSH[:3]) < 0.1 * np.linalg.norm(core.F_PUSH[:3])
     flags = [m.data for m in _collect(coll_q, 1, timeout=5.0)]
@@ -106,12 +117,12 @@ def test_external_torques_wrench_collision_and_reset_through_the_node(node):
     after = _collect(ext_q, 1, timeout=5.0)
     assert after and np.array_equal(after[0].effort, np.zeros(7))
 
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 10   # the stream reports twice a second, diagnostics go out once
     status = None
-    while status is None and time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (status and int(status["samples"]) > len(sim)):
         for arr in ns.drain(diag_q, timeout=0.5):
             for s in arr.status:
                 if s.name == f"{NAME}: observer":
                     status = {kv.key: kv.value for kv in s.values}
-    assert status is not None and int(status["samples"]) >= len(sim) and status["wrench_link"] == "link7"
+    assert status is not None and int(status["samples"]) > len(sim) and status["wrench_link"] == "link7"
     assert status["wrench_jacobian_rank"] == "6"
