@@ -312,6 +312,55 @@ def observer_cost(b):
     print()
 
 
+def _tool_link(b):
+    """The link with the most supporting dofs (the arm's flange, a humanoid's hand), and Pinocchio's frame id."""
+    dn, m = b.dn, b.model
+    link = max(m.link_names, key=lambda l: (np.count_nonzero(np.abs(dn.jacobian(m, b.q, l)).sum(0)), l))
+    return link, b.pm.getFrameId(link, pin.FrameType.BODY)
+
+
+def controller_terms(benches):
+    """Issue 11: the terms of model-based controllers against Pinocchio's, paired in this run."""
+    print("Controller terms (issue 11), ours vs Pinocchio, paired")
+    print(f"{'model':<34} {'function':<27} {'ours':>12} {'pinocchio':>12} {'ratio':>7}  pinocchio's pieces")
+    print("-" * 120)
+    for b in benches:
+        dn, m, q, qd = b.dn, b.model, b.q, b.qd
+        pm, pd, pq, pv = b.pm, b.pd, b.pq, b.pv
+        link, fid = _tool_link(b)
+        lwa = pin.LOCAL_WORLD_ALIGNED
+
+        def pin_jdot():
+            pin.computeJointJacobiansTimeVariation(pm, pd, pq, pv)
+            return pin.getFrameJacobianTimeVariation(pm, pd, fid, lwa)
+
+        def pin_osi():
+            Mi = pin.computeMinverse(pm, pd, pq)
+            Mi = np.triu(Mi) + np.triu(Mi, 1).T  # Pinocchio fills the upper triangle
+            J = pin.computeFrameJacobian(pm, pd, pq, fid, lwa)
+            return np.linalg.inv(J @ Mi @ J.T)
+
+        rows = [
+            ("coriolis_matrix", lambda: dn.coriolis_matrix(m, q, qd), lambda: pin.computeCoriolisMatrix(pm, pd, pq, pv),
+             "computeCoriolisMatrix"),
+            ("jacobian_derivative", lambda: dn.jacobian_derivative(m, q, qd, link), pin_jdot,
+             "computeJointJacobiansTimeVariation + getFrameJacobianTimeVariation"),
+            ("operational_space_inertia", lambda: dn.operational_space_inertia(m, q, link), pin_osi,
+             "computeMinverse + computeFrameJacobian + inv(J Minv J^T) (numpy)"),
+        ]
+        for name, fo, fp, pname in rows:
+            if getattr(dn, name, None) is None:
+                print(f"{b.label:<34} {name:<27} {'MISSING':>12}")
+                continue
+            try:
+                ours, theirs = paired(fo, fp)
+                print(f"{b.label:<34} {name:<27} {fmt_t(ours):>12} {fmt_t(theirs):>12} {ours / theirs:7.2f}  {pname}")
+            except Exception as e:  # report, never hide
+                print(f"{b.label:<34} {name:<27} error: {type(e).__name__}: {str(e)[:70]}")
+        print(f"{'':<34} (link '{link}')")
+    print()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer scaling points")
@@ -349,6 +398,7 @@ def main(argv=None):
         print(f"{hlabel}: cannot benchmark: {type(e).__name__}: {e}")
     print()
     table(benches)
+    controller_terms(benches)
     for b in benches:
         batch(b)
     if benches and not benches[0].model.floating_base:

@@ -123,7 +123,8 @@ def test_jacobian_derivative_identities(c):
     for link in _deep_links(c, 2):
         point = rng.uniform(-0.4, 0.4, 3)
         for q, qd, _, _ in c.states[:2]:
-            dJ0 = dn.jacobian_derivative(m, q, qd, link)
+            dJ0 = dn.jacobian_derivative(m, q, qd, link)  # the short path of the default call ...
+            assert np.array_equal(dJ0, dn.jacobian_derivative(m, list(q), qd, link, (0, 0, 0), "world"))  # ... = route
             assert_close(dJ0 @ qd, dn.bias_acceleration(m, q, qd, link), what=f"{c.name}: dJ qd = bias_acceleration")
             for axes in ("world", "link"):
                 h = 1e-6

@@ -33,22 +33,24 @@ import math
 import numpy as np
 
 from .._jit import njit, types
-from ..dispatch import Route
+from ..dispatch import Route, _conform, finite
+from ..model import Model as _Model
 from ..errors import InputError
 from ..layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, W_PW, W_PW_N, W_RW, W_RW_N
-from ._common import A_QD, F1, I1, check, check_q
-from .coriolis import world_motion
-from .kinematics import _link, _poses, jacobian_kernel
+from ._common import A_QD, F1, FASTMATH, I1, check, check_q, new_work
+from .coriolis import motion_views, world_motion
+from .kinematics import _link, _pose, jacobian_kernel
 
 AXES = ("world", "link")
 EULER = ("zyx", "zyz")
 SINGULAR_EULER = 1e-6  # |cos b| (zyx) or |sin b| (zyz) below this: the representation is singular
 
 
-@njit(types.int64(I1, F1, F1, F1, types.int64, F1, F1, F1, F1), cache=True)
-def jdot_kernel(mi, mf, q, qd, body, pl, Jout, dJout, w):
-    """J and J̇ (6 x nvt each, flat, rows [v; omega], world axes) of the point pl (body coordinates)
-    of ``body`` (module docstring); leaves the body poses in w (kinematics._poses)."""
+@njit(types.int64(I1, F1, F1, F1, types.int64, F1, F1, F1), cache=True, fastmath=FASTMATH)
+def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
+    """out = [J; J̇] (12 x nvt, flat, rows [v; omega] each, world axes) of the point pl (body
+    coordinates) of ``body`` (module docstring); leaves the poses of body and its ancestors in w
+    (kinematics._pose), or in a work array of its own when w is empty."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     st = check_q(q, mi)
@@ -56,16 +58,23 @@ def jdot_kernel(mi, mf, q, qd, body, pl, Jout, dJout, w):
         st = check(qd, nvt, A_QD)
     if st != 0:
         return st
-    for k in range(6 * nvt):
-        Jout[k] = 0.0
-        dJout[k] = 0.0
-    _poses(mi, mf, q, w)
+    if w.shape[0] == 0:
+        w = new_work(mi)
+    for k in range(12 * nvt):
+        out[k] = 0.0
     if body < 0:
         return 0
-    S = np.empty((max(nvt, 1), 6))
-    dS = np.empty((max(nvt, 1), 6))
-    ov = np.empty((body + 1, 6))
-    world_motion(mi, mf, qd, w, body + 1, S, dS, ov)
+    chain = np.empty(body + 1, dtype=np.int64)  # the support of body, outward order at the end
+    n = 0
+    j = body
+    while j >= 0:
+        chain[n] = j
+        n += 1
+        j = mi[HEADER_I + BODY_I * j + J_PARENT]
+    S, dS, ov = motion_views(w, nb, nvt)
+    for k in range(n - 1, -1, -1):  # poses and motion of the support only (outward)
+        _pose(mi, mf, q, w, chain[k])
+        world_motion(mi, mf, qd, w, chain[k], S, dS, ov)
     R = w[W_RW * nb + W_RW_N * body:W_RW * nb + W_RW_N * body + 9]
     pb = w[W_PW * nb + W_PW_N * body:W_PW * nb + W_PW_N * body + 3]
     P0 = pb[0] + R[0] * pl[0] + R[1] * pl[1] + R[2] * pl[2]
@@ -75,8 +84,8 @@ def jdot_kernel(mi, mf, q, qd, body, pl, Jout, dJout, w):
     Pd0 = ov[body, 3] + wb1 * P2 - wb2 * P1  # dP/dt = v_O + omega x P
     Pd1 = ov[body, 4] + wb2 * P0 - wb0 * P2
     Pd2 = ov[body, 5] + wb0 * P1 - wb1 * P0
-    J = Jout.reshape((6, nvt))
-    dJ = dJout.reshape((6, nvt))
+    J = out[:6 * nvt].reshape((6, nvt))
+    dJ = out[6 * nvt:].reshape((6, nvt))
     j = body
     while j >= 0:
         jj = HEADER_I + BODY_I * j
@@ -100,6 +109,8 @@ def jdot_kernel(mi, mf, q, qd, body, pl, Jout, dJout, w):
 def _point(model, link, point):
     """(body, R_L, point in body coordinates) of a point given in link coordinates."""
     b, Rl, pl = _link(model, link)
+    if point is ORIGIN:  # the default: the link origin
+        return b, Rl, pl
     if point.shape[0] != 3:
         raise InputError(f"point must have 3 numbers (x y z in the link frame of '{link}'), got {point.shape[0]}")
     if not np.all(np.isfinite(point)):
@@ -147,9 +158,9 @@ def _jacobian(model, data, w, qt, point, link, axes):
 def _jacobian_derivative(model, data, w, qt, qdt, point, link, axes):
     b, Rl, pb = _point(model, link, point)
     _axes(axes)
-    n = model.nvt
-    J, dJ = np.empty((6, n)), np.empty((6, n))
-    st = jdot_kernel(model._kmi, model._kmf, qt, qdt, b, pb, J.reshape(-1), dJ.reshape(-1), w)
+    out = np.empty((12, model.nvt))
+    st = jdot_kernel(model._kmi, model._kmf, qt, qdt, b, pb, out.reshape(-1), w)
+    J, dJ = out[:6], out[6:]
     if st == 0 and axes == "link":
         R = _link_rotation(model, w, b, Rl)
         om = J[3:] @ qdt  # the link's angular velocity (world axes)
@@ -224,10 +235,11 @@ _JDOT = Route("the Jacobian derivative", (_Q, _QD, _PT), _jacobian_derivative, e
 _SVD = Route("the Jacobian's singular values", (_Q,), _singular_values, extras=("link",)).front
 _MANIP = Route("the manipulability", (_Q,), _manipulability, extras=("link",)).front
 _ANALYTIC = Route("the analytic Jacobian", (_Q,), _analytic, extras=("link", "euler"), post="J").front
-_ORIGIN = (0.0, 0.0, 0.0)
+_NOWORK = np.zeros(0)  # jdot_kernel then makes its own work array
+ORIGIN = np.zeros(3)  # the default point (identity-tested: the link origin needs no arithmetic)
 
 
-def jacobian(model, q, link, point=_ORIGIN, axes="world", data=None):
+def jacobian(model, q, link, point=ORIGIN, axes="world", data=None):
     """6 x nv geometric Jacobian of a point of a link, rows [linear; angular].
 
     point: (x, y, z) in the LINK frame (default its origin); axes: "world" (default) or "link"
@@ -235,9 +247,20 @@ def jacobian(model, q, link, point=_ORIGIN, axes="world", data=None):
     return _JACOBIAN(model, data, q, point, link, axes)
 
 
-def jacobian_derivative(model, q, qd, link, point=_ORIGIN, axes="world", data=None):
+def jacobian_derivative(model, q, qd, link, point=ORIGIN, axes="world", data=None):
     """6 x nv dJ/dt of jacobian(model, q, link, point, axes) along qd: J qdd + J̇ qd is the
     classical acceleration of the point and the angular acceleration (in the chosen axes)."""
+    if data is None and point is ORIGIN and axes == "world" and model.__class__ is _Model and model._direct \
+            and link.__class__ is str and _conform(q) and _conform(qd):
+        # the controllers' call, kept short: no mimic mapping, no coercion; anything else, and every
+        # error, goes through the route below (which recomputes and explains)
+        k = model._link_index.get(link)
+        if k is not None:
+            b = int(model.link_body[k])
+            out = np.empty((12, model.nvt))
+            if jdot_kernel(model._kmi, model._kmf, q, qd, b, model.link_p[3 * k:3 * k + 3].copy(), out.reshape(-1),
+                           _NOWORK) == 0 and finite(out):
+                return out[6:]
     return _JDOT(model, data, q, qd, point, link, axes)
 
 

@@ -28,33 +28,38 @@ from ..spatial import store6
 
 
 @njit(cache=True, inline="always")
-def _poses(mi, mf, q, w):
-    """World axes R_i (flat 3x3 at W_RW) and origin p_i (W_PW) of every body, with the joint
-    transforms ^iX_λ(i) left at W_E, W_R of the work array."""
+def _pose(mi, mf, q, w, i):
+    """World axes R_i (flat 3x3 at W_RW) and origin p_i (W_PW) of body i from its parent's (already
+    done), with the joint transform ^iX_λ(i) left at W_E, W_R of the work array."""
     nb = mi[H_NB]
-    E0, r0, R0, P0 = W_E * nb, W_R * nb, W_RW * nb, W_PW * nb
-    for i in range(nb):
-        p = mi[HEADER_I + BODY_I * i + J_PARENT]
-        eo = E0 + W_E_N * i
-        ro = r0 + W_R_N * i
-        jcalc(mi, mf, i, q, w, eo, ro)
-        Ro = R0 + W_RW_N * i
-        po = P0 + W_PW_N * i
-        if p >= 0:
-            Rp = R0 + W_RW_N * p
-            pp = P0 + W_PW_N * p
-            for a in range(3):
-                for b in range(3):  # R_i = R_λ(i) E_i^T
-                    w[Ro + 3 * a + b] = (w[Rp + 3 * a] * w[eo + 3 * b] + w[Rp + 3 * a + 1] * w[eo + 3 * b + 1]
-                                         + w[Rp + 3 * a + 2] * w[eo + 3 * b + 2])
-                # p_i = p_λ(i) + R_λ(i) r_i
-                w[po + a] = (w[pp + a] + w[Rp + 3 * a] * w[ro] + w[Rp + 3 * a + 1] * w[ro + 1]
-                             + w[Rp + 3 * a + 2] * w[ro + 2])
-        else:
-            for a in range(3):
-                for b in range(3):
-                    w[Ro + 3 * a + b] = w[eo + 3 * b + a]
-                w[po + a] = w[ro + a]
+    p = mi[HEADER_I + BODY_I * i + J_PARENT]
+    eo = W_E * nb + W_E_N * i
+    ro = W_R * nb + W_R_N * i
+    jcalc(mi, mf, i, q, w, eo, ro)
+    Ro = W_RW * nb + W_RW_N * i
+    po = W_PW * nb + W_PW_N * i
+    if p >= 0:
+        Rp = W_RW * nb + W_RW_N * p
+        pp = W_PW * nb + W_PW_N * p
+        for a in range(3):
+            for b in range(3):  # R_i = R_λ(i) E_i^T
+                w[Ro + 3 * a + b] = (w[Rp + 3 * a] * w[eo + 3 * b] + w[Rp + 3 * a + 1] * w[eo + 3 * b + 1]
+                                     + w[Rp + 3 * a + 2] * w[eo + 3 * b + 2])
+            # p_i = p_λ(i) + R_λ(i) r_i
+            w[po + a] = (w[pp + a] + w[Rp + 3 * a] * w[ro] + w[Rp + 3 * a + 1] * w[ro + 1]
+                         + w[Rp + 3 * a + 2] * w[ro + 2])
+    else:
+        for a in range(3):
+            for b in range(3):
+                w[Ro + 3 * a + b] = w[eo + 3 * b + a]
+            w[po + a] = w[ro + a]
+
+
+@njit(cache=True, inline="always")
+def _poses(mi, mf, q, w):
+    """_pose of every body (Featherstone §4.1, Eq. 2.24)."""
+    for i in range(mi[H_NB]):
+        _pose(mi, mf, q, w, i)
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1), cache=True)

@@ -22,14 +22,16 @@ from .._jit import njit, types
 from ..dispatch import Route, magnitudes, overflow
 from ..errors import InputError, SingularMassMatrixError
 from ..layout import BODY_I, HEADER_I, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT, J_VI
-from ._common import F1, F2, I1, SINGULAR
+from ._common import F1, F2, FASTMATH, I1, SINGULAR
 from .crba import crba_kernel
-from .jacobians import _point
+from .jacobians import ORIGIN, _point
 from .kinematics import jacobian_kernel
 from .ltdl import ltdl_factor
 
 ROW_NAMES = ("x", "y", "z", "rx", "ry", "rz")
 RANK_TOL = 1e-10  # a Cholesky pivot of J H^-1 J^T at or below this times its largest diagonal: rank lost
+RANK_LOST = -1  # osi_kernel's status when the selected rows of J H^-1 J^T are singular (or not finite)
+ALL_ROWS = np.arange(6, dtype=np.int64)
 
 
 @njit(cache=True, inline="always")
@@ -46,19 +48,59 @@ def expanded_parents(mi, lam):
             prev = d
 
 
-@njit(types.int64(I1, F1, F1, types.int64, F1, F1, F1, F1, F1), cache=True)
-def osi_kernel(mi, mf, q, body, pl, H, J, M, w):
-    """M = J H^-1 J^T (6 x 6, flat) of the point pl (body coordinates) of ``body``, world axes, by
-    the module docstring's route; H (nvt^2) and J (6 nvt) are scratch (J holds the Jacobian)."""
+@njit(cache=True, inline="always")
+def spd_inverse(A, tol):
+    """In place: A = A^-1 for symmetric positive definite A (k x k), by Cholesky A = L L^T. Returns
+    -1, or the first index whose pivot is at or below tol times A's largest diagonal entry."""
+    n = A.shape[0]
+    big = 0.0
+    for i in range(n):
+        big = max(big, A[i, i])
+    L = np.zeros((n, n))
+    for i in range(n):
+        for j in range(i + 1):
+            s = A[i, j]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            if i == j:
+                if not s > tol * big:
+                    return i
+                L[i, i] = np.sqrt(s)
+            else:
+                L[i, j] = s / L[j, j]
+    for i in range(n):  # L := L^-1 (lower triangular), row by row
+        L[i, i] = 1.0 / L[i, i]
+        for j in range(i):
+            s = 0.0
+            for k in range(j, i):
+                s -= L[i, k] * L[k, j]
+            L[i, j] = s * L[i, i]
+    for i in range(n):  # A^-1 = L^-T L^-1
+        for j in range(i + 1):
+            s = 0.0
+            for k in range(i, n):
+                s += L[k, i] * L[k, j]
+            A[i, j] = s
+            A[j, i] = s
+    return -1
+
+
+@njit(types.int64(I1, F1, F1, types.int64, F1, I1, F1, F1), cache=True, fastmath=FASTMATH)
+def osi_kernel(mi, mf, q, body, pl, sel, out, w):
+    """out[36:72] = M = J H^-1 J^T (6 x 6) of the point pl (body coordinates) of ``body``, world
+    axes, by the module docstring's route, and out[0:k*k] = (M[sel, sel])^-1 for the k rows sel.
+    Returns a kernel status, or RANK_LOST when M[sel, sel] is singular."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
+    H = np.empty(max(nvt * nvt, 1))
     st = crba_kernel(mi, mf, q, H, w)
     if st != 0:
         return st
+    J = np.empty(max(6 * nvt, 1))
     jacobian_kernel(mi, mf, q, body, pl, J, w)
     lam = np.empty(max(nvt, 1), dtype=np.int64)
     expanded_parents(mi, lam)
-    Hm = H.reshape((nvt, nvt))
+    Hm = H[:nvt * nvt].reshape((nvt, nvt))
     k = ltdl_factor(Hm, lam, mf[HF_TOL])  # Table 6.3
     if k >= 0:
         for i in range(nb):
@@ -66,11 +108,9 @@ def osi_kernel(mi, mf, q, body, pl, H, J, M, w):
             if mi[ii + J_VI] <= k < mi[ii + J_VI] + mi[ii + J_NV]:
                 return SINGULAR * 100000000 + i
         return SINGULAR * 100000000
-    for k in range(36):
-        M[k] = 0.0
-    if body < 0:
-        return 0
-    Jm = J.reshape((6, nvt))
+    M = out[out.shape[0] - 36:].reshape((6, 6))
+    M[:, :] = 0.0
+    Jm = J[:6 * nvt].reshape((6, nvt))
     Y = np.zeros((max(nvt, 1), 6))
     j = body
     while j >= 0:  # Y = J^T on the support
@@ -94,56 +134,29 @@ def osi_kernel(mi, mf, q, body, pl, H, J, M, w):
             for r in range(6):  # M += Y_i^T D_i^-1 Y_i (Y_i final: its descendants on the support are done)
                 yr = Y[i, r] * dinv
                 for c in range(r, 6):
-                    M[6 * r + c] += yr * Y[i, c]
+                    M[r, c] += yr * Y[i, c]
         j = mi[jj + J_PARENT]
     for r in range(6):
         for c in range(r):
-            M[6 * r + c] = M[6 * c + r]
+            M[r, c] = M[c, r]
+    for r in range(6):
+        for c in range(6):
+            if not (M[r, c] - M[r, c] == 0.0):
+                return RANK_LOST  # not finite: the caller reports the overflow
+    n = sel.shape[0]
+    A = out[:n * n].reshape((n, n))
+    for r in range(n):
+        for c in range(n):
+            A[r, c] = M[sel[r], sel[c]]
+    if spd_inverse(A, RANK_TOL) >= 0:
+        return RANK_LOST
     return 0
-
-
-@njit(types.int64(F2, types.float64), cache=True)
-def spd_inverse(A, tol):
-    """In place: A = A^-1 for symmetric positive definite A, by Cholesky A = L L^T. Returns -1, or
-    the first index whose pivot is at or below tol times A's largest diagonal entry."""
-    n = A.shape[0]
-    big = 0.0
-    for i in range(n):
-        big = max(big, A[i, i])
-    L = np.zeros((n, n))
-    for i in range(n):
-        for j in range(i + 1):
-            s = A[i, j]
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            if i == j:
-                if not s > tol * big:
-                    return i
-                L[i, i] = np.sqrt(s)
-            else:
-                L[i, j] = s / L[j, j]
-    Li = np.zeros((n, n))  # L^-1 (lower triangular)
-    for i in range(n):
-        Li[i, i] = 1.0 / L[i, i]
-        for j in range(i):
-            s = 0.0
-            for k in range(j, i):
-                s -= L[i, k] * Li[k, j]
-            Li[i, j] = s / L[i, i]
-    for i in range(n):  # A^-1 = L^-T L^-1
-        for j in range(i + 1):
-            s = 0.0
-            for k in range(i, n):
-                s += Li[k, i] * Li[k, j]
-            A[i, j] = s
-            A[j, i] = s
-    return -1
 
 
 def _rows(rows):
     """Indices of the requested rows (None: all six), or InputError naming rows."""
     if rows is None:
-        return None
+        return ALL_ROWS
     items = [rows] if isinstance(rows, str) else rows
     try:
         items = list(items)
@@ -156,22 +169,20 @@ def _rows(rows):
                          "world axes)")
     if len(set(items)) != len(items):
         raise InputError(f"rows must not repeat a row, got {items}")
-    return [ROW_NAMES.index(r) for r in items]
+    return np.array([ROW_NAMES.index(r) for r in items], dtype=np.int64)
 
 
-def _inverse_or_explain(M, sel, link):
-    A = np.array(M)
-    if spd_inverse(A, RANK_TOL) < 0:
-        return A
+def _explain(M, sel, link):
+    """InputError saying which of the selected rows of J are dependent (M = J H^-1 J^T of them)."""
     ev, V = np.linalg.eigh(M)
     k = int(np.sum(ev <= RANK_TOL * max(float(ev[-1]), 0.0))) or 1
-    names = [ROW_NAMES[i] for i in sel]
-    null = V[:, 0]
-    dep = [n for n, x in zip(names, null) if abs(x) > 1e-3 * np.max(np.abs(null))]
+    names = [ROW_NAMES[int(i)] for i in sel]
+    weight = np.linalg.norm(V[:, :k], axis=1)  # each row's share in the lost directions
+    dep = [n for n, x in zip(names, weight) if x > 1e-3 * np.max(weight)]
     raise InputError(f"the Jacobian of link '{link}' loses rank here: its rows {', '.join(names)} have rank "
-                     f"{len(names) - k} (rows {', '.join(dep)} are linearly dependent), so J H^-1 J^T is singular "
-                     "and the operational-space inertia does not exist; pass rows= a subset of them of full rank "
-                     f"(names: {', '.join(ROW_NAMES)})")
+                     f"{len(names) - k} of {len(names)} (the lost directions involve rows {', '.join(dep)}), so "
+                     "J H^-1 J^T is singular and the operational-space inertia does not exist; pass rows= a subset "
+                     f"of full rank (names: {', '.join(ROW_NAMES)})")
 
 
 def _osi(model, data, w, qt, point, link, rows):
@@ -180,47 +191,66 @@ def _osi(model, data, w, qt, point, link, rows):
     if b < 0:
         raise InputError(f"link '{link}' is fixed to the world: its Jacobian is zero and it has no "
                          "operational-space inertia")
-    n = model.nvt
+    k = len(sel)
     if model.has_mimic:
-        from .crba import _crba
-
-        st, H = _crba(model, data, w, qt)
-        if st:
-            return st, None
-        J = np.empty(6 * n)
-        jacobian_kernel(model._kmi, model._kmf, qt, b, pb, J, w)
-        G = model.G
-        Jr = J.reshape(6, n) @ G
-        Hr = G.T @ H @ G
-        try:
-            Lc = np.linalg.cholesky(Hr)
-        except np.linalg.LinAlgError:
-            from .ltdl import _first_singular_body
-
-            k = _first_singular_body(model, H)
-            raise SingularMassMatrixError(
-                f"the operational-space inertia needs to invert the mass matrix, which is singular at "
-                f"{model.body_label[k]}: that body and the links it carries have no inertia about its joint "
-                "axis") from None
-        Y = np.linalg.solve(Lc, Jr.T)
-        M = Y.T @ Y
+        M = _reduced_M(model, data, w, qt, b, pb)
+        if isinstance(M, int):
+            return M, None
+        out = np.empty(k * k + 36)
+        out[k * k:] = M.reshape(-1)
+        A = out[:k * k].reshape(k, k)
+        A[:] = M[np.ix_(sel, sel)]
+        st = 0 if np.all(np.isfinite(M)) and spd_inverse_entry(A, RANK_TOL) < 0 else RANK_LOST
     else:
-        M = np.empty(36)
-        st = osi_kernel(model._kmi, model._kmf, qt, b, pb, np.empty(n * n), np.empty(6 * n), M, w)
-        if st:
-            return st, None
-        M = M.reshape(6, 6)
-    if not np.all(np.isfinite(M)):
-        raise overflow("the operational-space inertia", magnitudes(["q", "point"], [qt, point]))
-    idx = list(range(6)) if sel is None else sel
-    return 0, _inverse_or_explain(M[np.ix_(idx, idx)], idx, link)
+        out = np.empty(k * k + 36)
+        st = osi_kernel(model._kmi, model._kmf, qt, b, pb, sel, out, w)
+    if st == RANK_LOST:
+        M = out[k * k:].reshape(6, 6)
+        if not np.all(np.isfinite(M)):
+            raise overflow("the operational-space inertia", magnitudes(["q", "point"], [qt, point]))
+        _explain(M[np.ix_(sel, sel)], sel, link)
+    if st:
+        return st, None
+    return 0, out[:k * k].reshape(k, k)
+
+
+def _reduced_M(model, data, w, qt, b, pb):
+    """J H^-1 J^T with mimic joints: J = J_t G, H = G^T H_t G (dense, Cholesky); or a status."""
+    from .crba import _crba
+
+    n = model.nvt
+    st, H = _crba(model, data, w, qt)
+    if st:
+        return st
+    J = np.empty(6 * n)
+    jacobian_kernel(model._kmi, model._kmf, qt, b, pb, J, w)
+    G = model.G
+    Jr = J.reshape(6, n) @ G
+    Hr = G.T @ H @ G
+    try:
+        Lc = np.linalg.cholesky(Hr)
+    except np.linalg.LinAlgError:
+        from .ltdl import _first_singular_body
+
+        i = _first_singular_body(model, H)
+        raise SingularMassMatrixError(
+            f"the operational-space inertia needs to invert the mass matrix, which is singular at "
+            f"{model.body_label[i]}: that body and the links it carries have no inertia about its joint "
+            "axis") from None
+    Y = np.linalg.solve(Lc, Jr.T)
+    return Y.T @ Y
+
+
+@njit(types.int64(F2, types.float64), cache=True)
+def spd_inverse_entry(A, tol):
+    return spd_inverse(A, tol)
 
 
 _OSI = Route("the operational-space inertia", (("q", "q"), ("point", "x")), _osi, extras=("link", "rows"))
 _OSI_FRONT = _OSI.front
 
 
-def operational_space_inertia(model, q, link, point=(0.0, 0.0, 0.0), rows=None, data=None):
+def operational_space_inertia(model, q, link, point=ORIGIN, rows=None, data=None):
     """Λ = (J H^-1 J^T)^-1 (6 x 6, or k x k for k selected rows) of a point of a link (point in the
     link frame), world axes, rows [linear; angular] = ("x", "y", "z", "rx", "ry", "rz").
 
