@@ -223,7 +223,7 @@ def _wrench_kernel(J, r, rcond):
         for p in range(n - 1):
             for q in range(p + 1, n):
                 off += A[p, q] * A[p, q]
-        if off <= 1e-34 * scale * scale:
+        if off <= 1e-28 * scale * scale:   # off-diagonal below 1e-14 of the trace: converged
             break
         for p in range(n - 1):
             for q in range(p + 1, n):

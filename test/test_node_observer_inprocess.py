@@ -134,6 +134,10 @@ def test_no_effort_no_output_and_gravity_unchanged(sim):
     feed(s, sim[:20], effort=False)
     assert len(node.of("~/gravity_torques")) == 20
     assert not node.of("~/external_torques") and not node.of("~/external_wrench")
+    t, q, qd, tau, _ = sim[20]   # efforts of the wrong length: reported, not used
+    s.on_joint_state(ns.joint_state(J, q, qd, stamp_ns=6_000_000_000, efforts=tau[:3]))
+    assert len(node.of("~/gravity_torques")) == 21 and not node.of("~/external_torques")
+    assert s.observer.report()["skipped"] == 1
 
 
 def test_a_gap_longer_than_the_timeout_and_a_model_change_restart_the_observer(sim):
