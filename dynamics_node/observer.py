@@ -204,10 +204,10 @@ def _wrench_kernel(J, r, rcond):
     times the largest are left out (the minimum-norm solution). Returns the rank. Small fixed sizes:
     numba makes it a microsecond, where numpy's linalg wrappers cost tens."""
     n, nv = J.shape
-    A, V, F, sv = np.empty((n, n)), np.empty((n, n)), np.zeros(n), np.empty(n)
+    A, V, F, sv, res = np.empty((n, n)), np.empty((n, n)), np.zeros(n), np.empty(n), np.empty(nv)
     for k in range(nv):
         if not math.isfinite(r[k]):
-            return -1, F, sv
+            return -1, F, sv, res
     for i in range(n):
         for j in range(n):
             acc = 0.0
@@ -266,12 +266,17 @@ def _wrench_kernel(J, r, rcond):
         proj /= sv[i] * sv[i]
         for a in range(n):
             F[a] += V[a, i] * proj
-    return rank, F, np.sort(sv)[::-1]
+    for k in range(nv):   # the residual r − Jᵀ F
+        acc = r[k]
+        for a in range(n):
+            acc -= J[a, k] * F[a]
+        res[k] = acc
+    return rank, F, np.sort(sv)[::-1], res
 
 
 def _wrench_solve(J, r, rcond):
-    rank, F, sv = _kernel(_wrench_kernel)(J, r, rcond)
-    return F, int(rank), sv
+    rank, F, sv, res = _kernel(_wrench_kernel)(J, r, rcond)
+    return F, int(rank), sv, res
 
 
 def external_wrench(model, q, link, r, rcond: float = WRENCH_RCOND, J=None) -> WrenchEstimate:
@@ -286,8 +291,8 @@ def external_wrench(model, q, link, r, rcond: float = WRENCH_RCOND, J=None) -> W
         raise InputError(f"external_wrench: unknown link '{link}' (links: {', '.join(model.link_names)})")
     r = _arg(r, model.nv, "r")
     J = np.ascontiguousarray(J, dtype=float)
-    F, rank, sv = _wrench_solve(J, r, float(rcond))
+    F, rank, sv, res = _wrench_solve(J, r, float(rcond))
     if rank < 0:
         _vector(r, model.nv, "r")  # raises naming the non-finite value
     cond = float(sv[0] / sv[-1]) if rank == 6 else math.inf
-    return WrenchEstimate(F, int(rank), cond, r - J.T @ F, sv)
+    return WrenchEstimate(F, rank, cond, res, sv)

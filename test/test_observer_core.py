@@ -213,7 +213,8 @@ def test_the_wrench_solve_equals_numpy_least_squares_full_rank_or_not():
             k = int(rng.integers(1, 6))
             J = rng.normal(size=(6, k)) @ rng.normal(size=(k, nv))
         r = rng.normal(size=nv)
-        F, rank, sv = obs._wrench_solve(J, r, obs.WRENCH_RCOND)
+        F, rank, sv, res = obs._wrench_solve(J, r, obs.WRENCH_RCOND)
+        np.testing.assert_allclose(res, r - J.T @ F, rtol=1e-12, atol=1e-12)
         Fr, _, rank_r, sv_r = np.linalg.lstsq(J.T, r, rcond=obs.WRENCH_RCOND)
         assert rank == rank_r, trial
         np.testing.assert_allclose(F, Fr, rtol=1e-7, atol=1e-9 * (1 + np.abs(Fr).max()))
