@@ -30,8 +30,9 @@ import numpy as np
 from .._jit import carray, cfunc, njit, types
 from ..dispatch import Route
 from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI,
-                      V_U, WORK_BODY, W_DINV, W_F, W_IA, W_PW, W_PW_N, W_RW, W_RW_N, W_V)
-from ..spatial import crf_t, crm_t, rbi_mul_c
+                      V_U, V_U_N, WORK_BODY, W_DINV, W_F, W_F_N, W_IA, W_PW, W_PW_N, W_RW, W_RW_N, W_V,
+                      W_V_N)
+from ..spatial import crf_t, crm_t, load6, rbi_mul_c
 from ._common import A_QD, F1, FASTMATH, I1, SIG3, check, check_q, model_from_pointers
 from .kinematics import _poses
 
@@ -117,23 +118,20 @@ def load_rbi(a, o):
 
 
 @njit(cache=True, inline="always")
-def motion_views(w, nb, nvt):
-    """(S, dS, ov) of world_motion as views of the work array (C callbacks must not allocate): S in
-    the per-dof U block (6 per dof), dS in the D_i^-1 block (36 per body >= 6 per dof), ov in v_i's."""
-    n1 = max(nvt, 1)
-    o = WORK_BODY * nb + V_U * nvt
-    S = w[o:o + 6 * n1].reshape((n1, 6))
-    dS = w[W_DINV * nb:W_DINV * nb + 6 * n1].reshape((n1, 6))
-    ov = w[W_V * nb:W_V * nb + 6 * max(nb, 1)].reshape((max(nb, 1), 6))
-    return S, dS, ov
+def motion_offsets(nb, nvt):
+    """Where world_motion keeps its results in the work array: S (6 per dof) in the per-dof U
+    block, dS (6 per dof) in the D_i^-1 block (36 per body >= 6 per dof), ov in v_i's block. Flat
+    offsets, no array views: a reshaped view would make the C callback need numba's runtime."""
+    return WORK_BODY * nb + V_U * nvt, W_DINV * nb, W_V * nb
 
 
 @njit(cache=True, inline="always")
-def world_motion(mi, mf, qd, w, i, S, dS, ov):
+def world_motion(mi, mf, qd, w, i):
     """For body i (its pose in w by kinematics._poses, its parent's ov done): S[dof] the world
     motion subspace column at the world origin, ov[i] the body's world spatial velocity (Eq. 5.14
-    summed in the world frame), dS[dof] = ov[i] x S[dof] (Eq. 2.44)."""
+    summed in the world frame), dS[dof] = ov[i] x S[dof] (Eq. 2.44), at motion_offsets."""
     nb = mi[H_NB]
+    So, dSo, vo = motion_offsets(nb, mi[H_NVT])
     do0 = HEADER_F + BODY_F * nb
     ii = HEADER_I + BODY_I * i
     p = mi[ii + J_PARENT]
@@ -142,7 +140,7 @@ def world_motion(mi, mf, qd, w, i, S, dS, ov):
     r0, r1, r2, r3, r4, r5, r6, r7, r8 = w[Ro], w[Ro + 1], w[Ro + 2], w[Ro + 3], w[Ro + 4], w[Ro + 5], w[Ro + 6], \
         w[Ro + 7], w[Ro + 8]
     P0, P1, P2 = w[Po], w[Po + 1], w[Po + 2]
-    v = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0) if p < 0 else (ov[p, 0], ov[p, 1], ov[p, 2], ov[p, 3], ov[p, 4], ov[p, 5])
+    v = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0) if p < 0 else load6(w, vo + W_V_N * p)
     vi = mi[ii + J_VI]
     for dof in range(vi, vi + mi[ii + J_NV]):
         s = do0 + DOF_F * dof + D_S
@@ -153,15 +151,16 @@ def world_motion(mi, mf, qd, w, i, S, dS, ov):
         l0 = r0 * mf[s + 3] + r1 * mf[s + 4] + r2 * mf[s + 5] + P1 * w2 - P2 * w1
         l1 = r3 * mf[s + 3] + r4 * mf[s + 4] + r5 * mf[s + 5] + P2 * w0 - P0 * w2
         l2 = r6 * mf[s + 3] + r7 * mf[s + 4] + r8 * mf[s + 5] + P0 * w1 - P1 * w0
-        S[dof, 0], S[dof, 1], S[dof, 2], S[dof, 3], S[dof, 4], S[dof, 5] = w0, w1, w2, l0, l1, l2
+        o = So + V_U_N * dof
+        w[o], w[o + 1], w[o + 2], w[o + 3], w[o + 4], w[o + 5] = w0, w1, w2, l0, l1, l2
         x = qd[dof]
         v = (v[0] + w0 * x, v[1] + w1 * x, v[2] + w2 * x, v[3] + l0 * x, v[4] + l1 * x, v[5] + l2 * x)
     for k in range(6):
-        ov[i, k] = v[k]
+        w[vo + W_V_N * i + k] = v[k]
     for dof in range(vi, vi + mi[ii + J_NV]):
-        d = crm_t(v, (S[dof, 0], S[dof, 1], S[dof, 2], S[dof, 3], S[dof, 4], S[dof, 5]))
+        d = crm_t(v, load6(w, So + V_U_N * dof))
         for k in range(6):
-            dS[dof, k] = d[k]
+            w[dSo + V_U_N * dof + k] = d[k]
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1), cache=True, fastmath=FASTMATH)
@@ -177,12 +176,12 @@ def coriolis_kernel(mi, mf, q, qd, Cout, w):
     if st != 0:
         return st
     _poses(mi, mf, q, w)
-    S, dS, ov = motion_views(w, nb, nvt)
+    So, dSo, vo = motion_offsets(nb, nvt)
     Ic = w[W_IA * nb:W_IA * nb + RBI * nb]  # composite rbi (world), in the I^A block (36 per body)
     dIc = w[W_IA * nb + RBI * nb:W_IA * nb + 2 * RBI * nb]  # composite dI/dt (rbi form), same block
-    hc = w[W_F * nb:W_F * nb + 6 * nb]  # composite momentum, in the f_i block
+    hc = w[W_F * nb:W_F * nb + W_F_N * nb]  # composite momentum, in the f_i block
     for i in range(nb):
-        world_motion(mi, mf, qd, w, i, S, dS, ov)
+        world_motion(mi, mf, qd, w, i)
     for k in range(nvt * nvt):
         Cout[k] = 0.0
     for i in range(nb):
@@ -190,7 +189,7 @@ def coriolis_kernel(mi, mf, q, qd, Cout, w):
         P = w[W_PW * nb + W_PW_N * i:W_PW * nb + W_PW_N * i + 3]
         world_rbi(mf, i, R, P, Ic, RBI * i)
         I = load_rbi(Ic, RBI * i)
-        v = (ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4], ov[i, 5])
+        v = load6(w, vo + W_V_N * i)
         h = rbi_mul_c(I, v)
         dI = inertia_rate(I, v)
         for k in range(RBI):
@@ -202,10 +201,10 @@ def coriolis_kernel(mi, mf, q, qd, Cout, w):
         vi = mi[ii + J_VI]
         I = load_rbi(Ic, RBI * i)
         dI = load_rbi(dIc, RBI * i)
-        hm = (hc[6 * i], hc[6 * i + 1], hc[6 * i + 2], hc[6 * i + 3], hc[6 * i + 4], hc[6 * i + 5])
+        hm = load6(hc, 6 * i)
         for d in range(vi, vi + mi[ii + J_NV]):
-            s = (S[d, 0], S[d, 1], S[d, 2], S[d, 3], S[d, 4], S[d, 5])
-            Ids = rbi_mul_c(I, (dS[d, 0], dS[d, 1], dS[d, 2], dS[d, 3], dS[d, 4], dS[d, 5]))
+            s = load6(w, So + V_U_N * d)
+            Ids = rbi_mul_c(I, load6(w, dSo + V_U_N * d))
             dIs = rbi_mul_c(dI, s)
             sh = crf_t(s, hm)
             # F = I^c dS_d + B^c S_d ; Bt = B^c^T S_d ; A = I^c S_d
@@ -224,13 +223,15 @@ def coriolis_kernel(mi, mf, q, qd, Cout, w):
                 jj = HEADER_I + BODY_I * j
                 vj = mi[jj + J_VI]
                 for e in range(vj, vj + mi[jj + J_NV]):
+                    se = So + V_U_N * e  # S_e
+                    de = dSo + V_U_N * e  # dS_e
                     # row e (ancestor or self), column d: S_e^T (I^c_i dS_d + B^c_i S_d)
-                    C[e * nvt + d] = (S[e, 0] * F0 + S[e, 1] * F1 + S[e, 2] * F2 + S[e, 3] * F3 + S[e, 4] * F4
-                                      + S[e, 5] * F5)
+                    C[e * nvt + d] = (w[se] * F0 + w[se + 1] * F1 + w[se + 2] * F2 + w[se + 3] * F3
+                                      + w[se + 4] * F4 + w[se + 5] * F5)
                     if j != i:  # row d, column e (strict ancestor): (I^c_i S_d)^T dS_e + S_d^T B^c_i S_e
-                        C[d * nvt + e] = (A[0] * dS[e, 0] + A[1] * dS[e, 1] + A[2] * dS[e, 2] + A[3] * dS[e, 3]
-                                          + A[4] * dS[e, 4] + A[5] * dS[e, 5] + T0 * S[e, 0] + T1 * S[e, 1]
-                                          + T2 * S[e, 2] + T3 * S[e, 3] + T4 * S[e, 4] + T5 * S[e, 5])
+                        C[d * nvt + e] = (A[0] * w[de] + A[1] * w[de + 1] + A[2] * w[de + 2] + A[3] * w[de + 3]
+                                          + A[4] * w[de + 4] + A[5] * w[de + 5] + T0 * w[se] + T1 * w[se + 1]
+                                          + T2 * w[se + 2] + T3 * w[se + 3] + T4 * w[se + 4] + T5 * w[se + 5])
                 j = mi[jj + J_PARENT]
         p = mi[ii + J_PARENT]
         if p >= 0:

@@ -36,11 +36,12 @@ from .._jit import njit, types
 from ..dispatch import Route, _conform, finite
 from ..model import Model as _Model
 from ..errors import InputError
-from ..layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, W_PW, W_PW_N, W_RW, W_RW_N
+from ..layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, V_U_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V_N
 from ._common import A_QD, F1, FASTMATH, I1, check, check_q, new_work
-from .coriolis import motion_views, world_motion
+from .coriolis import motion_offsets, world_motion
 from .kinematics import _link, _pose, jacobian_kernel
 
+ROWS = 6  # a Jacobian's rows: [linear (3); angular (3)]
 AXES = ("world", "link")
 EULER = ("zyx", "zyz")
 SINGULAR_EULER = 1e-6  # |cos b| (zyx) or |sin b| (zyz) below this: the representation is singular
@@ -60,7 +61,7 @@ def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
         return st
     if w.shape[0] == 0:
         w = new_work(mi)
-    for k in range(12 * nvt):
+    for k in range(2 * ROWS * nvt):
         out[k] = 0.0
     if body < 0:
         return 0
@@ -71,35 +72,35 @@ def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
         chain[n] = j
         n += 1
         j = mi[HEADER_I + BODY_I * j + J_PARENT]
-    S, dS, ov = motion_views(w, nb, nvt)
+    So, dSo, vo = motion_offsets(nb, nvt)
     for k in range(n - 1, -1, -1):  # poses and motion of the support only (outward)
         _pose(mi, mf, q, w, chain[k])
-        world_motion(mi, mf, qd, w, chain[k], S, dS, ov)
+        world_motion(mi, mf, qd, w, chain[k])
     R = w[W_RW * nb + W_RW_N * body:W_RW * nb + W_RW_N * body + 9]
     pb = w[W_PW * nb + W_PW_N * body:W_PW * nb + W_PW_N * body + 3]
     P0 = pb[0] + R[0] * pl[0] + R[1] * pl[1] + R[2] * pl[2]
     P1 = pb[1] + R[3] * pl[0] + R[4] * pl[1] + R[5] * pl[2]
     P2 = pb[2] + R[6] * pl[0] + R[7] * pl[1] + R[8] * pl[2]
-    wb0, wb1, wb2 = ov[body, 0], ov[body, 1], ov[body, 2]
-    Pd0 = ov[body, 3] + wb1 * P2 - wb2 * P1  # dP/dt = v_O + omega x P
-    Pd1 = ov[body, 4] + wb2 * P0 - wb0 * P2
-    Pd2 = ov[body, 5] + wb0 * P1 - wb1 * P0
-    J = out[:6 * nvt].reshape((6, nvt))
-    dJ = out[6 * nvt:].reshape((6, nvt))
+    wb0, wb1, wb2 = w[vo + W_V_N * body], w[vo + W_V_N * body + 1], w[vo + W_V_N * body + 2]
+    Pd0 = w[vo + W_V_N * body + 3] + wb1 * P2 - wb2 * P1  # dP/dt = v_O + omega x P
+    Pd1 = w[vo + W_V_N * body + 4] + wb2 * P0 - wb0 * P2
+    Pd2 = w[vo + W_V_N * body + 5] + wb0 * P1 - wb1 * P0
+    J = out[:ROWS * nvt].reshape((ROWS, nvt))
+    dJ = out[ROWS * nvt:].reshape((ROWS, nvt))
     j = body
     while j >= 0:
         jj = HEADER_I + BODY_I * j
         vj = mi[jj + J_VI]
         for d in range(vj, vj + mi[jj + J_NV]):
-            w0, w1, w2 = S[d, 0], S[d, 1], S[d, 2]
-            a0, a1, a2 = dS[d, 0], dS[d, 1], dS[d, 2]
-            J[0, d] = S[d, 3] + w1 * P2 - w2 * P1
-            J[1, d] = S[d, 4] + w2 * P0 - w0 * P2
-            J[2, d] = S[d, 5] + w0 * P1 - w1 * P0
+            w0, w1, w2 = w[So + V_U_N * d], w[So + V_U_N * d + 1], w[So + V_U_N * d + 2]
+            a0, a1, a2 = w[dSo + V_U_N * d], w[dSo + V_U_N * d + 1], w[dSo + V_U_N * d + 2]
+            J[0, d] = w[So + V_U_N * d + 3] + w1 * P2 - w2 * P1
+            J[1, d] = w[So + V_U_N * d + 4] + w2 * P0 - w0 * P2
+            J[2, d] = w[So + V_U_N * d + 5] + w0 * P1 - w1 * P0
             J[3, d], J[4, d], J[5, d] = w0, w1, w2
-            dJ[0, d] = dS[d, 3] + a1 * P2 - a2 * P1 + w1 * Pd2 - w2 * Pd1
-            dJ[1, d] = dS[d, 4] + a2 * P0 - a0 * P2 + w2 * Pd0 - w0 * Pd2
-            dJ[2, d] = dS[d, 5] + a0 * P1 - a1 * P0 + w0 * Pd1 - w1 * Pd0
+            dJ[0, d] = w[dSo + V_U_N * d + 3] + a1 * P2 - a2 * P1 + w1 * Pd2 - w2 * Pd1
+            dJ[1, d] = w[dSo + V_U_N * d + 4] + a2 * P0 - a0 * P2 + w2 * Pd0 - w0 * Pd2
+            dJ[2, d] = w[dSo + V_U_N * d + 5] + a0 * P1 - a1 * P0 + w0 * Pd1 - w1 * Pd0
             dJ[3, d], dJ[4, d], dJ[5, d] = a0, a1, a2
         j = mi[jj + J_PARENT]
     return 0

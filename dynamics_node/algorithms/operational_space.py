@@ -24,7 +24,7 @@ from ..errors import InputError, SingularMassMatrixError
 from ..layout import BODY_I, HEADER_I, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT, J_VI
 from ._common import F1, F2, FASTMATH, I1, SINGULAR
 from .crba import crba_kernel
-from .jacobians import ORIGIN, _point
+from .jacobians import ORIGIN, ROWS, _point
 from .kinematics import jacobian_kernel
 from .ltdl import ltdl_factor
 
@@ -96,7 +96,7 @@ def osi_kernel(mi, mf, q, body, pl, sel, out, w):
     st = crba_kernel(mi, mf, q, H, w)
     if st != 0:
         return st
-    J = np.empty(max(6 * nvt, 1))
+    J = np.empty(max(ROWS * nvt, 1))
     jacobian_kernel(mi, mf, q, body, pl, J, w)
     lam = np.empty(max(nvt, 1), dtype=np.int64)
     expanded_parents(mi, lam)
@@ -110,7 +110,7 @@ def osi_kernel(mi, mf, q, body, pl, sel, out, w):
         return SINGULAR * 100000000
     M = out[out.shape[0] - 36:].reshape((6, 6))
     M[:, :] = 0.0
-    Jm = J[:6 * nvt].reshape((6, nvt))
+    Jm = J[:ROWS * nvt].reshape((ROWS, nvt))
     Y = np.zeros((max(nvt, 1), 6))
     j = body
     while j >= 0:  # Y = J^T on the support
