@@ -72,12 +72,13 @@ def test_external_torques_wrench_collision_and_reset_through_the_node(node):
     # 1 s on, so that the simulation's (from 7 s) come after a gap that restarts it
     k = 0
     deadline = time.monotonic() + 60
-    while ext_q.empty() and time.monotonic() < deadline:
+    while (ext_q.empty() or wrench_q.empty()) and time.monotonic() < deadline:  # the wrench: once the
+        # stream's once-a-second check has seen our subscription
         k += 1
         pub.publish(ns.joint_state(J, np.zeros(7), np.zeros(7), stamp_ns=1_000_000_000 + k * 1_000_000,
                                    efforts=np.zeros(7)))
         time.sleep(0.02)
-    assert not ext_q.empty(), "the observer never answered"
+    assert not ext_q.empty() and not wrench_q.empty(), "the observer never answered"
     time.sleep(0.3)
     ns.drain(torques), ns.drain(ext_q), ns.drain(wrench_q)
 
