@@ -285,6 +285,33 @@ def arm():
     return "panda (arm7.urdf missing)", p.read_text(), p
 
 
+def observer_cost(b):
+    """Issue 10 §3: what the momentum observer adds per joint state (target <= 30 us on a 7-DoF arm):
+    the update (H, C, the arithmetic; g comes from the stream's gravity torques) and the wrench at
+    the arm's tip (Jacobian in link axes, the 6 x 6 least squares)."""
+    import dynamics_node as dn
+    from dynamics_node.ros.observer import default_wrench_link
+    m = b.model
+    rng = np.random.default_rng(0)
+    q, qd, tau = rng.uniform(-1, 1, m.nq), rng.uniform(-1, 1, m.nv), rng.uniform(-1, 1, m.nv)
+    g = dn.gravity(m, q)
+    link = default_wrench_link(m)
+    o = dn.MomentumObserver(m, 50.0)
+    t = [0.0]
+
+    def update():
+        t[0] += 1e-3
+        return o.update(t[0], q, qd, tau, g=g)
+
+    def both():
+        r = update()
+        return dn.external_wrench(m, q, link, r)
+    tu, tb = per_call(update), per_call(both)
+    print(f"Momentum observer, {b.label} (nv = {m.nv}): per joint state {fmt_t(tb)} with the wrench at "
+          f"'{link}' (update alone {fmt_t(tu)}); target <= 30 us on a 7-DoF arm")
+    print()
+
+
 def _tool_link(b):
     """The link with the most supporting dofs (the arm's flange, a humanoid's hand), and Pinocchio's frame id."""
     dn, m = b.dn, b.model
@@ -374,6 +401,8 @@ def main(argv=None):
     controller_terms(benches)
     for b in benches:
         batch(b)
+    if benches and not benches[0].model.floating_base:
+        observer_cost(benches[0])
     if not args.no_scaling:
         scaling(quick=args.quick)
     loops = HERE / "bench_loops.py"

@@ -212,7 +212,9 @@ class _Client:
                 next_tick += 1
             t_next = t_start + i * 1e-3
             if now >= t_next:
-                m = JointState(name=names, position=Q[i].tolist(), velocity=[0.0] * len(names))
+                # with efforts: the momentum observer (observer_gain 50 by default) runs on every one
+                m = JointState(name=names, position=Q[i].tolist(), velocity=[0.0] * len(names),
+                               effort=[0.0] * len(names))
                 stamp = 1_000_000_000 + i * 1_000_000
                 m.header.stamp.sec, m.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
                 sent[stamp] = time.perf_counter()

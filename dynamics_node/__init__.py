@@ -74,6 +74,8 @@ _LAZY = {
     "analytic_jacobian": ".algorithms.jacobians", "manipulability": ".algorithms.jacobians",
     "jacobian_singular_values": ".algorithms.jacobians",
     "operational_space_inertia": ".algorithms.operational_space",
+    # issue 10 §3: the momentum observer of external torques
+    "MomentumObserver": ".observer", "external_wrench": ".observer",
 }
 
 __all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]

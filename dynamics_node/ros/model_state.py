@@ -203,6 +203,8 @@ def build_state(loaded: Loaded, cfg: Config, payloads: dict) -> ModelState:
         lim = np.array([_effort_limit(model, j) for j in cmd], dtype=float) * cfg.effort_limit_scale
     else:
         cmd, cidx, lim = (), np.zeros(0, np.intp), np.zeros(0)
+    from .observer import check_config
+    check_config(model, cfg)  # wrench_link and collision_threshold against this model
     return ModelState(model, Conversions(model), loaded.source, loaded.warnings, torque, tq, tv,
                       cmd, cidx, lim, loops, dict(payloads))
 

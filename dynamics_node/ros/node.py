@@ -85,6 +85,9 @@ class DynamicsNode(Node):
         resolved = {"~/gravity_torques": self.resolve_topic_name("~/gravity_torques"),
                     cfg.joint_states_topic: self.resolve_topic_name(cfg.joint_states_topic)}
         resolved["~/model_terms"] = self.resolve_topic_name("~/model_terms")
+        for leaf in ("external_torques", "external_wrench", "collision"):  # the observer (ros/observer.py)
+            resolved[f"~/{leaf}"] = self.resolve_topic_name(f"~/{leaf}")
+        resolved["~/reset_observer"] = self.resolve_service_name("~/reset_observer")
         if cfg.effort_command_topic:
             resolved[cfg.effort_command_topic] = self.resolve_topic_name(cfg.effort_command_topic)
         self.stream.configure(cfg, self.topic_text, payloads, resolved, changed)

@@ -23,6 +23,7 @@ MAX_PAYLOAD_MASS = 1.0e4     # kg
 MAX_PAYLOAD_COM = 10.0       # m from the link origin
 MAX_PAYLOAD_INERTIA = 1.0e4  # kg m^2
 MIN_MARKERS_RATE = 0.01      # Hz; below it (and above 0) a timer period would be meaningless
+MAX_OBSERVER_GAIN = 1.0e4    # 1/s
 
 
 class Param(NamedTuple):
@@ -83,6 +84,15 @@ PARAMETERS = {
                                     "Needs CAP_SYS_NICE or an rtprio limit (/etc/security/limits.conf); "
                                     "without, the node says so once and keeps ordinary scheduling.",
                                     (0, 99)),
+    # the momentum observer (ros/observer.py)
+    "observer_gain": Param(50.0, "double", "Gain K [1/s] of the momentum observer of external joint "
+                           "torques, run on joint states that carry effort (measured joint torque); "
+                           "0 = off, else up to 10000.", (0.0, MAX_OBSERVER_GAIN)),
+    "wrench_link": Param("", "string", "Link whose external wrench (at its origin, its axes) is "
+                         "estimated from the external torques; empty = the tip of the longest chain."),
+    "collision_threshold": Param([], "double_array", "Per joint [N m or N]: /dynamics_node/collision "
+                                 "is true while some |external torque| exceeds it; empty = off, one "
+                                 "value = every joint, or one per joint in the model's order."),
 }
 PARAMETERS.update({  # the model_terms topic (model_terms.py)
     "model_terms_links": Param([], "string_array", "Links whose Jacobian, dJ/dt and operational-space "
@@ -126,6 +136,9 @@ class Config:
     stream_thread_priority: int
     model_terms_links: tuple = ()
     model_terms_points: tuple = ()
+    observer_gain: float = 50.0
+    wrench_link: str = ""
+    collision_threshold: tuple = ()
 
 
 def defaults() -> dict:
@@ -228,6 +241,11 @@ def validate(values: dict, node_name: str = NODE_NAME, namespace: str = "/") -> 
     if desc.strip() and not desc.lstrip().startswith("<"):
         raise ConfigError("robot_description: not URDF XML (the text must start with '<'); for a "
                           "file use urdf_path")
+    gain = _number(v["observer_gain"], "observer_gain", 0.0, MAX_OBSERVER_GAIN, f"[0, {MAX_OBSERVER_GAIN:g}] 1/s")
+    coll = _floats(v["collision_threshold"], "collision_threshold")
+    if any(x <= 0 for x in coll):
+        raise ConfigError(f"collision_threshold: values must be > 0 (N m), got {list(coll)}; empty turns "
+                          "collision detection off")
     return Config(
         robot_description=desc, urdf_path=str(v["urdf_path"] or ""), xacro_args=_xacro_args(v["xacro_args"]),
         strict=bool(v["strict"]), floating_base=bool(v["floating_base"]), gravity=g, armature=arm,
@@ -239,7 +257,8 @@ def validate(values: dict, node_name: str = NODE_NAME, namespace: str = "/") -> 
                                     namespace, True),
         command_joints=cmd, effort_limit_scale=scale, payload_link=str(v["payload.link"] or ""),
         payload_mass=pm, payload_center_of_mass=pc, payload_inertia=pi, markers_rate=rate,
-        stream_thread_priority=prio, **_model_terms(v))
+        stream_thread_priority=prio, observer_gain=gain, wrench_link=str(v["wrench_link"] or ""),
+        collision_threshold=coll, **_model_terms(v))
 
 
 def _model_terms(v) -> dict:

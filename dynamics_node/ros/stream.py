@@ -56,6 +56,8 @@ class JointStateMerger:
                                         and m.joint_kinds.get(j) == "continuous"], dtype=np.intp)
         self.closure_residual = float("nan")
         self.effort_length_errors = 0
+        self.eff = np.zeros(len(self.names))           # efforts, for the momentum observer
+        self.t_eff = np.full(len(self.names), -math.inf)
 
     def _plan(self, names: tuple):
         plan = self._plans.get(names)
@@ -110,6 +112,11 @@ class JointStateMerger:
             self.t_vel[dst[okv]] = now
             if not okv.all():
                 problems.append(f"non-finite velocity of {', '.join(self.names[j] for j in dst[~okv])} (dropped)")
+        if len(msg.effort) == n:  # the observer's input; a non-finite effort is dropped like a velocity
+            e = _as_float_vector(msg.effort)[src]
+            oke = np.isfinite(e)
+            self.eff[dst[oke]] = e[oke]
+            self.t_eff[dst[oke]] = now
         return problems
 
     def stale(self, now: float, timeout: float, which=None) -> list:
@@ -272,6 +279,10 @@ class Stream:
         from .model_terms import TermsStream
         self.terms = TermsStream(node, resolve, logger)  # ~/model_terms, after the torques
         self._gc = node.create_guard_condition(self._apply_pending)
+        from .observer import ObserverPublishers, reset_service
+        self.observer = None          # the momentum observer of the current model (ros/observer.py)
+        self.observer_pubs = ObserverPublishers(node, resolve)
+        self._reset_srv = reset_service(node, resolve, self)
         self._qos_timer = node.create_timer(1.0, self._follow_publishers_qos)
 
     # -------------------------------------------------------------- configuration (any thread)
@@ -311,6 +322,7 @@ class Stream:
         if st is not self.state:
             self.merger = JointStateMerger(st) if st is not None else None
             self.saturation = Saturation(st) if st is not None else None
+        self._configure_observer(st, cfg)
         self.state, self.cfg = st, cfg
         try:
             self.terms.configure(st, cfg)
@@ -320,6 +332,17 @@ class Stream:
             self.log.error(f"joint-state stream: {self.last_error}")
         if self.on_applied is not None:
             self.on_applied(token)
+
+    def _configure_observer(self, st, cfg):
+        """A fresh observer on a model change or a change of its parameters (a reset)."""
+        keys = ("observer_gain", "wrench_link", "collision_threshold", "joint_state_timeout")
+        old = self.cfg
+        if st is self.state and old is not None and all(getattr(old, k) == getattr(cfg, k) for k in keys):
+            return
+        from .observer import StreamObserver, warm
+        self.observer = StreamObserver(st, cfg, self.merger) if st is not None else None
+        if self.observer is not None and self.observer.obs is not None:
+            warm(self.observer)
 
     def _subscribe(self, cfg):
         old = self.sub
@@ -378,6 +401,7 @@ class Stream:
             "percentiles_us": self.timing.percentiles_us() if self.timing else None,
             "totals_us": self.timing.totals_us() if self.timing else None,
             "model_terms": self.terms.report() if self.terms.active else None,
+            "observer": self.observer.report() if self.observer is not None else {},
         }
 
     def _on_joint_state(self, msg, t0):
@@ -421,5 +445,13 @@ class Stream:
         self.published += 1
         if self.timing is not None:
             self.timing.add(time.perf_counter() - t0)
+        ob = self.observer  # after the torques went out: the observer never holds them back
+        if ob is not None and ob.obs is not None and len(msg.effort):
+            try:
+                ob.step(msg, q, now, tau, self.observer_pubs, self.log)
+            except Exception as e:  # noqa: BLE001 - the observer must never stop the stream
+                ob.failed += 1
+                ob.last_problem = f"{type(e).__name__}: {e}"
+                self.log.error(f"observer: {ob.last_problem}", throttle_duration_sec=2.0)
         if self.terms.active:  # after the torques of this joint state are out (model_terms.py)
             self.terms.publish(st, merger, msg.header, q, now, cfg.joint_state_timeout)
