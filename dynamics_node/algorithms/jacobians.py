@@ -106,6 +106,37 @@ def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
     return 0
 
 
+@njit(cache=True, inline="always")
+def _column(w, Rb, Rl, c):
+    """Column c of R_body Rl (R_body flat at w[Rb:Rb + 9], Rl flat 3x3)."""
+    return (w[Rb] * Rl[c] + w[Rb + 1] * Rl[3 + c] + w[Rb + 2] * Rl[6 + c],
+            w[Rb + 3] * Rl[c] + w[Rb + 4] * Rl[3 + c] + w[Rb + 5] * Rl[6 + c],
+            w[Rb + 6] * Rl[c] + w[Rb + 7] * Rl[3 + c] + w[Rb + 8] * Rl[6 + c])
+
+
+@njit(types.int64(I1, F1, F1, types.int64, F1, F1, F1, F1), cache=True)
+def link_jacobian_kernel(mi, mf, q, body, pl, Rl, Jout, w):
+    """The Jacobian of the point pl (body coordinates) of ``body`` in the axes of a link fixed to it
+    (Rl: the link's orientation in the body, flat 3x3): diag(R^T, R^T) J_world with R = R_body Rl,
+    rotated in place (the body poses are left in w by jacobian_kernel)."""
+    st = jacobian_kernel(mi, mf, q, body, pl, Jout, w)
+    if st != 0 or body < 0:
+        return st
+    nvt = mi[H_NVT]
+    Rb = W_RW * mi[H_NB] + W_RW_N * body
+    c0 = _column(w, Rb, Rl, 0)  # the columns of R = R_body Rl: the link's axes in the world
+    c1 = _column(w, Rb, Rl, 1)
+    c2 = _column(w, Rb, Rl, 2)
+    J = Jout.reshape((ROWS, nvt))
+    for d in range(nvt):
+        for blk in range(0, ROWS, 3):
+            x0, x1, x2 = J[blk, d], J[blk + 1, d], J[blk + 2, d]
+            J[blk, d] = c0[0] * x0 + c0[1] * x1 + c0[2] * x2  # (R^T x)_c = column c of R . x
+            J[blk + 1, d] = c1[0] * x0 + c1[1] * x1 + c1[2] * x2
+            J[blk + 2, d] = c2[0] * x0 + c2[1] * x1 + c2[2] * x2
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 def _point(model, link, point):
     """(body, R_L, point in body coordinates) of a point given in link coordinates."""
@@ -150,10 +181,13 @@ def world_jacobian(model, w, qt, b, pb):
 def _jacobian(model, data, w, qt, point, link, axes):
     b, Rl, pb = _point(model, link, point)
     _axes(axes)
-    st, J = world_jacobian(model, w, qt, b, pb)
-    if st == 0 and axes == "link":
-        J = _rotate_rows(_link_rotation(model, w, b, Rl), J)
-    return st, J
+    if axes == "world":
+        return world_jacobian(model, w, qt, b, pb)
+    if b < 0:  # a link on the fixed base: J = 0 in any axes
+        return 0, np.zeros((ROWS, model.nvt))
+    Jt = np.empty(ROWS * model.nvt)
+    st = link_jacobian_kernel(model._kmi, model._kmf, qt, b, pb, np.array(Rl).reshape(-1), Jt, w)
+    return st, Jt.reshape(ROWS, model.nvt)
 
 
 def _jacobian_derivative(model, data, w, qt, qdt, point, link, axes):
