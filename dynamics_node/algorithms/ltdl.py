@@ -111,10 +111,7 @@ def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):
         try:
             L = np.linalg.cholesky(Hy)
         except np.linalg.LinAlgError:
-            k = _first_singular_body(model, H)
-            raise SingularMassMatrixError(
-                f"forward dynamics needs to invert the mass matrix, which is singular at {model.body_label[k]}: "
-                "that body and the links it carries have no positive inertia about its joint axis") from None
+            raise singular_mass_matrix(model, H, "forward dynamics") from None
         y = np.linalg.solve(L, tau - C)
         return np.linalg.solve(L.T, y)
     lam = dof_parents(model)
@@ -128,6 +125,16 @@ def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):
     x = np.array(tau - C, dtype=float)
     ltdl_solve(Hf, lam, x)
     return x
+
+
+def singular_mass_matrix(model, H, what):
+    """The SingularMassMatrixError of a dense factorisation of H that failed, naming the body."""
+    from ..errors import SingularMassMatrixError
+
+    k = _first_singular_body(model, H)
+    return SingularMassMatrixError(
+        f"{what} needs to invert the mass matrix, which is singular at {model.body_label[k]}: that body "
+        "and the links it carries have no positive inertia about its joint axis")
 
 
 def _first_singular_body(model, H):

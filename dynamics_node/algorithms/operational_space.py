@@ -20,7 +20,7 @@ import numpy as np
 
 from .._jit import njit, types
 from ..dispatch import Route, magnitudes, overflow
-from ..errors import InputError, SingularMassMatrixError
+from ..errors import InputError
 from ..layout import BODY_I, HEADER_I, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT, J_VI
 from ._common import F1, F2, FASTMATH, I1, SINGULAR
 from .crba import crba_kernel
@@ -230,13 +230,9 @@ def _reduced_M(model, data, w, qt, b, pb):
     try:
         Lc = np.linalg.cholesky(Hr)
     except np.linalg.LinAlgError:
-        from .ltdl import _first_singular_body
+        from .ltdl import singular_mass_matrix
 
-        i = _first_singular_body(model, H)
-        raise SingularMassMatrixError(
-            f"the operational-space inertia needs to invert the mass matrix, which is singular at "
-            f"{model.body_label[i]}: that body and the links it carries have no inertia about its joint "
-            "axis") from None
+        raise singular_mass_matrix(model, H, "the operational-space inertia") from None
     Y = np.linalg.solve(Lc, Jr.T)
     return Y.T @ Y
 
