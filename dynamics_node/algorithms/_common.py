@@ -31,6 +31,9 @@ P_I = types.CPointer(types.int64)
 P_F = types.CPointer(types.float64)
 SIG1 = types.int64(P_I, P_F, P_F, types.int64, P_F, P_F, types.int64)
 SIG3 = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, P_F, P_F, types.int64)
+# _fastcall.invoke3s: three vectors and one float after the third
+SIG3S = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, types.float64, P_F, P_F,
+                    types.int64)
 
 # status codes returned by kernels: KIND * 10**8 + ARG * 10**5 + INDEX
 BAD_LENGTH = 1

@@ -32,26 +32,28 @@ import math
 
 import numpy as np
 
-from .._jit import njit, types
+from .._fast import invoke3s as _invoke3s
+from .._jit import carray, cfunc, njit, types
 from ..dispatch import Route, _conform, finite
 from ..model import Model as _Model
 from ..errors import InputError
 from ..layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, V_U_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V_N
-from ._common import A_QD, F1, FASTMATH, I1, check, check_q, new_work
+from ._common import A_QD, F1, FASTMATH, I1, SIG3S, check, check_q, model_from_pointers, new_work
 from .coriolis import motion_offsets, world_motion
 from .kinematics import _link, _pose, jacobian_kernel
 
 ROWS = 6  # a Jacobian's rows: [linear (3); angular (3)]
+R_VX, R_VY, R_VZ, R_WX, R_WY, R_WZ = range(ROWS)  # their names, for flat row-major offsets (r * nvt)
 AXES = ("world", "link")
 EULER = ("zyx", "zyz")
 SINGULAR_EULER = 1e-6  # |cos b| (zyx) or |sin b| (zyz) below this: the representation is singular
 
 
-@njit(types.int64(I1, F1, F1, F1, types.int64, F1, F1, F1), cache=True, fastmath=FASTMATH)
-def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
-    """out = [J; J̇] (12 x nvt, flat, rows [v; omega] each, world axes) of the point pl (body
-    coordinates) of ``body`` (module docstring); leaves the poses of body and its ancestors in w
-    (kinematics._pose), or in a work array of its own when w is empty."""
+@njit(cache=True, inline="always")
+def _jdot(mi, mf, q, qd, body, pl, out, w):
+    """out = [J; J̇] (12 x nvt, flat row-major, rows [v; omega] each, world axes) of the point pl
+    (body coordinates) of ``body`` (module docstring); leaves the poses of body and its ancestors in
+    w (kinematics._pose). No allocation and no reshaped views: it is also a C callback (jdot_c)."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     st = check_q(q, mi)
@@ -59,34 +61,28 @@ def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
         st = check(qd, nvt, A_QD)
     if st != 0:
         return st
-    if w.shape[0] == 0:
-        w = new_work(mi)
     for k in range(2 * ROWS * nvt):
         out[k] = 0.0
     if body < 0:
         return 0
-    chain = np.empty(body + 1, dtype=np.int64)  # the support of body, outward order at the end
-    n = 0
-    j = body
-    while j >= 0:
-        chain[n] = j
-        n += 1
-        j = mi[HEADER_I + BODY_I * j + J_PARENT]
     So, dSo, vo = motion_offsets(nb, nvt)
-    for k in range(n - 1, -1, -1):  # poses and motion of the support only (outward)
-        _pose(mi, mf, q, w, chain[k])
-        world_motion(mi, mf, qd, w, chain[k])
-    R = w[W_RW * nb + W_RW_N * body:W_RW * nb + W_RW_N * body + 9]
-    pb = w[W_PW * nb + W_PW_N * body:W_PW * nb + W_PW_N * body + 3]
-    P0 = pb[0] + R[0] * pl[0] + R[1] * pl[1] + R[2] * pl[2]
-    P1 = pb[1] + R[3] * pl[0] + R[4] * pl[1] + R[5] * pl[2]
-    P2 = pb[2] + R[6] * pl[0] + R[7] * pl[1] + R[8] * pl[2]
+    for i in range(body + 1):  # poses and motion of the support only, outward (a parent's index is
+        j = body               # below its children's: i supports body when the walk up meets it)
+        while j > i:
+            j = mi[HEADER_I + BODY_I * j + J_PARENT]
+        if j == i:
+            _pose(mi, mf, q, w, i)
+            world_motion(mi, mf, qd, w, i)
+    R = W_RW * nb + W_RW_N * body
+    pb = W_PW * nb + W_PW_N * body
+    P0 = w[pb] + w[R] * pl[0] + w[R + 1] * pl[1] + w[R + 2] * pl[2]
+    P1 = w[pb + 1] + w[R + 3] * pl[0] + w[R + 4] * pl[1] + w[R + 5] * pl[2]
+    P2 = w[pb + 2] + w[R + 6] * pl[0] + w[R + 7] * pl[1] + w[R + 8] * pl[2]
     wb0, wb1, wb2 = w[vo + W_V_N * body], w[vo + W_V_N * body + 1], w[vo + W_V_N * body + 2]
     Pd0 = w[vo + W_V_N * body + 3] + wb1 * P2 - wb2 * P1  # dP/dt = v_O + omega x P
     Pd1 = w[vo + W_V_N * body + 4] + wb2 * P0 - wb0 * P2
     Pd2 = w[vo + W_V_N * body + 5] + wb0 * P1 - wb1 * P0
-    J = out[:ROWS * nvt].reshape((ROWS, nvt))
-    dJ = out[ROWS * nvt:].reshape((ROWS, nvt))
+    dJ = ROWS * nvt  # J's row r at out[r * nvt], J̇'s at out[dJ + r * nvt]
     j = body
     while j >= 0:
         jj = HEADER_I + BODY_I * j
@@ -94,16 +90,33 @@ def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
         for d in range(vj, vj + mi[jj + J_NV]):
             w0, w1, w2 = w[So + V_U_N * d], w[So + V_U_N * d + 1], w[So + V_U_N * d + 2]
             a0, a1, a2 = w[dSo + V_U_N * d], w[dSo + V_U_N * d + 1], w[dSo + V_U_N * d + 2]
-            J[0, d] = w[So + V_U_N * d + 3] + w1 * P2 - w2 * P1
-            J[1, d] = w[So + V_U_N * d + 4] + w2 * P0 - w0 * P2
-            J[2, d] = w[So + V_U_N * d + 5] + w0 * P1 - w1 * P0
-            J[3, d], J[4, d], J[5, d] = w0, w1, w2
-            dJ[0, d] = w[dSo + V_U_N * d + 3] + a1 * P2 - a2 * P1 + w1 * Pd2 - w2 * Pd1
-            dJ[1, d] = w[dSo + V_U_N * d + 4] + a2 * P0 - a0 * P2 + w2 * Pd0 - w0 * Pd2
-            dJ[2, d] = w[dSo + V_U_N * d + 5] + a0 * P1 - a1 * P0 + w0 * Pd1 - w1 * Pd0
-            dJ[3, d], dJ[4, d], dJ[5, d] = a0, a1, a2
+            out[R_VX * nvt + d] = w[So + V_U_N * d + 3] + w1 * P2 - w2 * P1
+            out[R_VY * nvt + d] = w[So + V_U_N * d + 4] + w2 * P0 - w0 * P2
+            out[R_VZ * nvt + d] = w[So + V_U_N * d + 5] + w0 * P1 - w1 * P0
+            out[R_WX * nvt + d], out[R_WY * nvt + d], out[R_WZ * nvt + d] = w0, w1, w2
+            out[dJ + R_VX * nvt + d] = w[dSo + V_U_N * d + 3] + a1 * P2 - a2 * P1 + w1 * Pd2 - w2 * Pd1
+            out[dJ + R_VY * nvt + d] = w[dSo + V_U_N * d + 4] + a2 * P0 - a0 * P2 + w2 * Pd0 - w0 * Pd2
+            out[dJ + R_VZ * nvt + d] = w[dSo + V_U_N * d + 5] + a0 * P1 - a1 * P0 + w0 * Pd1 - w1 * Pd0
+            out[dJ + R_WX * nvt + d], out[dJ + R_WY * nvt + d], out[dJ + R_WZ * nvt + d] = a0, a1, a2
         j = mi[jj + J_PARENT]
     return 0
+
+
+@njit(types.int64(I1, F1, F1, F1, types.int64, F1, F1, F1), cache=True, fastmath=FASTMATH)
+def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
+    """_jdot, in a work array of its own when w is empty."""
+    if w.shape[0] == 0:
+        w = new_work(mi)
+    return _jdot(mi, mf, q, qd, body, pl, out, w)
+
+
+@cfunc(SIG3S, cache=True, fastmath=FASTMATH)
+def jdot_c(mip, mfp, qp, nq, qdp, nqd, plp, npl, body, outp, wp, nw):
+    """C callback of _jdot for _fastcall.invoke3s: q, qd, the point (body coordinates) as the three
+    vectors and the body's index as the float."""
+    mi, mf, nvt = model_from_pointers(mip, mfp)
+    return _jdot(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), int(body), carray(plp, (npl,)),
+                 carray(outp, (2 * ROWS * nvt,)), carray(wp, (nw,)))
 
 
 @njit(cache=True, inline="always")
@@ -271,6 +284,7 @@ _SVD = Route("the Jacobian's singular values", (_Q,), _singular_values, extras=(
 _MANIP = Route("the manipulability", (_Q,), _manipulability, extras=("link",)).front
 _ANALYTIC = Route("the analytic Jacobian", (_Q,), _analytic, extras=("link", "euler"), post="J").front
 _NOWORK = np.zeros(0)  # jdot_kernel then makes its own work array
+_JDOT_C = jdot_c.address
 ORIGIN = np.zeros(3)  # the default point (identity-tested: the link origin needs no arithmetic)
 
 
@@ -292,10 +306,17 @@ def jacobian_derivative(model, q, qd, link, point=ORIGIN, axes="world", data=Non
         k = model._link_index.get(link)
         if k is not None:
             b = int(model.link_body[k])
-            out = np.empty((12, model.nvt))
-            if jdot_kernel(model._kmi, model._kmf, q, qd, b, model.link_p[3 * k:3 * k + 3].copy(), out.reshape(-1),
-                           _NOWORK) == 0 and finite(out):
-                return out[6:]
+            n = ROWS * model.nvt
+            if _invoke3s is not None:  # the C callback on the thread's work buffer
+                r = _invoke3s(_JDOT_C, 2 * n, n, 2 * n, model._kmi, model._kmf, None, q, qd,
+                              model.link_p[3 * k:3 * k + 3], float(b))
+                if r.__class__ is np.ndarray:
+                    return r[n:].reshape(ROWS, model.nvt)
+            else:
+                out = np.empty(2 * n)
+                if jdot_kernel(model._kmi, model._kmf, q, qd, b, model.link_p[3 * k:3 * k + 3].copy(), out,
+                               _NOWORK) == 0 and finite(out):
+                    return out[n:].reshape(ROWS, model.nvt)
     return _JDOT(model, data, q, qd, point, link, axes)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from ..._fast import invoke3s as _invoke3s
 from ..._jit import carray, cfunc, njit, types
 from ...errors import SingularMassMatrixError
-from .._common import (A_TAU, F1, I1, P_F, P_I, SINGULAR, check, fext_array, model_from_pointers, new_work,
+from .._common import (A_TAU, F1, I1, SIG3S, SINGULAR, check, fext_array, model_from_pointers, new_work,
                        raise_status)
 from ..aba import forward_dynamics
 from ..crba import crba_kernel, mass_matrix
@@ -38,10 +38,8 @@ from .data import LF_HEADER, LF_STRIDE, LF_TOL, LI_HEADER, LI_LAMBDA, LI_NC, LI_
 WRENCH_N = 6  # floats of one loop wrench (f, n) in the kernel's output
 JACOBI_SWEEPS = 60  # cyclic Jacobi sweeps at most (it converges quadratically; A is n^c x n^c)
 
-# the C callback's signature (_fastcall.invoke3s): a three-vector kernel's with the Baumgarte gain alpha
-# after the third vector
-SIG3S = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, types.float64, P_F, P_F,
-                    types.int64)
+# the C callback's signature is _common.SIG3S (_fastcall.invoke3s): the float after the third vector is
+# the Baumgarte gain alpha
 
 
 @njit(cache=True, inline="always")
