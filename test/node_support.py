@@ -296,6 +296,15 @@ def drain(q: "queue.Queue", timeout=0.0) -> list:
     return out
 
 
+def collect(q: "queue.Queue", n: int, timeout: float) -> list:
+    """Items of q until there are n or timeout seconds have passed."""
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out += drain(q, timeout=0.05)
+    return out
+
+
 def core_available() -> bool:
     """True when the package is installed/importable; a broken core fails the tests, never skips them."""
     import importlib.util

@@ -33,14 +33,6 @@ def node():
         p.kill()
 
 
-def _collect(q, n, timeout):
-    out = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < deadline:
-        out += ns.drain(q, timeout=0.05)
-    return out
-
-
 def test_external_torques_wrench_collision_and_reset_through_the_node(node):
     import dynamics_node as dn
     import test_observer_core as core
@@ -87,8 +79,8 @@ def test_external_torques_wrench_collision_and_reset_through_the_node(node):
     for k, ((t, q, qd, tau, _), st) in enumerate(zip(sim, stamps)):
         pub.publish(ns.joint_state(J, q, qd, stamp_ns=st, efforts=tau))
         time.sleep(max(0.0, t_start + (k + 1) * 1e-3 - time.perf_counter()))
-    ext = _collect(ext_q, len(sim), timeout=15.0)
-    wr = _collect(wrench_q, len(sim), timeout=5.0)
+    ext = ns.collect(ext_q, len(sim), timeout=15.0)
+    wr = ns.collect(wrench_q, len(sim), timeout=5.0)
     assert [ns.stamp_ns(m) for m in ext] == stamps, f"{len(ext)} external torques for {len(sim)} joint states"
 
     # the same observer in this process, on the same samples (the stream passes its gravity torques)
@@ -108,14 +100,14 @@ def test_external_torques_wrench_collision_and_reset_through_the_node(node):
     np.testing.assert_allclose(ext[-1].effort, sim[-1][4], atol=0.05 * np.abs(sim[-1][4]).max())
     F = np.array([wr[-1].wrench.force.x, wr[-1].wrench.force.y, wr[-1].wrench.force.z])
     assert np.linalg.norm(F - core.F_PUSH[:3]) < 0.1 * np.linalg.norm(core.F_PUSH[:3])
-    flags = [m.data for m in _collect(coll_q, 1, timeout=5.0)]
+    flags = [m.data for m in ns.collect(coll_q, 1, timeout=5.0)]
     assert flags[:1] == [True]
 
     res = c.call(Trigger, node.path("reset_observer"), Trigger.Request())
     assert res.success, res.message
     t, q, qd, tau, _ = sim[-1]
     pub.publish(ns.joint_state(J, q, qd, stamp_ns=stamps[-1] + 1_000_000, efforts=tau))
-    after = _collect(ext_q, 1, timeout=5.0)
+    after = ns.collect(ext_q, 1, timeout=5.0)
     assert after and np.array_equal(after[0].effort, np.zeros(7))
 
     deadline = time.monotonic() + 10   # the stream reports twice a second, diagnostics go out once

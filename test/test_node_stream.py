@@ -65,14 +65,6 @@ def model():
     return dn.load_model(str(ns.ARM7))
 
 
-def _collect(q, n, timeout):
-    out = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n and time.monotonic() < deadline:
-        out += ns.drain(q, timeout=0.05)
-    return out
-
-
 def test_one_torque_message_per_joint_state(node, io, model):
     import dynamics_node as dn
     pub, torques, commands = io
@@ -87,8 +79,8 @@ def test_one_torque_message_per_joint_state(node, io, model):
         pub.publish(ns.joint_state(J, q, velocities=rng.uniform(-1, 1, 7), stamp_ns=stamp))
         # pace at about 1 kHz (sleeping: a busy loop would starve the receiving thread of the GIL)
         time.sleep(max(0.0, t0 + (k + 1) * 1e-3 - time.perf_counter()))
-    got = _collect(torques, N, timeout=10.0)
-    cmds = _collect(commands, N, timeout=5.0)
+    got = ns.collect(torques, N, timeout=10.0)
+    cmds = ns.collect(commands, N, timeout=5.0)
     time.sleep(0.2)
     got += ns.drain(torques)
     cmds += ns.drain(commands)
@@ -137,7 +129,7 @@ def test_joint_state_edge_cases(node, io, model):
         pub.publish(msg)
         time.sleep(0.003)
     expected = [s for s, _, ok in cases if ok]
-    got = _collect(torques, len(expected), timeout=5.0)
+    got = ns.collect(torques, len(expected), timeout=5.0)
     time.sleep(0.3)
     got += ns.drain(torques)
     assert [m.header.stamp.nanosec for m in got] == expected
@@ -153,7 +145,7 @@ def test_gravity_compensation_uses_latest_joint_state(node, io, model):
     pub, torques, _ = io
     q = np.array([0.4, 0.3, -0.2, -0.9, 0.5, 0.2, 0.1])
     pub.publish(ns.joint_state(J[::-1], q[::-1], stamp_ns=42))
-    assert _collect(torques, 1, 5.0)
+    assert ns.collect(torques, 1, 5.0)
     r = ns.ros().call(GravityCompensation, node.path("gravity_compensation"),
                       GravityCompensation.Request(name=J[::-1]))
     assert r.success, r.message
@@ -234,7 +226,7 @@ def test_set_payload_changes_every_later_result_and_markers(node, io, model):
         np.testing.assert_allclose(res.effort, dn.inverse_dynamics(loaded, q, qd, qdd), **TOL)
         ns.drain(torques)
         pub.publish(ns.joint_state(J, q, stamp_ns=77))
-        got = _collect(torques, 1, 5.0)
+        got = ns.collect(torques, 1, 5.0)
         np.testing.assert_allclose(got[0].effort, dn.gravity(loaded, q), **TOL)
         # markers: the robot's centre of mass at the latest joint state, and the payload (only
         # those published from now on: set_payload published some for the previous state)
