@@ -1,5 +1,6 @@
 /* _fastcall: the cheapest possible Python entry into the compiled kernels, the front of the one call
- * route (dynamics_node/dispatch.py).
+ * route (dynamics_node/dispatch.py). Sources: this file (the work buffer, the kernel calls, the module),
+ * _routes.c (the Route and LinkRoute fronts), _fastcall.h (what they share).
  *
  * A numba dispatcher spends about 0.05 us per argument working out types before it calls the
  * machine code; for a 7-DoF arm that is as much as the whole gravity computation. The kernels are
@@ -21,6 +22,10 @@
  *       len(work)) with one float s after c and an output of nout floats of which the caller keeps
  *       out[lo:hi] (the rest is the kernel's scratch): only that part is checked for finiteness
  *       (the closed-loop forward dynamics, algorithms/loops/forward.py; s = the Baumgarte gain).
+ *   LinkRoute(addr, rows, origin, fast, slow)   a callable: route(model, data, a, b, point, link, *extras)
+ *       for a kernel of invoke3s's signature taking (a, b, the point in body coordinates, the body
+ *       index as the float) and writing rows x nvt: Route's fast path, and besides point is origin
+ *       (identity) and link is a str key of model._link_index (link_body, link_p read in place).
  *   conform(a) -> bool    a is what a numba kernel signature float64[::1] takes as it is
  *   finite(a) -> bool     every entry of a C-contiguous float64 array is finite
  *   finite_all(x) -> bool | None   the same over a result: arrays, floats, tuples, lists, dicts
@@ -33,35 +38,16 @@
  * arm's whole computation) is registered under a pthread key whose destructor frees it when the
  * thread ends: short-lived threads leave nothing behind.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <structmember.h>
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#include <numpy/arrayobject.h>
-#include <pthread.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-typedef int64_t (*k1_t)(const int64_t *, const double *, const double *, int64_t, double *, double *, int64_t);
-typedef int64_t (*k3_t)(const int64_t *, const double *, const double *, int64_t, const double *, int64_t,
-                        const double *, int64_t, double *, double *, int64_t);
-typedef int64_t (*k3s_t)(const int64_t *, const double *, const double *, int64_t, const double *, int64_t,
-                         const double *, int64_t, double, double *, double *, int64_t);
-
-#define OVERFLOW_STATUS 500000000LL /* dispatch.OVERFLOW * 10**8: finite inputs, non-finite result */
+#include "_fastcall.h"
 
 static Py_ssize_t work_body = -1, work_dof = 0, work_extra = 0;
 static _Thread_local double *tls_work = NULL;
 static _Thread_local Py_ssize_t tls_len = 0;
 static pthread_key_t work_key;
-/* Model's slots read in place, as the interpreter's own LOAD_ATTR_SLOT does (set_model) */
-static PyTypeObject *model_type = NULL;
-static Py_ssize_t off_direct, off_kmi, off_kmf;
+PyTypeObject *model_type = NULL;
+Py_ssize_t off_direct, off_kmi, off_kmf, off_link_index, off_link_body, off_link_p;
 
-/* The calling thread's work buffer for a model (mi: nb, nvt first), or NULL with an exception set. */
-static double *thread_work(const int64_t *h, Py_ssize_t *len) {
+double *thread_work(const int64_t *h, Py_ssize_t *len) {
     if (work_body < 0) {
         PyErr_SetString(PyExc_RuntimeError, "_fastcall.set_layout was not called");
         return NULL;
@@ -81,16 +67,6 @@ static double *thread_work(const int64_t *h, Py_ssize_t *len) {
     return tls_work;
 }
 
-/* a float64 (typenum) 1-D ndarray the kernels can read in place: native byte order, aligned, contiguous */
-static inline int is_vec(PyObject *o, int typenum) {
-    if (!PyArray_CheckExact(o)) return 0;
-    PyArrayObject *a = (PyArrayObject *)o;
-    return PyArray_TYPE(a) == typenum && PyArray_NDIM(a) == 1 &&
-           (PyArray_FLAGS(a) & (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED)) ==
-               (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED) &&
-           PyArray_ISNOTSWAPPED(a);
-}
-
 /* 1 when every one of n doubles is finite. First their sum, in eight explicit lanes (vectorised):
  * an inf or NaN entry makes it inf or NaN, so a finite sum proves every entry finite. A sum that is
  * not finite (a NaN, or finite entries whose sum overflows) is settled entry by entry: a double is
@@ -102,7 +78,7 @@ typedef double f64x4 __attribute__((vector_size(32)));
 #else
 #define LANES_CLONES
 #endif
-LANES_CLONES static int all_finite(const double *x, Py_ssize_t n) {
+LANES_CLONES int all_finite(const double *x, Py_ssize_t n) {
     f64x4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, b0, b1, b2, b3, b4, b5, b6, b7;
     Py_ssize_t k = 0;
     for (; k + 32 <= n; k += 32) { /* eight independent chains of four lanes */
@@ -151,8 +127,7 @@ static double *call_work(const int64_t *h, PyObject *work, Py_ssize_t *nw) {
     return (double *)PyArray_DATA((PyArrayObject *)work);
 }
 
-/* The kernel call behind addr on checked arrays: ndarray, int status, or NULL with an exception. */
-static PyObject *run(void *addr, int nin, int matrix, PyArrayObject *mi, PyArrayObject *mf, PyObject *work,
+PyObject *run(void *addr, int nin, int matrix, PyArrayObject *mi, PyArrayObject *mf, PyObject *work,
                      PyObject *const *x) {
     const int64_t *h = (const int64_t *)PyArray_DATA(mi);
     npy_intp n = (npy_intp)h[1]; /* nvt */
@@ -182,7 +157,6 @@ static PyObject *run(void *addr, int nin, int matrix, PyArrayObject *mi, PyArray
     return out;
 }
 
-static int model_ok(PyObject *mi, PyObject *mf) { return is_vec(mi, NPY_INT64) && is_vec(mf, NPY_DOUBLE); }
 
 /* ------------------------------------------------------------------------------------ invoke */
 static PyObject *invoke(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -336,104 +310,25 @@ static PyObject *set_model(PyObject *self, PyObject *t) {
     Py_ssize_t a = slot_offset((PyTypeObject *)t, "_direct"), b = slot_offset((PyTypeObject *)t, "_kmi"),
                c = slot_offset((PyTypeObject *)t, "_kmf");
     if (a < 0 || b < 0 || c < 0) return NULL;
+    Py_ssize_t li = slot_offset((PyTypeObject *)t, "_link_index"), lb = slot_offset((PyTypeObject *)t, "link_body"),
+               lp = slot_offset((PyTypeObject *)t, "link_p");
+    if (li < 0 || lb < 0 || lp < 0) return NULL;
     Py_INCREF(t);
     Py_XSETREF(model_type, (PyTypeObject *)t);
     off_direct = a;
     off_kmi = b;
     off_kmf = c;
+    off_link_index = li;
+    off_link_body = lb;
+    off_link_p = lp;
     Py_RETURN_NONE;
 }
 
-/* ------------------------------------------------------------------------------------ Route */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    void *addr;
-    int nin, matrix;
-    PyObject *fast; /* tuple: the extras' values that keep the fast path */
-    PyObject *slow; /* callable(model, data, *arrays, *extras) */
-} Route;
-
-static PyObject *route_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    Route *r = (Route *)op;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nfast = PyTuple_GET_SIZE(r->fast);
-    if (kwnames || nargs != 2 + r->nin + nfast || args[1] != Py_None) goto slow;
-    for (Py_ssize_t k = 0; k < nfast; k++)
-        if (args[2 + r->nin + k] != PyTuple_GET_ITEM(r->fast, k)) goto slow;
-    PyObject *model = args[0];
-    if (Py_TYPE(model) != model_type) goto slow;
-    PyObject *direct = *(PyObject **)((char *)model + off_direct);
-    if (direct != Py_True) goto slow;
-    for (int k = 0; k < r->nin; k++)
-        if (!is_vec(args[2 + k], NPY_DOUBLE)) goto slow;
-    PyObject *mi = *(PyObject **)((char *)model + off_kmi), *mf = *(PyObject **)((char *)model + off_kmf);
-    if (!mi || !mf) goto slow;
-    if (!model_ok(mi, mf)) goto slow;
-    PyObject *res = run(r->addr, r->nin, r->matrix, (PyArrayObject *)mi, (PyArrayObject *)mf, Py_None, args + 2);
-    if (res == NULL) return NULL;
-    if (PyArray_CheckExact(res)) return res;
-    Py_DECREF(res); /* a status: the slow path recomputes and names the problem */
-slow:
-    return PyObject_Vectorcall(r->slow, args, nargsf, kwnames);
-}
-
-static PyObject *route_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    PyObject *addr, *fast, *slow;
-    int nin, matrix;
-    if (!PyArg_ParseTuple(args, "OipO!O:Route", &addr, &nin, &matrix, &PyTuple_Type, &fast, &slow)) return NULL;
-    if (nin != 1 && nin != 3) {
-        PyErr_SetString(PyExc_ValueError, "nin must be 1 or 3");
-        return NULL;
-    }
-    void *p = PyLong_AsVoidPtr(addr);
-    if (!p) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
-    Route *r = (Route *)type->tp_alloc(type, 0);
-    if (!r) return NULL;
-    r->vectorcall = route_call;
-    r->addr = p;
-    r->nin = nin;
-    r->matrix = matrix;
-    Py_INCREF(fast);
-    r->fast = fast;
-    Py_INCREF(slow);
-    r->slow = slow;
-    return (PyObject *)r;
-}
-
-static int route_traverse(Route *r, visitproc visit, void *arg) {
-    Py_VISIT(r->fast);
-    Py_VISIT(r->slow);
-    return 0;
-}
-
-static int route_clear(Route *r) {
-    Py_CLEAR(r->fast);
-    Py_CLEAR(r->slow);
-    return 0;
-}
-
-static void route_dealloc(Route *r) {
-    PyObject_GC_UnTrack(r);
-    route_clear(r);
-    Py_TYPE(r)->tp_free((PyObject *)r);
-}
-
-static PyTypeObject RouteType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dynamics_node._fastcall.Route",
-    .tp_basicsize = sizeof(Route),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(Route, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_new = route_new,
-    .tp_traverse = (traverseproc)route_traverse,
-    .tp_clear = (inquiry)route_clear,
-    .tp_dealloc = (destructor)route_dealloc,
-    .tp_doc = "Route(addr, nin, matrix, fast, slow): the fast front of one public function",
-};
-
 static PyMethodDef methods[] = {
     {"set_layout", set_layout, METH_VARARGS, "set_layout(work_body, work_dof, work_extra)"},
-    {"set_model", set_model, METH_O, "set_model(Model): the class whose slots _direct, _kmi, _kmf the fast path reads"},
+    {"set_model", set_model, METH_O,
+     "set_model(Model): the class whose slots _direct, _kmi, _kmf (and _link_index, link_body, link_p) the fast "
+     "paths read"},
     {"invoke", (PyCFunction)(void (*)(void))invoke, METH_FASTCALL, "invoke(addr, matrix, mi, mf, work, a[, b, c])"},
     {"invoke3s", (PyCFunction)(void (*)(void))invoke3s, METH_FASTCALL,
      "invoke3s(addr, nout, lo, hi, mi, mf, work, a, b, c, s): invoke with one float s after c, nout outputs"},
@@ -452,12 +347,18 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
         PyErr_SetString(PyExc_RuntimeError, "pthread_key_create failed");
         return NULL;
     }
-    if (PyType_Ready(&RouteType) < 0) return NULL;
+    if (PyType_Ready(&RouteType) < 0 || PyType_Ready(&LinkRouteType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     Py_INCREF(&RouteType);
     if (PyModule_AddObject(m, "Route", (PyObject *)&RouteType) < 0) {
         Py_DECREF(&RouteType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&LinkRouteType);
+    if (PyModule_AddObject(m, "LinkRoute", (PyObject *)&LinkRouteType) < 0) {
+        Py_DECREF(&LinkRouteType);
         Py_DECREF(m);
         return NULL;
     }

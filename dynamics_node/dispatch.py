@@ -253,9 +253,13 @@ class Route:
     values that allow the C callback ``shim`` (None: never); ``compute(model, data, work, *arrays,
     *extras) -> (status, out)`` runs the kernel otherwise; ``tree``: map mimic models' arrays to
     tree coordinates before and ``post`` ('v': Gᵀx, 'vv': GᵀXG, 'J': X G) after; ``matrix``: the
-    callback's output is nvt x nvt."""
+    callback's output is nvt x nvt. ``link_shim=(cfunc, rows, origin)``: a function of a link's point
+    (inputs q, qd, point; extras link, then those of ``fast``) whose C callback takes the point in
+    body coordinates and the body index (``_fastcall.LinkRoute``) and writes rows x nvt; its front
+    answers the link origin (``point is origin``) of a link named by a str."""
 
-    def __init__(self, what, inputs, compute, extras=(), fast=(), shim=None, matrix=False, tree=True, post=None):
+    def __init__(self, what, inputs, compute, extras=(), fast=(), shim=None, matrix=False, tree=True, post=None,
+                 link_shim=None):
         self.what, self.inputs, self.compute = what, tuple(inputs), compute
         self.extras, self.fast = tuple(extras), tuple(fast)
         self.shim, self.matrix, self.tree, self.post = shim, matrix, tree, post
@@ -266,6 +270,10 @@ class Route:
         if self.addr is not None:
             _bind_model()
             self.front = _fast.Route(self.addr, len(self.inputs), matrix, self.fast, self.slow)
+        elif link_shim is not None and _fast.AVAILABLE:
+            _bind_model()
+            cf, rows, origin = link_shim
+            self.front = _fast.LinkRoute(cf.address, rows, origin, self.fast, self.slow)
 
     def _fast_extras(self, extras):
         for e, f in zip(extras, self.fast):

@@ -210,3 +210,83 @@ def test_invoke3s_on_many_threads(dual):
 
     with ThreadPoolExecutor(4) as ex:
         assert all(ex.map(run, range(16)))
+
+
+# ------------------------------------------------------------------------------------ LinkRoute
+# the front of jacobian_derivative (algorithms/jacobians.py): the link origin of a link named by a str
+# is answered in C, with the body and the point read from the model; everything else goes to Python
+
+def _jdot_slow(m, q, qd, link, point=None):
+    """The converting route: a Data makes the front hand the call to Route.slow (the numba entry)."""
+    return dn.jacobian_derivative(m, q, qd, link, *(() if point is None else (point,)), data=dn.Data(m))
+
+
+def test_link_route_equals_the_converting_route(arm):
+    from dynamics_node.algorithms import jacobians
+
+    assert isinstance(jacobians._JDOT, _fast.LinkRoute)
+    rng = np.random.default_rng(11)
+    q, qd = rng.uniform(-2, 2, (2, arm.nv))
+    for link in arm.link_names:  # base_link sits on the fixed base: J̇ = 0
+        r = dn.jacobian_derivative(arm, q, qd, link)
+        assert r.shape == (6, arm.nv) and r.flags.c_contiguous and r.flags.writeable
+        np.testing.assert_allclose(r, _jdot_slow(arm, q, qd, link), rtol=1e-13, atol=1e-13)
+    assert not dn.jacobian_derivative(arm, q, qd, "base_link").any()
+    # another point, the link axes, a str subclass, keyword arguments: the Python side, same numbers
+    link = arm.link_names[-1]
+    ref = dn.jacobian_derivative(arm, q, qd, link)
+
+    class Name(str):
+        pass
+
+    for other in (dn.jacobian_derivative(arm, q, qd, Name(link)), dn.jacobian_derivative(arm, q, qd, link=link),
+                  dn.jacobian_derivative(arm, q, qd, link, np.zeros(3)), dn.jacobian_derivative(arm, list(q), qd, link)):
+        np.testing.assert_allclose(other, ref, rtol=1e-13, atol=1e-13)
+    assert not np.allclose(dn.jacobian_derivative(arm, q, qd, link, (0.1, 0, 0)), ref)
+
+
+def test_link_route_hands_errors_to_python(arm):
+    q, qd = np.full(arm.nv, 0.3), np.full(arm.nv, 0.2)
+    link = arm.link_names[-1]
+    with pytest.raises(dn.InputError, match="no_such_link"):
+        dn.jacobian_derivative(arm, q, qd, "no_such_link")
+    with pytest.raises(dn.InputError, match="length"):
+        dn.jacobian_derivative(arm, q[:-1], qd, link)
+    bad = qd.copy()
+    bad[3] = np.nan
+    with pytest.raises(dn.InputError, match=r"qd\[3\]"):
+        dn.jacobian_derivative(arm, q, bad, link)
+    with pytest.raises(dn.InputError, match="overflowed"):  # finite in, not finite out
+        dn.jacobian_derivative(arm, q, np.full(arm.nv, 1.7e308), link)
+    with pytest.raises(dn.InputError, match="link"):
+        dn.jacobian_derivative(arm, q, qd, 7)
+
+
+def test_link_route_stays_in_c(arm):
+    """No Python code runs below jacobian_derivative for the controllers' call."""
+    import sys
+
+    q, link = np.full(arm.nv, 0.3), arm.link_names[-1]
+    dn.jacobian_derivative(arm, q, q, link)
+    calls = []
+    sys.setprofile(lambda frame, event, arg: calls.append(frame.f_code.co_name) if event == "call" else None)
+    try:
+        dn.jacobian_derivative(arm, q, q, link)
+    finally:
+        sys.setprofile(None)
+    assert calls == ["jacobian_derivative"], calls
+
+
+def test_link_route_on_many_threads(arm):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    states = [rng.uniform(-2, 2, (2, arm.nv)) for _ in range(4)]
+    link = arm.link_names[-1]
+    ref = [dn.jacobian_derivative(arm, q, qd, link) for q, qd in states]
+
+    def run(k):
+        return all(np.array_equal(dn.jacobian_derivative(arm, *states[k % 4], link), ref[k % 4]) for _ in range(300))
+
+    with ThreadPoolExecutor(4) as ex:
+        assert all(ex.map(run, range(16)))

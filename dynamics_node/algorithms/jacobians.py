@@ -32,13 +32,11 @@ import math
 
 import numpy as np
 
-from .._fast import invoke3s as _invoke3s
 from .._jit import carray, cfunc, njit, types
-from ..dispatch import Route, _conform, finite
-from ..model import Model as _Model
+from ..dispatch import Route
 from ..errors import InputError
 from ..layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, V_U_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V_N
-from ._common import A_QD, F1, FASTMATH, I1, SIG3S, check, check_q, model_from_pointers, new_work
+from ._common import A_QD, F1, FASTMATH, I1, SIG3S, check, check_q, model_from_pointers
 from .coriolis import motion_offsets, world_motion
 from .kinematics import _link, _pose, jacobian_kernel
 
@@ -50,10 +48,11 @@ SINGULAR_EULER = 1e-6  # |cos b| (zyx) or |sin b| (zyz) below this: the represen
 
 
 @njit(cache=True, inline="always")
-def _jdot(mi, mf, q, qd, body, pl, out, w):
-    """out = [J; J̇] (12 x nvt, flat row-major, rows [v; omega] each, world axes) of the point pl
-    (body coordinates) of ``body`` (module docstring); leaves the poses of body and its ancestors in
-    w (kinematics._pose). No allocation and no reshaped views: it is also a C callback (jdot_c)."""
+def _jdot(mi, mf, q, qd, body, pl, out, dJ, w):
+    """J̇ at out[dJ:dJ + 6 nvt] (flat row-major, rows [v; omega], world axes) of the point pl (body
+    coordinates) of ``body`` (module docstring), and J at out[:dJ] when dJ = 6 nvt (dJ = 0: J̇
+    alone); leaves the poses of body and its ancestors in w (kinematics._pose). No allocation and no
+    reshaped views: it is also a C callback (jdot_c)."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     st = check_q(q, mi)
@@ -61,7 +60,7 @@ def _jdot(mi, mf, q, qd, body, pl, out, w):
         st = check(qd, nvt, A_QD)
     if st != 0:
         return st
-    for k in range(2 * ROWS * nvt):
+    for k in range(dJ + ROWS * nvt):
         out[k] = 0.0
     if body < 0:
         return 0
@@ -82,18 +81,18 @@ def _jdot(mi, mf, q, qd, body, pl, out, w):
     Pd0 = w[vo + W_V_N * body + 3] + wb1 * P2 - wb2 * P1  # dP/dt = v_O + omega x P
     Pd1 = w[vo + W_V_N * body + 4] + wb2 * P0 - wb0 * P2
     Pd2 = w[vo + W_V_N * body + 5] + wb0 * P1 - wb1 * P0
-    dJ = ROWS * nvt  # J's row r at out[r * nvt], J̇'s at out[dJ + r * nvt]
-    j = body
+    j = body  # J's row r at out[r * nvt] (when dJ > 0), J̇'s at out[dJ + r * nvt]
     while j >= 0:
         jj = HEADER_I + BODY_I * j
         vj = mi[jj + J_VI]
         for d in range(vj, vj + mi[jj + J_NV]):
             w0, w1, w2 = w[So + V_U_N * d], w[So + V_U_N * d + 1], w[So + V_U_N * d + 2]
             a0, a1, a2 = w[dSo + V_U_N * d], w[dSo + V_U_N * d + 1], w[dSo + V_U_N * d + 2]
-            out[R_VX * nvt + d] = w[So + V_U_N * d + 3] + w1 * P2 - w2 * P1
-            out[R_VY * nvt + d] = w[So + V_U_N * d + 4] + w2 * P0 - w0 * P2
-            out[R_VZ * nvt + d] = w[So + V_U_N * d + 5] + w0 * P1 - w1 * P0
-            out[R_WX * nvt + d], out[R_WY * nvt + d], out[R_WZ * nvt + d] = w0, w1, w2
+            if dJ > 0:
+                out[R_VX * nvt + d] = w[So + V_U_N * d + 3] + w1 * P2 - w2 * P1
+                out[R_VY * nvt + d] = w[So + V_U_N * d + 4] + w2 * P0 - w0 * P2
+                out[R_VZ * nvt + d] = w[So + V_U_N * d + 5] + w0 * P1 - w1 * P0
+                out[R_WX * nvt + d], out[R_WY * nvt + d], out[R_WZ * nvt + d] = w0, w1, w2
             out[dJ + R_VX * nvt + d] = w[dSo + V_U_N * d + 3] + a1 * P2 - a2 * P1 + w1 * Pd2 - w2 * Pd1
             out[dJ + R_VY * nvt + d] = w[dSo + V_U_N * d + 4] + a2 * P0 - a0 * P2 + w2 * Pd0 - w0 * Pd2
             out[dJ + R_VZ * nvt + d] = w[dSo + V_U_N * d + 5] + a0 * P1 - a1 * P0 + w0 * Pd1 - w1 * Pd0
@@ -104,19 +103,17 @@ def _jdot(mi, mf, q, qd, body, pl, out, w):
 
 @njit(types.int64(I1, F1, F1, F1, types.int64, F1, F1, F1), cache=True, fastmath=FASTMATH)
 def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
-    """_jdot, in a work array of its own when w is empty."""
-    if w.shape[0] == 0:
-        w = new_work(mi)
-    return _jdot(mi, mf, q, qd, body, pl, out, w)
+    """_jdot with out = [J; J̇] (12 x nvt): the converting route's, which also needs J (link axes)."""
+    return _jdot(mi, mf, q, qd, body, pl, out, ROWS * mi[H_NVT], w)
 
 
 @cfunc(SIG3S, cache=True, fastmath=FASTMATH)
 def jdot_c(mip, mfp, qp, nq, qdp, nqd, plp, npl, body, outp, wp, nw):
-    """C callback of _jdot for _fastcall.invoke3s: q, qd, the point (body coordinates) as the three
-    vectors and the body's index as the float."""
+    """C callback of _jdot for _fastcall.LinkRoute: q, qd, the point (body coordinates) as the three
+    vectors, the body's index as the float; out = J̇ alone (6 x nvt)."""
     mi, mf, nvt = model_from_pointers(mip, mfp)
     return _jdot(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), int(body), carray(plp, (npl,)),
-                 carray(outp, (2 * ROWS * nvt,)), carray(wp, (nw,)))
+                 carray(outp, (ROWS * nvt,)), 0, carray(wp, (nw,)))
 
 
 @njit(cache=True, inline="always")
@@ -277,15 +274,14 @@ def _analytic(model, data, w, qt, link, euler):
     return 0, Ja
 
 
+ORIGIN = np.zeros(3)  # the default point (identity-tested: the link origin needs no arithmetic)
 _Q, _QD, _PT = ("q", "q"), ("qd", "v"), ("point", "x")
 _JACOBIAN = Route("the Jacobian", (_Q, _PT), _jacobian, extras=("link", "axes"), post="J").front
-_JDOT = Route("the Jacobian derivative", (_Q, _QD, _PT), _jacobian_derivative, extras=("link", "axes"), post="J").front
+_JDOT = Route("the Jacobian derivative", (_Q, _QD, _PT), _jacobian_derivative, extras=("link", "axes"), post="J",
+              link_shim=(jdot_c, ROWS, ORIGIN), fast=("world",)).front
 _SVD = Route("the Jacobian's singular values", (_Q,), _singular_values, extras=("link",)).front
 _MANIP = Route("the manipulability", (_Q,), _manipulability, extras=("link",)).front
 _ANALYTIC = Route("the analytic Jacobian", (_Q,), _analytic, extras=("link", "euler"), post="J").front
-_NOWORK = np.zeros(0)  # jdot_kernel then makes its own work array
-_JDOT_C = jdot_c.address
-ORIGIN = np.zeros(3)  # the default point (identity-tested: the link origin needs no arithmetic)
 
 
 def jacobian(model, q, link, point=ORIGIN, axes="world", data=None):
@@ -299,24 +295,6 @@ def jacobian(model, q, link, point=ORIGIN, axes="world", data=None):
 def jacobian_derivative(model, q, qd, link, point=ORIGIN, axes="world", data=None):
     """6 x nv dJ/dt of jacobian(model, q, link, point, axes) along qd: J qdd + J̇ qd is the
     classical acceleration of the point and the angular acceleration (in the chosen axes)."""
-    if data is None and point is ORIGIN and axes == "world" and model.__class__ is _Model and model._direct \
-            and link.__class__ is str and _conform(q) and _conform(qd):
-        # the controllers' call, kept short: no mimic mapping, no coercion; anything else, and every
-        # error, goes through the route below (which recomputes and explains)
-        k = model._link_index.get(link)
-        if k is not None:
-            b = int(model.link_body[k])
-            n = ROWS * model.nvt
-            if _invoke3s is not None:  # the C callback on the thread's work buffer
-                r = _invoke3s(_JDOT_C, 2 * n, n, 2 * n, model._kmi, model._kmf, None, q, qd,
-                              model.link_p[3 * k:3 * k + 3], float(b))
-                if r.__class__ is np.ndarray:
-                    return r[n:].reshape(ROWS, model.nvt)
-            else:
-                out = np.empty(2 * n)
-                if jdot_kernel(model._kmi, model._kmf, q, qd, b, model.link_p[3 * k:3 * k + 3].copy(), out,
-                               _NOWORK) == 0 and finite(out):
-                    return out[n:].reshape(ROWS, model.nvt)
     return _JDOT(model, data, q, qd, point, link, axes)
 
 
