@@ -239,8 +239,9 @@ def test_link_route_equals_the_converting_route(arm):
     class Name(str):
         pass
 
-    for other in (dn.jacobian_derivative(arm, q, qd, Name(link)), dn.jacobian_derivative(arm, q, qd, link=link),
-                  dn.jacobian_derivative(arm, q, qd, link, np.zeros(3)), dn.jacobian_derivative(arm, list(q), qd, link)):
+    jd = dn.jacobian_derivative
+    for other in (jd(arm, q, qd, Name(link)), jd(arm, q, qd, link=link), jd(arm, q, qd, link, np.zeros(3)),
+                  jd(arm, list(q), qd, link)):
         np.testing.assert_allclose(other, ref, rtol=1e-13, atol=1e-13)
     assert not np.allclose(dn.jacobian_derivative(arm, q, qd, link, (0.1, 0, 0)), ref)
 
