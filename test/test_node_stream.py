@@ -301,25 +301,35 @@ def _family(pid):
     return out
 
 
-def _realtime_threads(pid):
-    """[(policy, rt_priority)] of the threads of process pid and its children that are not
-    ordinarily scheduled (/proc/<pid>/task/<tid>/stat fields 41 and 40)."""
-    out = []
-    tasks = []
+def _policies(pid):
+    """{process: [(policy, rt_priority) of each of its threads]} of pid and its children
+    (/proc/<p>/task/<tid>/stat fields 41 and 40)."""
+    out = {}
     for p in _family(pid):
         try:
-            tasks += [(p, t) for t in os.listdir(f"/proc/{p}/task")]
+            tids = os.listdir(f"/proc/{p}/task")
         except OSError:
             continue
-    for p, tid in tasks:
-        try:
-            with open(f"/proc/{p}/task/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is field 3
-        if int(fields[38]) != 0:
-            out.append((int(fields[38]), int(fields[37])))
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is field 3
+            out.setdefault(p, []).append((int(fields[38]), int(fields[37])))
+    return out
+
+
+def _realtime_threads(pid):
+    """What runs at real-time priority: [(policy, priority)] once per process of pid's family
+    (the node and its children) whose every thread runs that way; a process with some threads
+    real-time and others not shows as ('mixed', its policies), one with none not at all."""
+    out = []
+    for p, pol in sorted(_policies(pid).items()):
+        rt = [x for x in pol if x[0] != 0]
+        if rt:
+            out.append(rt[0] if len(rt) == len(pol) and len(set(rt)) == 1 else ("mixed", sorted(set(pol))))
     return out
 
 
@@ -349,9 +359,10 @@ def _wait_realtime(pid, expected, timeout=5.0):
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 def test_joint_state_thread_runs_at_the_real_time_priority_asked_for(node, io, model):
-    """stream_thread_priority (default 50): the joint-state thread, and only it, runs SCHED_FIFO;
-    the parameter changes it at run time, 0 gives ordinary scheduling back; where the machine does
-    not allow real-time scheduling, the node says so and keeps working."""
+    """stream_thread_priority (default 50): the stream process, every thread of it (its executor,
+    Fast DDS's receive threads, the Python helpers: process.set_process_priority), and nothing
+    else runs SCHED_FIFO; the parameter changes it at run time, 0 gives ordinary scheduling back;
+    where the machine does not allow real-time scheduling, the node says so and keeps working."""
     pid = node.proc.pid
     if not _may_use_fifo():
         deadline = time.monotonic() + 10   # the stream process says so once it runs

@@ -4,7 +4,8 @@ Services and the stream in one interpreter share one GIL: rclpy converting a 100
 trajectory request holds it for tens of milliseconds, and every joint state arriving meanwhile
 waits. So the node (parameters, services, diagnostics) runs the stream (stream.Stream: joint
 states in, gravity torques and effort commands out) in a child process with its own rclpy context,
-node `<node name>_stream` and executor, at the real-time priority of `stream_thread_priority`.
+node `<node name>_stream` and executor, every thread of it at the real-time priority of
+`stream_thread_priority` (process.set_process_priority says why every thread).
 
 The node sends the child, over a pipe, everything it needs to build the same model state
 (the validated Config, the robot_description topic's text, the payloads, the resolved topic
@@ -32,7 +33,7 @@ def _child(conn, node_name, namespace):
 
     from .diagnostics import Timings
     from .model_state import build_state, load
-    from .process import _spin_until_shutdown, set_thread_priority
+    from .process import _spin_until_shutdown, set_process_priority
     from .stream import Stream
 
     rclpy.init()
@@ -75,10 +76,9 @@ def _child(conn, node_name, namespace):
                 from .model_terms import warm
                 warm(st, cfg)  # the model_terms topic's kernels, when it is on
         elif kind == "priority":
-            why = set_thread_priority(main_tid, int(msg[1]))
+            why = set_process_priority(int(msg[1]))
             send(("priority", int(msg[1]), why))
 
-    main_tid = threading.get_native_id()
     topics.update(first[5])  # resolved names, before the stream creates its publisher
     stream = Stream(node, lambda name: topics.get(name, name), log)
     stream.timing = Timings()
@@ -194,10 +194,10 @@ class StreamProcess:
                 _, prio, why = msg
                 if why is None:
                     how = f"SCHED_FIFO priority {prio}" if prio else "ordinary scheduling"
-                    self.log.info(f"joint-state thread: {how}")
+                    self.log.info(f"joint-state stream process (every thread): {how}")
                 else:
-                    self.log.warning(f"joint-state thread: cannot set SCHED_FIFO priority {prio} ({why}); it keeps "
-                                     "ordinary scheduling, and other load on the machine shows in its latency")
+                    self.log.warning(f"joint-state stream process: cannot set SCHED_FIFO priority {prio} ({why}); it "
+                                     "keeps ordinary scheduling, and other load on the machine shows in its latency")
 
     def configure(self, cfg, topic_text, payloads, resolved, changed, wait=2.0):
         """Send the stream a new state; once it runs, wait (up to `wait` s) until it has taken it,
