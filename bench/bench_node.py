@@ -180,13 +180,17 @@ class _Client:
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         pub = self.node.create_publisher(JointState, js_topic, qos)
         recv = [dict() for _ in out_topics]
+        wire = [dict() for _ in out_topics]  # stamp -> the answer's source timestamp (ns, system clock)
 
-        def handler(d):
-            def on_answer(msg):
-                d[msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec] = time.perf_counter()
+        def handler(d, dw):
+            def on_answer(msg, info):
+                k = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+                d[k] = time.perf_counter()
+                dw[k] = info["source_timestamp"]
             return on_answer
 
-        subs = [self.node.create_subscription(JointState, t, handler(d), qos) for t, d in zip(out_topics, recv)]
+        subs = [self.node.create_subscription(JointState, t, handler(d, dw), qos)
+                for t, d, dw in zip(out_topics, recv, wire)]
         t_wait = time.monotonic() + 30
         k = 0
         while not all(recv) and time.monotonic() < t_wait:  # until every path is matched
@@ -198,10 +202,10 @@ class _Client:
         end = time.perf_counter() + 0.3
         while time.perf_counter() < end:
             self.ex.spin_once(timeout_sec=0.01)
-        for d in recv:
+        for d in recv + wire:
             d.clear()
         Q = rng.uniform(-1.5, 1.5, (messages, len(names)))
-        sent = {}
+        sent, sent_ns = {}, {}
         t_start = time.perf_counter() + 0.01
         i = 0
         next_tick = 0
@@ -218,6 +222,7 @@ class _Client:
                 stamp = 1_000_000_000 + i * 1_000_000
                 m.header.stamp.sec, m.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
                 sent[stamp] = time.perf_counter()
+                sent_ns[stamp] = time.time_ns()
                 pub.publish(m)
                 i += 1
                 continue
@@ -231,6 +236,9 @@ class _Client:
             self.node.destroy_subscription(sub)
         self.node.destroy_publisher(pub)
         rate = (messages - 1) / (max(sent.values()) - min(sent.values()))
+        # to the wire: joint state published here -> the answer published by its node (the answer's
+        # source timestamp, same clock): the stream's own latency, without this process's receiving
+        self.last_to_wire = [[(dw[k] - t) * 1e-6 for k, t in sent_ns.items() if k in dw] for dw in wire]
         return sent, recv, rate
 
     def node_diagnostics(self, node_name, timeout=3.0, status="computation", after=None):
@@ -626,47 +634,92 @@ print(done, flush=True)
 """
 
 
-def stream_under_service_load(c, node_name, js_topic, names, rng, messages=5000, points=5000, clients=2,
-                              say=print):
-    """Issue 14 §5: the 1 kHz stream's end-to-end latency alone, then while `clients` processes call
-    trajectory_inverse_dynamics with `points` points back to back (the node converts those requests
-    and responses in its services process; the stream has a process of its own). This process's
-    thread runs at SCHED_FIFO 40 during both when the machine allows, as a controller's would."""
-    prio = None
+def _set_all_threads(policy, priority):
+    """Every thread of this process (Linux /proc) at policy and priority; False where not allowed."""
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(40))
-        prio = 40
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                os.sched_setscheduler(int(tid), policy, os.sched_param(priority))
+            except ProcessLookupError:  # ended meanwhile
+                pass
+        return True
     except (OSError, AttributeError):
-        pass
+        return False
+
+
+def kernel_preemption():
+    """The kernel's preemption model as far as this machine tells: a real-time thread woken while a
+    CPU runs kernel code of another process waits for it on a non-preemptible kernel."""
+    model = "unknown"
     try:
-        def e2e():
-            sent, (rn,), _ = c.stream(js_topic, [f"/{node_name}/gravity_torques"], messages, names, rng)
-            lat = [(rn[k] - t) * 1e3 for k, t in sent.items() if k in rn]
-            r = _pct(lat) if lat else {"median_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
-            return dict(r, answered=len(lat))
-        quiet = e2e()
-        seconds = messages / 1000.0 + 8.0
-        loads = [subprocess.Popen([sys.executable, "-c", LOAD, node_name, str(seconds), str(points)], cwd=str(REPO),
-                                  env=_env(int(os.environ["ROS_DOMAIN_ID"])), stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, start_new_session=True) for _ in range(clients)]
-        time.sleep(4.0)  # discovery and the first calls under way
-        loaded = e2e()
-        calls = []
-        for lp in loads:
-            out = lp.communicate(timeout=seconds + 60)[0].decode(errors="replace").split()
-            calls.append(int(out[-1]) if out and out[-1].isdigit() else 0)
+        import gzip
+        with gzip.open("/proc/config.gz", "rt") as f:
+            on = [ln.split("=")[0][len("CONFIG_"):] for ln in f
+                  if ln.startswith("CONFIG_PREEMPT") and ln.endswith("=y\n")]
+        model = ", ".join(x for x in on if x in ("PREEMPT_NONE", "PREEMPT_VOLUNTARY", "PREEMPT", "PREEMPT_RT",
+                                                 "PREEMPT_DYNAMIC", "PREEMPT_LAZY")) or model
+    except OSError:
+        pass
+    return f"{os.uname().release} ({model})"
+
+
+def stream_under_service_load(c, node_name, js_topic, names, rng, messages=5000, points=5000, clients=2,
+                              pairs=3, say=print):
+    """Issue 14 §5: the 1 kHz stream alone, then while `clients` processes call
+    trajectory_inverse_dynamics with `points` points back to back (the node converts those requests
+    and responses in its services process; the stream has a process of its own), `pairs` times.
+
+    Two latencies per joint state: to the wire, from its publication here to the publication of its
+    torques by the node (their source timestamp; the same clock): what the node does, the claim
+    that service work does not hold the stream back; and end to end, to their reception here, which
+    adds this process's own DDS reception. This process runs every thread at SCHED_FIFO 40 when
+    the machine allows, as a controller's would (the node's stream process runs at 50). Judged: the
+    median over the pairs of p99 (loaded) / p99 (alone) to the wire, target <= 1.5."""
+    prio = 40 if _set_all_threads(getattr(os, "SCHED_FIFO", 1), 40) else None
+    nan = {"median_ms": float("nan"), "p99_ms": float("nan"), "max_ms": float("nan")}
+
+    def once():
+        sent, (rn,), _ = c.stream(js_topic, [f"/{node_name}/gravity_torques"], messages, names, rng)
+        lat = [(rn[k] - t) * 1e3 for k, t in sent.items() if k in rn]
+        wire = c.last_to_wire[0]
+        return dict(_pct(wire) if wire else nan, answered=len(wire), end_to_end=_pct(lat) if lat else nan)
+
+    runs, calls = [], []
+    try:
+        for _ in range(pairs):
+            quiet = once()
+            seconds = messages / 1000.0 + 8.0
+            loads = [subprocess.Popen([sys.executable, "-c", LOAD, node_name, str(seconds), str(points)],
+                                      cwd=str(REPO), env=_env(int(os.environ["ROS_DOMAIN_ID"])),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                     for _ in range(clients)]
+            time.sleep(4.0)  # discovery and the first calls under way
+            loaded = once()
+            done = 0
+            for lp in loads:
+                out = lp.communicate(timeout=seconds + 60)[0].decode(errors="replace").split()
+                done += int(out[-1]) if out and out[-1].isdigit() else 0
+            runs.append((quiet, loaded))
+            calls.append(done)
     finally:
         if prio is not None:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    ratio = loaded["p99_ms"] / quiet["p99_ms"]
-    r = {"quiet": quiet, "loaded": loaded, "ratio_p99": ratio, "load_calls": calls,
-         "pass": ratio <= 1.5 and loaded["answered"] == messages and sum(calls) > 0}
-    say(f"node: 1 kHz stream end to end, {messages} messages, without / with {clients} clients calling "
-        f"trajectory_inverse_dynamics ({points} points) back to back ({sum(calls)} calls answered during the run): "
-        f"p50 {quiet['median_ms']:.3f} / {loaded['median_ms']:.3f} ms, p99 {quiet['p99_ms']:.3f} / "
-        f"{loaded['p99_ms']:.3f} ms, max {quiet['max_ms']:.2f} / {loaded['max_ms']:.2f} ms, answered "
-        f"{quiet['answered']} / {loaded['answered']} [target p99 under load <= 1.5 x p99 without: ratio "
-        f"{ratio:.2f}, {'PASS' if r['pass'] else 'FAIL'}]" + ("" if prio else " (client at ordinary scheduling)"))
+            _set_all_threads(os.SCHED_OTHER, 0)
+    ratios = [lo["p99_ms"] / qu["p99_ms"] for qu, lo in runs]
+    ratio = float(np.median(ratios))
+    every = all(qu["answered"] == messages and lo["answered"] == messages for qu, lo in runs)
+    r = {"pairs": runs, "ratios_p99": ratios, "ratio_p99": ratio, "load_calls": calls, "kernel": kernel_preemption(),
+         "pass": ratio <= 1.5 and every and min(calls) > 0}
+    say(f"node: 1 kHz stream, {messages} messages alone / while {clients} clients call trajectory_inverse_dynamics "
+        f"({points} points) back to back, {pairs} pairs; kernel {r['kernel']}"
+        + ("" if prio else "; this process at ordinary scheduling"))
+    for (qu, lo), n, x in zip(runs, calls, ratios):
+        qe, le = qu["end_to_end"], lo["end_to_end"]
+        say(f"      to the wire p50 {qu['median_ms']:.3f} / {lo['median_ms']:.3f} ms, p99 {qu['p99_ms']:.3f} / "
+            f"{lo['p99_ms']:.3f} ms (x{x:.2f}), max {qu['max_ms']:.2f} / {lo['max_ms']:.2f} ms; end to end p50 "
+            f"{qe['median_ms']:.3f} / {le['median_ms']:.3f}, p99 {qe['p99_ms']:.3f} / {le['p99_ms']:.3f} ms; answered "
+            f"{qu['answered']} / {lo['answered']}; {n} load calls answered")
+    say(f"      [target p99 to the wire under load <= 1.5 x alone, median over the pairs: {ratio:.2f}, "
+        f"{'PASS' if r['pass'] else 'FAIL'}]")
     return r
 
 
