@@ -407,3 +407,21 @@ def test_cli_model_terms_and_jacobian_options(ref, node):
                                rtol=1e-11, atol=1e-11)
     rc, out, err = cli("model_terms", "-q", *Q, "--links", "tool0", "link6", "--point", 0, 0, 0)
     assert rc == 1 and "points" in out and "expected 0 or 2" in out, out + err
+
+
+def test_stream_outputs_carry_no_qos_event_handlers(rcl_node):
+    """Each QoS-event handler is an entity in every wait of the stream's executor (about 17 us per
+    joint state each): the stream's publishers have none (ros/stream.output_events), its joint-state
+    subscription keeps rclpy's (the incompatible-QoS warning about a user's publisher)."""
+    from dynamics_node.ros.params import validate
+    from dynamics_node.ros.stream import Stream
+    values = {"urdf_path": str(ARM7), "joint_states_topic": "/terms_events/js", "model_terms_links": ["tool0"],
+              "effort_command_topic": "/terms_events/cmd"}
+    stream = Stream(rcl_node, lambda n: n, rcl_node.get_logger())
+    stream.configure(state(**values), validate(values), {"joint_states_topic", "effort_command_topic"}, now=True)
+    pubs = {"gravity_torques": stream.pub_gravity, "command": stream.pub_cmd, "model_terms": stream.terms.pub,
+            "external_torques": stream.observer_pubs.torques, "external_wrench": stream.observer_pubs.wrench,
+            "collision": stream.observer_pubs._collision}
+    assert all(p is not None for p in pubs.values()), pubs
+    assert {k: len(p.event_handlers) for k, p in pubs.items()} == dict.fromkeys(pubs, 0)
+    assert stream.sub.event_handlers

@@ -2,6 +2,7 @@
 services (no DDS), fed joint states with efforts from the simulation of test_observer_core."""
 from __future__ import annotations
 
+import copy
 import math
 import time
 
@@ -20,7 +21,9 @@ class Pub:
         self.log, self.topic = log, topic
 
     def publish(self, m):
-        self.log.append((self.topic, m))
+        # a copy, as rclpy serializes the message when it is published: the stream reuses its
+        # output messages (one per model state) and sets their fields anew for each joint state
+        self.log.append((self.topic, copy.deepcopy(m)))
 
 
 class Node:
@@ -29,7 +32,7 @@ class Node:
     def __init__(self):
         self.out, self.services = [], {}
 
-    def create_publisher(self, _type, topic, _qos):
+    def create_publisher(self, _type, topic, _qos, **_kw):
         return Pub(self.out, topic)
 
     def create_service(self, _type, name, cb):

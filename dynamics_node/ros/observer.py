@@ -207,12 +207,16 @@ class ObserverPublishers:
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Bool
         self.JointState, self.WrenchStamped, self.Bool = JointState, WrenchStamped, Bool
+        from .stream import output_events
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        self.torques = node.create_publisher(JointState, resolve("~/external_torques"), qos)
-        self.wrench = node.create_publisher(WrenchStamped, resolve("~/external_wrench"), qos)
+        self.torques = node.create_publisher(JointState, resolve("~/external_torques"), qos,
+                                             event_callbacks=output_events())
+        self.wrench = node.create_publisher(WrenchStamped, resolve("~/external_wrench"), qos,
+                                            event_callbacks=output_events())
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self._collision = node.create_publisher(Bool, resolve("~/collision"), latched)
+        self._collision = node.create_publisher(Bool, resolve("~/collision"), latched, event_callbacks=output_events())
+        self._out = (None, None)  # (joint names, the external torques message with them: reused)
         # the wrench (a Jacobian and a 6 x 6 least squares, most of the observer's cost) is computed
         # while someone subscribes to it; checked once a second
         self.want_wrench = True
@@ -225,9 +229,12 @@ class ObserverPublishers:
             pass
 
     def publish(self, msg, names, r, link, est):
-        out = self.JointState()
+        onames, out = self._out
+        if onames is not names:  # rclpy checks a name list when it is set: once per model state
+            out = self.JointState()
+            out.name = names
+            self._out = (names, out)
         out.header = msg.header
-        out.name = names
         out.effort = to_float64_array(r)
         self.torques.publish(out)
         if est is not None:

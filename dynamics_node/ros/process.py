@@ -43,7 +43,8 @@ def set_process_priority(priority: int):
     Python helper thread (the pipe, the reports) holding the GIL at ordinary priority would hold the
     real-time thread back behind every busy process of the machine (priority inversion). Measured
     with `make bench` under service load on a 2-core machine: joint state published -> torques
-    published p99 about 80 ms with only the executor thread at SCHED_FIFO, about 1 ms with all."""
+    published p99 about 80 ms with only the executor thread at SCHED_FIFO, 2-20 ms with all, and
+    0.5-1.7 ms once the stream's outputs lost their QoS-event handlers (stream.output_events)."""
     try:
         tids = [int(t) for t in os.listdir("/proc/self/task")]
     except OSError:  # no /proc: this thread only
