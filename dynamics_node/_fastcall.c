@@ -1,6 +1,6 @@
 /* _fastcall: the cheapest possible Python entry into the compiled kernels, the front of the one call
  * route (dynamics_node/dispatch.py). Sources: this file (the work buffer, the kernel calls, the module),
- * _routes.c (the Route and LinkRoute fronts), _fastcall.h (what they share).
+ * _routes.c (the Route fronts), _fastcall.h (what they share).
  *
  * A numba dispatcher spends about 0.05 us per argument working out types before it calls the
  * machine code; for a 7-DoF arm that is as much as the whole gravity computation. The kernels are
@@ -22,10 +22,11 @@
  *       len(work)) with one float s after c and an output of nout floats of which the caller keeps
  *       out[lo:hi] (the rest is the kernel's scratch): only that part is checked for finiteness
  *       (the closed-loop forward dynamics, algorithms/loops/forward.py; s = the Baumgarte gain).
- *   LinkRoute(addr, rows, origin, fast, slow)   a callable: route(model, data, a, b, point, link, *extras)
- *       for a kernel of invoke3s's signature taking (a, b, the point in body coordinates, the body
- *       index as the float) and writing rows x nvt: Route's fast path, and besides point is origin
- *       (identity) and link is a str key of model._link_index (link_body, link_p read in place).
+ *   Route(addr, 2, False, fast, slow, rows, origin)   a link route: route(model, data, a, b, point,
+ *       link, *extras) for a kernel of invoke3s's signature taking (a, b, the point in body
+ *       coordinates, the body index as the float) and writing rows x nvt; fast as above when besides
+ *       point is origin (identity) and link is a str key of model._link_index (link_body, link_p
+ *       read in place).
  *   conform(a) -> bool    a is what a numba kernel signature float64[::1] takes as it is
  *   finite(a) -> bool     every entry of a C-contiguous float64 array is finite
  *   finite_all(x) -> bool | None   the same over a result: arrays, floats, tuples, lists, dicts
@@ -347,18 +348,12 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
         PyErr_SetString(PyExc_RuntimeError, "pthread_key_create failed");
         return NULL;
     }
-    if (PyType_Ready(&RouteType) < 0 || PyType_Ready(&LinkRouteType) < 0) return NULL;
+    if (PyType_Ready(&RouteType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     Py_INCREF(&RouteType);
     if (PyModule_AddObject(m, "Route", (PyObject *)&RouteType) < 0) {
         Py_DECREF(&RouteType);
-        Py_DECREF(m);
-        return NULL;
-    }
-    Py_INCREF(&LinkRouteType);
-    if (PyModule_AddObject(m, "LinkRoute", (PyObject *)&LinkRouteType) < 0) {
-        Py_DECREF(&LinkRouteType);
         Py_DECREF(m);
         return NULL;
     }

@@ -1,5 +1,5 @@
 /* _fastcall.h: what the two sources of dynamics_node._fastcall share (_fastcall.c: the work buffer,
- * the kernel calls, the module; _routes.c: the Route and LinkRoute fronts). See _fastcall.c. */
+ * the kernel calls, the module; _routes.c: the Route fronts). See _fastcall.c. */
 #ifndef DYNAMICS_FASTCALL_H
 #define DYNAMICS_FASTCALL_H
 #define PY_ARRAY_UNIQUE_SYMBOL dynamics_fastcall_ARRAY_API
@@ -27,7 +27,7 @@ typedef int64_t (*k3s_t)(const int64_t *, const double *, const double *, int64_
 /* Model's slots read in place, as the interpreter's own LOAD_ATTR_SLOT does (set_model) */
 FC_HIDDEN extern PyTypeObject *model_type;
 FC_HIDDEN extern Py_ssize_t off_direct, off_kmi, off_kmf, off_link_index, off_link_body, off_link_p;
-FC_HIDDEN extern PyTypeObject RouteType, LinkRouteType;
+FC_HIDDEN extern PyTypeObject RouteType;
 
 /* a float64 (typenum) 1-D ndarray the kernels can read in place: native byte order, aligned, contiguous */
 static inline int is_vec(PyObject *o, int typenum) {

@@ -1,35 +1,51 @@
-/* _routes.c: the fronts of the one call route (dynamics_node/dispatch.py), Route and LinkRoute:
- * callables that take the controllers' call straight to a kernel's C callback and hand everything
- * else, every error included, to the Python side unchanged. See _fastcall.c for the module. */
+/* _routes.c: the fronts of the one call route (dynamics_node/dispatch.py): Route objects, callables
+ * that take the controllers' call straight to a kernel's C callback and hand everything else, every
+ * error included, to the Python side unchanged. See _fastcall.c for the module.
+ *
+ * Two modes of one type:
+ *   vector route  route(model, data, a[, b, c], *extras), kernel k1_t or k3_t (run() in _fastcall.c);
+ *   link route    route(model, data, a, b, point, link, *extras), kernel k3s_t taking (a, b, the point
+ *                 in body coordinates, the body's index as the float) and writing rows x nvt: fast
+ *                 also needs point to be `origin` (the link origin, by identity) and link a str key
+ *                 of model._link_index; the body and the point are read from model.link_body and
+ *                 model.link_p in place. */
 #define NO_IMPORT_ARRAY
 #include "_fastcall.h"
 #include <stddef.h>
 
-/* ------------------------------------------------------------------------------------ Route */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     void *addr;
     int nin, matrix;
-    PyObject *fast; /* tuple: the extras' values that keep the fast path */
-    PyObject *slow; /* callable(model, data, *arrays, *extras) */
+    int rows;         /* a link route's output rows */
+    PyObject *origin; /* a link route's default point; NULL for a vector route */
+    PyObject *fast;   /* tuple: the extras' values that keep the fast path */
+    PyObject *slow;   /* callable with the route's own arguments */
 } Route;
 
-static PyObject *route_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* 1 when the call's extras are (identically) the route's fast values and the model may be read in
+ * place (exactly the class of set_model, _direct True, its packed arrays usable): mi and mf set. */
+static int fast_call(Route *r, PyObject *model, PyObject *const *extras, PyObject **mi, PyObject **mf) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(r->fast); k++)
+        if (extras[k] != PyTuple_GET_ITEM(r->fast, k)) return 0;
+    if (Py_TYPE(model) != model_type || SLOT(model, off_direct) != Py_True) return 0;
+    *mi = SLOT(model, off_kmi);
+    *mf = SLOT(model, off_kmf);
+    return *mi && *mf && model_ok(*mi, *mf);
+}
+
+static PyObject *vector_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Route *r = (Route *)op;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nfast = PyTuple_GET_SIZE(r->fast);
-    if (kwnames || nargs != 2 + r->nin + nfast || args[1] != Py_None) goto slow;
-    for (Py_ssize_t k = 0; k < nfast; k++)
-        if (args[2 + r->nin + k] != PyTuple_GET_ITEM(r->fast, k)) goto slow;
-    PyObject *model = args[0];
-    if (Py_TYPE(model) != model_type) goto slow;
-    PyObject *direct = *(PyObject **)((char *)model + off_direct);
-    if (direct != Py_True) goto slow;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *mi, *mf;
+    if (kwnames || nargs != 2 + r->nin + PyTuple_GET_SIZE(r->fast) || args[1] != Py_None ||
+        !fast_call(r, args[0], args + 2 + r->nin, &mi, &mf))
+        goto slow;
     for (int k = 0; k < r->nin; k++)
         if (!is_vec(args[2 + k], NPY_DOUBLE)) goto slow;
-    PyObject *mi = *(PyObject **)((char *)model + off_kmi), *mf = *(PyObject **)((char *)model + off_kmf);
-    if (!mi || !mf) goto slow;
-    if (!model_ok(mi, mf)) goto slow;
     PyObject *res = run(r->addr, r->nin, r->matrix, (PyArrayObject *)mi, (PyArrayObject *)mf, Py_None, args + 2);
     if (res == NULL) return NULL;
     if (PyArray_CheckExact(res)) return res;
@@ -38,94 +54,20 @@ slow:
     return PyObject_Vectorcall(r->slow, args, nargsf, kwnames);
 }
 
-static PyObject *route_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    PyObject *addr, *fast, *slow;
-    int nin, matrix;
-    if (!PyArg_ParseTuple(args, "OipO!O:Route", &addr, &nin, &matrix, &PyTuple_Type, &fast, &slow)) return NULL;
-    if (nin != 1 && nin != 3) {
-        PyErr_SetString(PyExc_ValueError, "nin must be 1 or 3");
-        return NULL;
-    }
-    void *p = PyLong_AsVoidPtr(addr);
-    if (!p) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
-    Route *r = (Route *)type->tp_alloc(type, 0);
-    if (!r) return NULL;
-    r->vectorcall = route_call;
-    r->addr = p;
-    r->nin = nin;
-    r->matrix = matrix;
-    Py_INCREF(fast);
-    r->fast = fast;
-    Py_INCREF(slow);
-    r->slow = slow;
-    return (PyObject *)r;
-}
+enum { LR_MODEL, LR_DATA, LR_A, LR_B, LR_POINT, LR_LINK, LR_EXTRAS }; /* a link route's arguments */
 
-static int route_traverse(Route *r, visitproc visit, void *arg) {
-    Py_VISIT(r->fast);
-    Py_VISIT(r->slow);
-    return 0;
-}
-
-static int route_clear(Route *r) {
-    Py_CLEAR(r->fast);
-    Py_CLEAR(r->slow);
-    return 0;
-}
-
-static void route_dealloc(Route *r) {
-    PyObject_GC_UnTrack(r);
-    route_clear(r);
-    Py_TYPE(r)->tp_free((PyObject *)r);
-}
-
-PyTypeObject RouteType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dynamics_node._fastcall.Route",
-    .tp_basicsize = sizeof(Route),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(Route, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_new = route_new,
-    .tp_traverse = (traverseproc)route_traverse,
-    .tp_clear = (inquiry)route_clear,
-    .tp_dealloc = (destructor)route_dealloc,
-    .tp_doc = "Route(addr, nin, matrix, fast, slow): the fast front of one public function",
-};
-
-/* -------------------------------------------------------------------------------- LinkRoute */
-/* The front of a function of a link's point: route(model, data, a, b, point, link, *extras) with a
- * kernel of signature k3s (a, b, the point in body coordinates, the body's index as the float) that
- * writes `rows` x nvt outputs. Fast when, beyond Route's conditions, point is `origin` (the link
- * origin, by identity) and link is a str key of model._link_index: the body and the point are then
- * read from model.link_body and model.link_p in place. Anything else goes to slow unchanged. */
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    void *addr;
-    int rows;
-    PyObject *origin; /* the default point object */
-    PyObject *fast;   /* tuple: the extras' values that keep the fast path */
-    PyObject *slow;   /* callable(model, data, a, b, point, link, *extras) */
-} LinkRoute;
-
-enum { LR_MODEL, LR_DATA, LR_A, LR_B, LR_POINT, LR_LINK, LR_EXTRAS }; /* argument positions */
-
-static PyObject *link_route_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-    LinkRoute *r = (LinkRoute *)op;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nfast = PyTuple_GET_SIZE(r->fast);
-    if (kwnames || nargs != LR_EXTRAS + nfast || args[LR_DATA] != Py_None || args[LR_POINT] != r->origin ||
-        !PyUnicode_CheckExact(args[LR_LINK]))
+static PyObject *link_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Route *r = (Route *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *mi, *mf;
+    if (kwnames || nargs != LR_EXTRAS + PyTuple_GET_SIZE(r->fast) || args[LR_DATA] != Py_None ||
+        args[LR_POINT] != r->origin || !PyUnicode_CheckExact(args[LR_LINK]) ||
+        !fast_call(r, args[LR_MODEL], args + LR_EXTRAS, &mi, &mf) || !is_vec(args[LR_A], NPY_DOUBLE) ||
+        !is_vec(args[LR_B], NPY_DOUBLE))
         goto slow;
-    for (Py_ssize_t k = 0; k < nfast; k++)
-        if (args[LR_EXTRAS + k] != PyTuple_GET_ITEM(r->fast, k)) goto slow;
-    PyObject *model = args[LR_MODEL];
-    if (Py_TYPE(model) != model_type || *(PyObject **)((char *)model + off_direct) != Py_True) goto slow;
-    if (!is_vec(args[LR_A], NPY_DOUBLE) || !is_vec(args[LR_B], NPY_DOUBLE)) goto slow;
-    PyObject *mi = *(PyObject **)((char *)model + off_kmi), *mf = *(PyObject **)((char *)model + off_kmf);
-    PyObject *index = *(PyObject **)((char *)model + off_link_index);
-    PyObject *lbody = *(PyObject **)((char *)model + off_link_body), *lp = *(PyObject **)((char *)model + off_link_p);
-    if (!mi || !mf || !index || !lbody || !lp || !model_ok(mi, mf) || !PyDict_CheckExact(index) ||
-        !is_vec(lbody, NPY_INT64) || !is_vec(lp, NPY_DOUBLE))
+    PyObject *index = SLOT(args[LR_MODEL], off_link_index), *lbody = SLOT(args[LR_MODEL], off_link_body),
+             *lp = SLOT(args[LR_MODEL], off_link_p);
+    if (!index || !lbody || !lp || !PyDict_CheckExact(index) || !is_vec(lbody, NPY_INT64) || !is_vec(lp, NPY_DOUBLE))
         goto slow;
     PyObject *kobj = PyDict_GetItemWithError(index, args[LR_LINK]); /* borrowed */
     if (!kobj) {
@@ -156,22 +98,25 @@ slow:
     return PyObject_Vectorcall(r->slow, args, nargsf, kwnames);
 }
 
-static PyObject *link_route_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    PyObject *addr, *origin, *fast, *slow;
-    int rows;
-    if (!PyArg_ParseTuple(args, "OiOO!O:LinkRoute", &addr, &rows, &origin, &PyTuple_Type, &fast, &slow)) return NULL;
-    if (rows <= 0) {
-        PyErr_SetString(PyExc_ValueError, "rows must be positive");
+static PyObject *route_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    PyObject *addr, *fast, *slow, *origin = NULL;
+    int nin, matrix, rows = 0;
+    if (!PyArg_ParseTuple(args, "OipO!O|iO:Route", &addr, &nin, &matrix, &PyTuple_Type, &fast, &slow, &rows, &origin))
+        return NULL;
+    if (origin ? (nin != 2 || rows <= 0) : (nin != 1 && nin != 3)) {
+        PyErr_SetString(PyExc_ValueError, "nin must be 1 or 3 (a link route: 2, with rows > 0 and origin)");
         return NULL;
     }
     void *p = PyLong_AsVoidPtr(addr);
     if (!p) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
-    LinkRoute *r = (LinkRoute *)type->tp_alloc(type, 0);
+    Route *r = (Route *)type->tp_alloc(type, 0);
     if (!r) return NULL;
-    r->vectorcall = link_route_call;
+    r->vectorcall = origin ? link_call : vector_call;
     r->addr = p;
+    r->nin = nin;
+    r->matrix = matrix;
     r->rows = rows;
-    Py_INCREF(origin);
+    Py_XINCREF(origin);
     r->origin = origin;
     Py_INCREF(fast);
     r->fast = fast;
@@ -180,36 +125,36 @@ static PyObject *link_route_new(PyTypeObject *type, PyObject *args, PyObject *kw
     return (PyObject *)r;
 }
 
-static int link_route_traverse(LinkRoute *r, visitproc visit, void *arg) {
+static int route_traverse(Route *r, visitproc visit, void *arg) {
     Py_VISIT(r->origin);
     Py_VISIT(r->fast);
     Py_VISIT(r->slow);
     return 0;
 }
 
-static int link_route_clear(LinkRoute *r) {
+static int route_clear(Route *r) {
     Py_CLEAR(r->origin);
     Py_CLEAR(r->fast);
     Py_CLEAR(r->slow);
     return 0;
 }
 
-static void link_route_dealloc(LinkRoute *r) {
+static void route_dealloc(Route *r) {
     PyObject_GC_UnTrack(r);
-    link_route_clear(r);
+    route_clear(r);
     Py_TYPE(r)->tp_free((PyObject *)r);
 }
 
-PyTypeObject LinkRouteType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dynamics_node._fastcall.LinkRoute",
-    .tp_basicsize = sizeof(LinkRoute),
+PyTypeObject RouteType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "dynamics_node._fastcall.Route",
+    .tp_basicsize = sizeof(Route),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(LinkRoute, vectorcall),
+    .tp_vectorcall_offset = offsetof(Route, vectorcall),
     .tp_call = PyVectorcall_Call,
-    .tp_new = link_route_new,
-    .tp_traverse = (traverseproc)link_route_traverse,
-    .tp_clear = (inquiry)link_route_clear,
-    .tp_dealloc = (destructor)link_route_dealloc,
-    .tp_doc = "LinkRoute(addr, rows, origin, fast, slow): the fast front of a function of a link's point",
+    .tp_new = route_new,
+    .tp_traverse = (traverseproc)route_traverse,
+    .tp_clear = (inquiry)route_clear,
+    .tp_dealloc = (destructor)route_dealloc,
+    .tp_doc = "Route(addr, nin, matrix, fast, slow[, rows, origin]): the fast front of one public function "
+              "(with rows and origin: of a link's point)",
 };
-

@@ -255,7 +255,7 @@ class Route:
     tree coordinates before and ``post`` ('v': Gᵀx, 'vv': GᵀXG, 'J': X G) after; ``matrix``: the
     callback's output is nvt x nvt. ``link_shim=(cfunc, rows, origin)``: a function of a link's point
     (inputs q, qd, point; extras link, then those of ``fast``) whose C callback takes the point in
-    body coordinates and the body index (``_fastcall.LinkRoute``) and writes rows x nvt; its front
+    body coordinates and the body index (a link ``_fastcall.Route``) and writes rows x nvt; its front
     answers the link origin (``point is origin``) of a link named by a str."""
 
     def __init__(self, what, inputs, compute, extras=(), fast=(), shim=None, matrix=False, tree=True, post=None,
@@ -273,7 +273,7 @@ class Route:
         elif link_shim is not None and _fast.AVAILABLE:
             _bind_model()
             cf, rows, origin = link_shim
-            self.front = _fast.LinkRoute(cf.address, rows, origin, self.fast, self.slow)
+            self.front = _fast.Route(cf.address, 2, False, self.fast, self.slow, rows, origin)
 
     def _fast_extras(self, extras):
         for e, f in zip(extras, self.fast):

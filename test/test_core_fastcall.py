@@ -212,7 +212,7 @@ def test_invoke3s_on_many_threads(dual):
         assert all(ex.map(run, range(16)))
 
 
-# ------------------------------------------------------------------------------------ LinkRoute
+# ------------------------------------------------------------------------------- a link Route
 # the front of jacobian_derivative (algorithms/jacobians.py): the link origin of a link named by a str
 # is answered in C, with the body and the point read from the model; everything else goes to Python
 
@@ -224,7 +224,7 @@ def _jdot_slow(m, q, qd, link, point=None):
 def test_link_route_equals_the_converting_route(arm):
     from dynamics_node.algorithms import jacobians
 
-    assert isinstance(jacobians._JDOT, _fast.LinkRoute)
+    assert isinstance(jacobians._JDOT, _fast.Route)
     rng = np.random.default_rng(11)
     q, qd = rng.uniform(-2, 2, (2, arm.nv))
     for link in arm.link_names:  # base_link sits on the fixed base: J̇ = 0
