@@ -101,11 +101,18 @@ def check_q(q, mi):
 
 
 @njit(cache=True, inline="always")
-def check_state(q, qd, qdd, mi):
-    """check_q(q), then qd and qdd: lengths nvt and finite."""
+def check_q_qd(q, qd, mi):
+    """check_q(q), then qd: length nvt and finite."""
     st = check_q(q, mi)
     if st == 0:
         st = check(qd, mi[H_NVT], A_QD)
+    return st
+
+
+@njit(cache=True, inline="always")
+def check_state(q, qd, qdd, mi):
+    """check_q_qd(q, qd), then qdd: length nvt and finite."""
+    st = check_q_qd(q, qd, mi)
     if st == 0:
         st = check(qdd, mi[H_NVT], A_QDD)
     return st

@@ -28,7 +28,7 @@ from ..layout import HEADER_F, HEADER_I
 from ..spatial import crf_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from ..dispatch import Route, wrenches
 from ..errors import InputError
-from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT, A_QD, A_TAU, BAD_LENGTH,
+from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q_qd, new_work, A_FEXT, A_TAU, BAD_LENGTH,
                       EMPTY, EMPTY_I, SINGULAR, check)
 from ..joints import joint_velocity
 from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HF_TOL, H_NB,
@@ -76,9 +76,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     hybrid = fdmask.shape[0] != 0
-    st = check_q(q, mi)
-    if st == 0:
-        st = check(qd, nvt, A_QD)
+    st = check_q_qd(q, qd, mi)
     if st == 0:
         st = check(tau, nvt, A_TAU)
     if st == 0 and hybrid:

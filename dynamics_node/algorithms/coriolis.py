@@ -33,7 +33,7 @@ from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_S, HEADER_F, HEADER_I, H_N
                       V_U, V_U_N, WORK_BODY, W_DINV, W_F, W_F_N, W_IA, W_PW, W_PW_N, W_RW, W_RW_N, W_V,
                       W_V_N)
 from ..spatial import crf_t, crm_t, load6, rbi_mul_c
-from ._common import A_QD, F1, FASTMATH, I1, SIG3, check, check_q, model_from_pointers
+from ._common import F1, FASTMATH, I1, SIG3, check_q_qd, model_from_pointers
 from .kinematics import _poses
 
 RBI = 13  # m, h (3), Ibar (9, row-major): rbi(m, h, Ibar) of Table A.3
@@ -170,9 +170,7 @@ def coriolis_kernel(mi, mf, q, qd, Cout, w):
     momentum) and B^c_i^T u = 1/2 (dI^c_i/dt u - u x* h^c_i) (the map u -> u x* h is antisymmetric)."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
-    st = check_q(q, mi)
-    if st == 0:
-        st = check(qd, nvt, A_QD)
+    st = check_q_qd(q, qd, mi)
     if st != 0:
         return st
     _poses(mi, mf, q, w)

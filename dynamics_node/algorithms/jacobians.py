@@ -36,7 +36,7 @@ from .._jit import carray, cfunc, njit, types
 from ..dispatch import Route
 from ..errors import InputError
 from ..layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, V_U_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V_N
-from ._common import A_QD, F1, FASTMATH, I1, SIG3S, check, check_q, model_from_pointers
+from ._common import F1, FASTMATH, I1, SIG3S, check_q_qd, model_from_pointers
 from .coriolis import motion_offsets, world_motion
 from .kinematics import _link, _pose, jacobian_kernel
 
@@ -55,9 +55,7 @@ def _jdot(mi, mf, q, qd, body, pl, out, dJ, w):
     reshaped views: it is also a C callback (jdot_c)."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
-    st = check_q(q, mi)
-    if st == 0:
-        st = check(qd, nvt, A_QD)
+    st = check_q_qd(q, qd, mi)
     if st != 0:
         return st
     for k in range(dJ + ROWS * nvt):
@@ -109,7 +107,7 @@ def jdot_kernel(mi, mf, q, qd, body, pl, out, w):
 
 @cfunc(SIG3S, cache=True, fastmath=FASTMATH)
 def jdot_c(mip, mfp, qp, nq, qdp, nqd, plp, npl, body, outp, wp, nw):
-    """C callback of _jdot for _fastcall.LinkRoute: q, qd, the point (body coordinates) as the three
+    """C callback of _jdot for a link _fastcall.Route: q, qd, the point (body coordinates) as the three
     vectors, the body's index as the float; out = J̇ alone (6 x nvt)."""
     mi, mf, nvt = model_from_pointers(mip, mfp)
     return _jdot(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), int(body), carray(plp, (npl,)),
