@@ -302,8 +302,8 @@ def _family(pid):
 
 
 def _policies(pid):
-    """{process: [(policy, rt_priority) of each of its threads]} of pid and its children
-    (/proc/<p>/task/<tid>/stat fields 41 and 40)."""
+    """{process: [(policy, rt_priority, OS thread name) of each of its threads]} of pid and its
+    children (/proc/<p>/task/<tid>/stat fields 41 and 40, comm)."""
     out = {}
     for p in _family(pid):
         try:
@@ -316,20 +316,26 @@ def _policies(pid):
                     stat = f.read()
             except OSError:
                 continue
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
             fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is field 3
-            out.setdefault(p, []).append((int(fields[38]), int(fields[37])))
+            out.setdefault(p, []).append((int(fields[38]), int(fields[37]), name))
     return out
 
 
 def _realtime_threads(pid):
-    """What runs at real-time priority: [(policy, priority)] once per process of pid's family
-    (the node and its children) whose every thread runs that way; a process with some threads
-    real-time and others not shows as ('mixed', its policies), one with none not at all."""
+    """What runs at real-time priority: [(policy, priority)] once per process of pid's family whose
+    every thread runs that way but those process.ORDINARY_THREADS names, which must be ordinary
+    (they load models and warm kernels up); ('mixed', its threads) for a process that breaks this
+    and has a real-time thread; nothing for one without."""
+    from dynamics_node.ros.process import ORDINARY_THREADS
     out = []
-    for p, pol in sorted(_policies(pid).items()):
-        rt = [x for x in pol if x[0] != 0]
-        if rt:
-            out.append(rt[0] if len(rt) == len(pol) and len(set(rt)) == 1 else ("mixed", sorted(set(pol))))
+    for p, threads in sorted(_policies(pid).items()):
+        rt = sorted({(pol, prio) for pol, prio, _ in threads if pol != 0})
+        if not rt:
+            continue
+        rest = {(pol, prio) for pol, prio, name in threads if name not in ORDINARY_THREADS}
+        ordinary = all(pol == 0 for pol, _, name in threads if name in ORDINARY_THREADS)
+        out.append(rt[0] if ordinary and rest == set(rt[:1]) else ("mixed", sorted(set(threads))))
     return out
 
 
@@ -360,9 +366,10 @@ def _wait_realtime(pid, expected, timeout=5.0):
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 def test_joint_state_thread_runs_at_the_real_time_priority_asked_for(node, io, model):
     """stream_thread_priority (default 50): the stream process, every thread of it (its executor,
-    Fast DDS's receive threads, the Python helpers: process.set_process_priority), and nothing
-    else runs SCHED_FIFO; the parameter changes it at run time, 0 gives ordinary scheduling back;
-    where the machine does not allow real-time scheduling, the node says so and keeps working."""
+    Fast DDS's receive threads, the reports: process.set_process_priority) but the one that loads
+    models (process.ORDINARY_THREADS), and nothing else runs SCHED_FIFO; the parameter changes it at
+    run time, 0 gives ordinary scheduling back; where the machine does not allow real-time
+    scheduling, the node says so and keeps working."""
     pid = node.proc.pid
     if not _may_use_fifo():
         deadline = time.monotonic() + 10   # the stream process says so once it runs

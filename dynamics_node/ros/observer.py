@@ -187,6 +187,8 @@ def warm(ob):
     import threading
 
     def run():
+        from .process import ordinary_thread
+        ordinary_thread("dn_warm")  # started by the real-time stream thread: not at its priority
         m = ob.st.model
         q, z = np.asarray(m.neutral(), dtype=float), np.zeros(m.nv)
         try:

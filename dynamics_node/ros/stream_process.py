@@ -33,7 +33,7 @@ def _child(conn, node_name, namespace):
 
     from .diagnostics import Timings
     from .model_state import build_state, load
-    from .process import _spin_until_shutdown, set_process_priority
+    from .process import _spin_until_shutdown, ordinary_thread, set_process_priority
     from .stream import Stream
 
     rclpy.init()
@@ -87,6 +87,7 @@ def _child(conn, node_name, namespace):
     apply(first)
 
     def receive():
+        ordinary_thread("dn_pipe")  # it loads models: never at real-time priority
         while True:
             try:
                 msg = conn.recv()
