@@ -177,7 +177,8 @@ def diagnostics(node, rep):
     s_js = DiagnosticStatus(name=f"{name}: joint states", hardware_id=hw)
     r = stream.last  # the stream process's latest report (empty until its first)
     age = r.get("age")
-    age = float("inf") if age is None else age
+    at = getattr(stream, "last_at", None)  # a report is up to REPORT_PERIOD old: its age, as of now
+    age = float("inf") if age is None else age + (max(0.0, time.monotonic() - at) if at is not None else 0.0)
     stale = r.get("stale", [])
     problems = []
     level = OK

@@ -80,7 +80,7 @@ PARAMETERS = {
                           "someone subscribes: 0 = off, else 0.01 to 100.", (0.0, 100.0)),
     "stream_thread_priority": Param(50, "integer", "Real-time priority (SCHED_FIFO, 1-99) of the "
                                     "stream process that turns joint states into torques (every "
-                                    "thread of it), as ros2_control's "
+                                    "thread of it but the model loader's), as ros2_control's "
                                     "controller manager does for its loop; 0 = ordinary scheduling. "
                                     "Needs CAP_SYS_NICE or an rtprio limit (/etc/security/limits.conf); "
                                     "without, the node says so once and keeps ordinary scheduling.",

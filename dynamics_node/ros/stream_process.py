@@ -103,8 +103,8 @@ def _child(conn, node_name, namespace):
             time.sleep(REPORT_PERIOD)
             try:
                 send(("report", stream.report()))
-            except Exception:  # noqa: BLE001 - a report must never stop the stream
-                pass
+            except Exception as e:  # noqa: BLE001 - a report must never stop the stream; said, not hidden
+                log.error(f"stream report: {type(e).__name__}: {e}", throttle_duration_sec=10.0)
 
     threading.Thread(target=receive, name="stream_pipe", daemon=True).start()
     threading.Thread(target=report, name="stream_report", daemon=True).start()
@@ -143,6 +143,7 @@ class StreamProcess:
         self.proc = None
         self.conn = None
         self.last = {}                 # the latest report
+        self.last_at = None            # when it arrived (monotonic): its "age" is as of then
         self.last_state = None         # the latest ("state", ...) message, resent to a new child
         self.priority = None
         self.restarts = 0
@@ -188,7 +189,7 @@ class StreamProcess:
             elif msg[0] == "ready":
                 self.ready = True
             elif msg[0] == "report":
-                self.last = msg[1]
+                self.last, self.last_at = msg[1], time.monotonic()
             elif msg[0] == "error":
                 self.error = msg[1]
             elif msg[0] == "priority":
