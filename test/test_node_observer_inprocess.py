@@ -234,3 +234,16 @@ def test_no_wrench_without_a_subscriber(sim):
     feed(s, sim[:20])
     assert len(node.of("~/external_torques")) == 20 and not node.of("~/external_wrench")
     assert s.observer.report()["rank"] is None
+
+
+def test_no_external_torques_without_a_subscriber_but_the_observer_runs(sim):
+    """Nobody subscribes to ~/external_torques: they are not published (about 60 us a joint state
+    saved), the observer still runs (the collision flag and diagnostics rest on it)."""
+    s, node, _, _, _ = make(observer_gain=200.0, collision_threshold=[1e-9] * 7)
+    s.observer_pubs.want_torques = False     # what the once-a-second check finds with no subscriber
+    feed(s, sim[:20])
+    assert len(node.of("~/gravity_torques")) == 20 and not node.of("~/external_torques")
+    assert node.of("~/collision") and s.observer.report()["samples"] == 20
+    s.observer_pubs.want_torques = True
+    feed(s, sim[20:25], t0_ns=5_000_000_000 + round(sim[19][0] * 1e9) + 1_000_000 - round(sim[20][0] * 1e9))
+    assert len(node.of("~/external_torques")) == 5

@@ -219,26 +219,28 @@ class ObserverPublishers:
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._collision = node.create_publisher(Bool, resolve("~/collision"), latched, event_callbacks=output_events())
         self._out = (None, None)  # (joint names, the external torques message with them: reused)
-        # the wrench (a Jacobian and a 6 x 6 least squares, most of the observer's cost) is computed
-        # while someone subscribes to it; checked once a second
-        self.want_wrench = True
-        self._timer = node.create_timer(1.0, self._check_subscribers)
+        # the wrench (a Jacobian and a 6 x 6 least squares, most of the observer's cost) is computed,
+        # and the external torques are published (about 60 us a joint state), while someone
+        # subscribes; check_subscribers is called once a second by the stream's timer
+        self.want_wrench = self.want_torques = True
 
-    def _check_subscribers(self):
+    def check_subscribers(self):
         try:
             self.want_wrench = self.wrench.get_subscription_count() > 0
+            self.want_torques = self.torques.get_subscription_count() > 0
         except Exception:  # noqa: BLE001 - shutting down: keep the last answer
             pass
 
     def publish(self, msg, names, r, link, est):
-        onames, out = self._out
-        if onames is not names:  # rclpy checks a name list when it is set: once per model state
-            out = self.JointState()
-            out.name = names
-            self._out = (names, out)
-        out.header = msg.header
-        out.effort = to_float64_array(r)
-        self.torques.publish(out)
+        if self.want_torques:
+            onames, out = self._out
+            if onames is not names:  # rclpy checks a name list when it is set: once per model state
+                out = self.JointState()
+                out.name = names
+                self._out = (names, out)
+            out.header = msg.header
+            out.effort = to_float64_array(r)
+            self.torques.publish(out)
         if est is not None:
             w = self.WrenchStamped()
             w.header.stamp = msg.header.stamp

@@ -295,7 +295,7 @@ class Stream:
         self.observer = None          # the momentum observer of the current model (ros/observer.py)
         self.observer_pubs = ObserverPublishers(node, resolve)
         self._reset_srv = reset_service(node, resolve, self)
-        self._qos_timer = node.create_timer(1.0, self._follow_publishers_qos)
+        self._timer = node.create_timer(1.0, self._once_a_second)  # one timer: one wait-set entity
 
     # -------------------------------------------------------------- configuration (any thread)
     def configure(self, st, cfg, changed, now=False, token=None):
@@ -369,6 +369,10 @@ class Stream:
         if any(p.qos_profile.reliability == self.Reliability.BEST_EFFORT for p in pubs):
             return self.Reliability.BEST_EFFORT
         return self.Reliability.RELIABLE
+
+    def _once_a_second(self):
+        self._follow_publishers_qos()
+        self.observer_pubs.check_subscribers()
 
     def _follow_publishers_qos(self):
         cfg = self.cfg
