@@ -251,6 +251,18 @@ def ros() -> RosClient:
     return _CLIENT
 
 
+def serve_one(name: str, params: dict, **kw):
+    """A module fixture's node: start it (start_nodes), yield it, stop it after the module.
+    Use as `yield from ns.serve_one(NAME, {...})`."""
+    procs = start_nodes({name: params}, **kw)
+    try:
+        yield procs[name]
+    finally:
+        for p in procs.values():
+            p.stop()
+            p.kill()
+
+
 def start_nodes(specs: dict, service="inverse_dynamics", ros_args=()):
     """Start several nodes in parallel ({name: params}) and wait until each serves."""
     from dynamics_interfaces.srv import InverseDynamics

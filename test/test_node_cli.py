@@ -25,11 +25,7 @@ IDX = [int(n[-1]) - 1 for n in SHUFFLED]
 
 @pytest.fixture(scope="module")
 def node():
-    procs = ns.start_nodes({NAME: {"urdf_path": str(ns.ARM7), "joint_states_topic": "/cli_test/js"}})
-    yield procs[NAME]
-    for p in procs.values():
-        p.stop()
-        p.kill()
+    yield from ns.serve_one(NAME, {"urdf_path": str(ns.ARM7), "joint_states_topic": "/cli_test/js"})
 
 
 def cli(*args, node=f"/{NAME}", timeout=60):

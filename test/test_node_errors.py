@@ -30,11 +30,7 @@ NAN, INF = float("nan"), float("inf")
 
 @pytest.fixture(scope="module")
 def node():
-    procs = ns.start_nodes({NAME: {"urdf_path": str(ns.ARM7), "joint_states_topic": "/err_js_unused"}})
-    yield procs[NAME]
-    for p in procs.values():
-        p.stop()
-        p.kill()
+    yield from ns.serve_one(NAME, {"urdf_path": str(ns.ARM7), "joint_states_topic": "/err_js_unused"})
 
 
 def _wrench(link, vals):

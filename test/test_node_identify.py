@@ -173,11 +173,7 @@ TOPIC = "/ident_test/js"
 
 @pytest.fixture(scope="module")
 def node():
-    procs = ns.start_nodes({NAME: {"urdf_path": str(ns.ARM7), "joint_states_topic": TOPIC}})
-    yield procs[NAME]
-    for p in procs.values():
-        p.stop()
-        p.kill()
+    yield from ns.serve_one(NAME, {"urdf_path": str(ns.ARM7), "joint_states_topic": TOPIC})
 
 
 def test_service_through_the_node_and_apply(node):

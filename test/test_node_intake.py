@@ -51,11 +51,7 @@ def desc():
 def node(desc):
     pub, String = desc
     pub.publish(String(data=UR5.read_text()))      # latched before the node exists
-    procs = ns.start_nodes({NAME: {"joint_states_topic": JS, "joint_state_timeout": 1.0}})
-    yield procs[NAME]
-    for p in procs.values():
-        p.stop()
-        p.kill()
+    yield from ns.serve_one(NAME, {"joint_states_topic": JS, "joint_state_timeout": 1.0})
 
 
 def test_model_from_latched_topic_split_joint_states_and_replacement(node, desc):

@@ -336,13 +336,9 @@ JS_TOPIC = "/terms_test/joint_states"
 
 @pytest.fixture(scope="module")
 def node():
-    procs = ns.start_nodes({NAME: {"urdf_path": str(ARM7), "joint_states_topic": JS_TOPIC,
+    yield from ns.serve_one(NAME, {"urdf_path": str(ARM7), "joint_states_topic": JS_TOPIC,
                                    "model_terms_links": LINKS,
-                                   "model_terms_points": [x for p in POINTS for x in p]}})
-    yield procs[NAME]
-    for p in procs.values():
-        p.stop()
-        p.kill()
+                                   "model_terms_points": [x for p in POINTS for x in p]})
 
 
 def test_model_terms_service_of_a_running_node(ref, node):

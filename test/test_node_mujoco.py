@@ -61,11 +61,7 @@ def test_uncompensated_arm_falls():
 
 @pytest.fixture(scope="module")
 def node():
-    procs = ns.start_nodes({NAME: {"urdf_path": str(ns.ARM7), "joint_states_topic": JS_TOPIC}})
-    yield procs[NAME]
-    for p in procs.values():
-        p.stop()
-        p.kill()
+    yield from ns.serve_one(NAME, {"urdf_path": str(ns.ARM7), "joint_states_topic": JS_TOPIC})
 
 
 def test_mujoco_arm_holds_still_with_the_nodes_gravity_torques(node):

@@ -24,13 +24,9 @@ T0_NS = 7_000_000_000
 
 @pytest.fixture(scope="module")
 def node():
-    procs = ns.start_nodes({NAME: {"urdf_path": str(ns.ARM7), "joint_states_topic": JS_TOPIC,
+    yield from ns.serve_one(NAME, {"urdf_path": str(ns.ARM7), "joint_states_topic": JS_TOPIC,
                                    "observer_gain": K, "wrench_link": "link7",
-                                   "collision_threshold": [2.0], "joint_state_timeout": 1.0}})
-    yield procs[NAME]
-    for p in procs.values():
-        p.stop()
-        p.kill()
+                                   "collision_threshold": [2.0], "joint_state_timeout": 1.0})
 
 
 def test_external_torques_wrench_collision_and_reset_through_the_node(node):

@@ -27,13 +27,9 @@ STALE = 1.0  # joint_state_timeout [s] of the node under test
 
 @pytest.fixture(scope="module")
 def node():
-    procs = ns.start_nodes({NAME: {"urdf_path": str(ns.ARM7), "joint_states_topic": JS_TOPIC,
+    yield from ns.serve_one(NAME, {"urdf_path": str(ns.ARM7), "joint_states_topic": JS_TOPIC,
                                    "effort_command_topic": CMD_TOPIC, "command_joints": CMD_JOINTS,
-                                   "joint_state_timeout": STALE, "markers_rate": 10.0}})
-    yield procs[NAME]
-    for p in procs.values():
-        p.stop()
-        p.kill()
+                                   "joint_state_timeout": STALE, "markers_rate": 10.0})
 
 
 @pytest.fixture(scope="module")
