@@ -127,9 +127,12 @@ class Reporter:
         node = self.node
         now, r = time.monotonic(), node.stream.last
         node.stream.check()  # restart a stream process that died
+        # joint-state rate from the stream's counter, over the times its reports arrived
         t_mark, n_mark = self._rate_mark
-        self.js_rate = (node.latest.received - n_mark) / max(now - t_mark, 1e-9)
-        self._rate_mark = (now, node.latest.received)
+        received, at = r.get("received", 0), node.stream.last_at or now
+        if at > t_mark:
+            self.js_rate = max(received - n_mark, 0) / max(at - t_mark, 1e-9) if t_mark else 0.0
+            self._rate_mark = (at, received)
         errors, published, _ = self._fail_mark
         e, pub = r.get("errors", 0), r.get("published", 0)
         self._fail_mark = (e, pub, e > errors and pub == published)

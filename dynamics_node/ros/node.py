@@ -50,11 +50,12 @@ class DynamicsNode(Node):
         except ConfigError as e:
             raise StartupError(f"{e}") from None
 
-        # the stream runs in a process of its own (stream_process.py); this node keeps its own
-        # merge of the joint states for gravity_compensation's "latest" and the markers
+        # the stream runs in a process of its own (stream_process.py) and shares its merge of the
+        # joint states (latest.py) for gravity_compensation's "latest", the markers and diagnostics
+        self.latest = LatestJointStates()
         self.stream = StreamProcess(self.get_name(), self.get_namespace(), self.get_logger())
         self.stream.priority = self.cfg.stream_thread_priority
-        self.latest, self.js_sub = LatestJointStates(), None
+        self.stream.on_latest = self.latest.set_reader
         try:
             self._apply(self._plan(self.cfg, set(PARAMETERS)), set(PARAMETERS))
         except (ConfigError, DynamicsError) as e:
@@ -80,7 +81,6 @@ class DynamicsNode(Node):
 
     def _apply(self, plan, changed):
         cfg, self.loaded, state, self.service_payloads, payloads, self.topic_text = plan
-        old_topic = self.cfg.joint_states_topic if self.js_sub is not None else None
         self.cfg, self.state = cfg, state
         resolved = {"~/gravity_torques": self.resolve_topic_name("~/gravity_torques"),
                     cfg.joint_states_topic: self.resolve_topic_name(cfg.joint_states_topic)}
@@ -92,13 +92,6 @@ class DynamicsNode(Node):
             resolved[cfg.effort_command_topic] = self.resolve_topic_name(cfg.effort_command_topic)
         self.stream.configure(cfg, self.topic_text, payloads, resolved, changed)
         self.latest.reset(state)
-        if old_topic != cfg.joint_states_topic:
-            from rclpy.qos import QoSProfile, ReliabilityPolicy
-            from sensor_msgs.msg import JointState
-            if self.js_sub is not None:
-                self.destroy_subscription(self.js_sub)
-            self.js_sub = self.create_subscription(JointState, cfg.joint_states_topic, self.latest.update,
-                                                   QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
         wants_topic = not (self.cfg.robot_description.strip() or self.cfg.urdf_path)
         if wants_topic and self.desc_sub is None:
             from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy

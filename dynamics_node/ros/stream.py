@@ -14,7 +14,8 @@ Closed-loop models need only the actuated joints: the passive ones are solved fr
 closure (`dn.close_loops`, starting from the last solution) unless the message brings them fresh.
 
 `Stream` (rclpy) owns the subscription and the publishers of the stream node (in the stream's own
-process, stream_process.py). The subscription's reliability follows the publishers'. Topic changes are
+process, stream_process.py). The subscription is best effort: it hears every publisher from its first
+message (Stream.__init__ says why). Topic changes are
 handed to the stream's own executor thread (a guard condition), so an entity is never destroyed
 under the thread using it; an exception in the callback is logged and counted, never the end of the
 thread. Effort commands are saturated at the URDF effort limits (times effort_limit_scale), and
@@ -155,26 +156,30 @@ class JointStateMerger:
 
 
 class LatestJointStates:
-    """The node's own merge of the joint states (a JointStateMerger behind a lock), for
-    gravity_compensation's "latest joint state", the markers and the limit check of diagnostics."""
+    """The node's view of the stream's merge (latest.py: shared memory written by the stream
+    process after every joint state), for gravity_compensation's "latest joint state", the markers
+    and the limit check of diagnostics. The node does not subscribe to the joint states itself."""
 
     def __init__(self):
         self.merger = None
-        self.received = 0
+        self.reader = None
         self._lock = threading.Lock()
 
     def reset(self, st):
         with self._lock:
             self.merger = JointStateMerger(st) if st is not None else None
 
-    def update(self, msg):
-        self.received += 1
-        try:
-            with self._lock:
-                if self.merger is not None:
-                    self.merger.update(msg, time.monotonic())
-        except Exception:  # noqa: BLE001 - refused messages are the stream's to report
-            pass
+    def set_reader(self, reader):
+        self.reader = reader
+
+    def _fill(self, merger):
+        """Copy the stream's latest merge into merger; False when there is none for its joints."""
+        reader = self.reader
+        got = reader.read(merger.names) if reader is not None else None
+        if got is None:
+            return False
+        merger.pos[:], merger.t_pos[:] = got
+        return True
 
     def q(self, st, cfg):
         """q at the latest joint states of st's model; InputError saying why there is none."""
@@ -183,6 +188,8 @@ class LatestJointStates:
             raise InputError(f"position: empty, and no usable joint state was received on {topic}")
         now = time.monotonic()
         with self._lock:
+            if not self._fill(merger):
+                raise InputError(f"position: empty, and no usable joint state was received on {topic}")
             q = merger.configuration(now, timeout)
             stale = merger.stale(now, timeout) if q is None else []
             never = bool(np.isinf(merger.t_pos).all())
@@ -269,20 +276,24 @@ class Stream:
         self.pub_cmd = None
         self._pending = None
         self.on_applied = None
+        self.on_latest = None         # called with the path of each new shared merge (latest.py)
+        self.latest_writer = None
         self._lock = threading.Lock()
         self.latest = None            # (header, monotonic time) of the latest usable joint state
         self.received = self.dropped = self.published = self.errors = 0
         self.last_error = ""
         self.last_problem = ""
         self.timing = None
-        # The subscription's reliability follows the publishers (as rosbag2 and `ros2 topic echo`
-        # adapt theirs): reliable while every publisher is reliable, so that no joint state is lost
-        # when this process is briefly late; best effort as soon as one publisher is best effort
-        # (a reliable subscription never hears a best-effort publisher; a best-effort one hears
-        # both). Checked when the topic changes and once a second. Depth 1000: a second of joint
-        # states waits for this process rather than being lost when it is briefly late.
-        self.Reliability = ReliabilityPolicy
-        self.qos_in = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+        # Best effort, which hears reliable and best-effort publishers alike, from their first
+        # message: a reliable subscription never hears a best-effort publisher, and one that
+        # switches when it sees such a publisher (by polling the graph, or on the incompatible-QoS
+        # event) loses that publisher's first messages while the new subscription is matched
+        # (seen: 0 of 200 merged states in 2 s on a busy machine). What best effort gives up,
+        # retransmission, is no loss on one host (shared memory, no packets to lose) unless this
+        # process falls behind by more than the history: depth 1000, a second of joint states at
+        # 1 kHz, waits for it rather than being dropped. No QoS-event handlers: nothing can be
+        # incompatible with a volatile best-effort reader, and each handler costs every wait.
+        self.qos_in = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT,
                                  history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
         qos_out = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
         self.pub_gravity = node.create_publisher(JointState, resolve("~/gravity_torques"), qos_out,
@@ -317,7 +328,6 @@ class Stream:
         from std_msgs.msg import Float64MultiArray
         try:
             if "joint_states_topic" in changed or self.sub is None:
-                self.qos_in.reliability = self._publishers_reliability(self.resolve(cfg.joint_states_topic))
                 self._subscribe(cfg)
             moved = self.cfg is not None and cfg.effort_command_topic != self.cfg.effort_command_topic
             if "effort_command_topic" in changed or moved:
@@ -335,6 +345,7 @@ class Stream:
         if st is not self.state:
             self.merger = JointStateMerger(st) if st is not None else None
             self.saturation = Saturation(st) if st is not None else None
+            self._share_merge()
         self._configure_observer(st, cfg)
         self.state, self.cfg = st, cfg
         try:
@@ -345,6 +356,21 @@ class Stream:
             self.log.error(f"joint-state stream: {self.last_error}")
         if self.on_applied is not None:
             self.on_applied(token)
+
+    def _share_merge(self):
+        """A shared-memory file for the new merge (latest.py), its path handed to on_latest."""
+        old, self.latest_writer = self.latest_writer, None
+        if old is not None:
+            old.close()
+        if self.merger is None or self.on_latest is None:
+            return
+        from .latest import LatestWriter
+        try:
+            self.latest_writer = LatestWriter(self.merger.names)
+        except OSError as e:  # no shared memory: the node then answers "no usable joint state"
+            self.log.error(f"joint states: cannot share the merge with the node: {e}")
+            return
+        self.on_latest(self.latest_writer.path)
 
     def _configure_observer(self, st, cfg):
         """A fresh observer on a model change or a change of its parameters (a reset)."""
@@ -358,36 +384,16 @@ class Stream:
             warm(self.observer)
 
     def _subscribe(self, cfg):
+        from rclpy.event_handler import SubscriptionEventCallbacks
         old = self.sub
         self.sub = self.node.create_subscription(
-            self.JointState, self.resolve(cfg.joint_states_topic), self.on_joint_state, self.qos_in)
+            self.JointState, self.resolve(cfg.joint_states_topic), self.on_joint_state, self.qos_in,
+            event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
         if old is not None:
             self.node.destroy_subscription(old)
 
-    def _publishers_reliability(self, topic):
-        pubs = self.node.get_publishers_info_by_topic(topic)
-        if any(p.qos_profile.reliability == self.Reliability.BEST_EFFORT for p in pubs):
-            return self.Reliability.BEST_EFFORT
-        return self.Reliability.RELIABLE
-
     def _once_a_second(self):
-        self._follow_publishers_qos()
         self.observer_pubs.check_subscribers()
-
-    def _follow_publishers_qos(self):
-        cfg = self.cfg
-        if cfg is None or self.sub is None:
-            return
-        try:
-            want = self._publishers_reliability(self.resolve(cfg.joint_states_topic))
-            if want != self.qos_in.reliability:
-                self.qos_in.reliability = want
-                self._subscribe(cfg)
-                self.log.info(f"joint states: {'best-effort' if want == self.Reliability.BEST_EFFORT else 'reliable'} "
-                              "subscription, following the publishers")
-        except Exception as e:  # noqa: BLE001 - never the end of the stream thread
-            self.errors += 1
-            self.last_error = f"{type(e).__name__}: {e}"
 
     # -------------------------------------------------------------- the callback (stream thread)
     def on_joint_state(self, msg):
@@ -429,6 +435,8 @@ class Stream:
         now = time.monotonic()
         try:
             problems = merger.update(msg, now)
+            if self.latest_writer is not None:
+                self.latest_writer.write(merger.pos, merger.t_pos)
             if problems:
                 self.last_problem = "; ".join(problems)
                 self.log.warning(f"joint state: {self.last_problem}", throttle_duration_sec=2.0)

@@ -27,14 +27,14 @@ REPORT_PERIOD = 0.5  # s
 def _child(conn, node_name, namespace):
     """The stream process: receive states, run the stream, report."""
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.parameter import Parameter
 
     from .diagnostics import Timings
     from .model_state import build_state, load
-    from .process import _spin_until_shutdown, ordinary_thread, set_process_priority
+    from .process import ordinary_thread, set_process_priority
     from .stream import Stream
+    from .stream_executor import StreamExecutor
 
     rclpy.init()
     node = Node(f"{node_name}_stream", namespace=namespace, use_global_arguments=False,
@@ -84,6 +84,7 @@ def _child(conn, node_name, namespace):
     stream.timing = Timings()
     stream.terms.timing = Timings()
     stream.on_applied = lambda seq: send(("applied", seq))
+    stream.on_latest = lambda path: send(("latest", path))
     apply(first)
 
     def receive():
@@ -108,19 +109,20 @@ def _child(conn, node_name, namespace):
 
     threading.Thread(target=receive, name="stream_pipe", daemon=True).start()
     threading.Thread(target=report, name="stream_report", daemon=True).start()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
+    executor = StreamExecutor(node, log)
     # Everything loaded by now lives as long as the process: out of the collector's reach, a full
     # collection no longer walks it (some 100 000 objects, about 50 ms inside a joint-state callback)
     import gc
     gc.freeze()
     send(("ready", os.getpid()))
     try:
-        _spin_until_shutdown(executor, node.context)
+        executor.spin()
     except KeyboardInterrupt:
         pass
     finally:
         rclpy.try_shutdown()
+        if stream.latest_writer is not None:
+            stream.latest_writer.close()
         os._exit(0)
 
 
@@ -152,6 +154,7 @@ class StreamProcess:
         self.error = ""
         self.seq = self.applied = 0
         self._applied_cv = threading.Condition()
+        self.on_latest = None          # called with a latest.LatestReader for each new shared merge
         self._lock = threading.Lock()
 
     def start(self):
@@ -186,6 +189,8 @@ class StreamProcess:
                 with self._applied_cv:
                     self.applied = max(self.applied, msg[1])
                     self._applied_cv.notify_all()
+            elif msg[0] == "latest":
+                self._take_latest(msg[1])
             elif msg[0] == "ready":
                 self.ready = True
             elif msg[0] == "report":
@@ -200,6 +205,16 @@ class StreamProcess:
                 else:
                     self.log.warning(f"joint-state stream process: cannot set SCHED_FIFO priority {prio} ({why}); it "
                                      "keeps ordinary scheduling, and other load on the machine shows in its latency")
+
+    def _take_latest(self, path):
+        from .latest import LatestReader
+        try:
+            reader = LatestReader(path)
+        except (OSError, ValueError) as e:
+            self.log.error(f"cannot map the stream's latest joint states ({path}): {e}")
+            return
+        if self.on_latest is not None:
+            self.on_latest(reader)
 
     def configure(self, cfg, topic_text, payloads, resolved, changed, wait=2.0):
         """Send the stream a new state; once it runs, wait (up to `wait` s) until it has taken it,
