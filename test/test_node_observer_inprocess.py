@@ -19,6 +19,10 @@ J = [f"joint{i}" for i in range(1, 8)]
 class Pub:
     def __init__(self, log, topic):
         self.log, self.topic = log, topic
+        self.subscribers = 1
+
+    def get_subscription_count(self):
+        return self.subscribers
 
     def publish(self, m):
         # a copy, as rclpy serializes the message when it is published: the stream reuses its
@@ -84,18 +88,10 @@ def make(path=ns.ARM7, **values):
     st = build_state(load(c), c, payloads)
     node, log = Node(), Log()
     s = Stream(node, lambda n: n, log)
+    from dynamics_node.ros.stream_process import warm
+    warm(st, c)   # as the stream process does before a state reaches its stream
     s.configure(st, c, {"joint_states_topic"}, now=True)
-    wait_ready(s)
     return s, node, log, st, c
-
-
-def wait_ready(s):
-    if s.observer.obs is None:   # off: nothing to load
-        return
-    deadline = time.monotonic() + 60
-    while not s.observer.ready and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert s.observer.ready
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +155,6 @@ def test_a_gap_longer_than_the_timeout_and_a_model_change_restart_the_observer(s
     from dynamics_node.ros.model_state import build_state, load
     st2 = build_state(load(c), c, {"tool0": (1.0, (0.0, 0.0, 0.05), (0.001, 0.0, 0.0, 0.001, 0.0, 0.001))})
     s.configure(st2, c, set(), now=True)
-    wait_ready(s)
     assert s.observer is not ob
     feed(s, held[50:51], t0_ns=5_000_000_000 + 800_000_000)
     assert np.array_equal(node.of("~/external_torques")[-1].effort, np.zeros(7))
@@ -230,7 +225,7 @@ def test_default_wrench_link_is_the_tip_of_the_longest_chain():
 
 def test_no_wrench_without_a_subscriber(sim):
     s, node, _, _, _ = make(observer_gain=200.0)
-    s.observer_pubs.want_wrench = False      # what the once-a-second check finds with no subscriber
+    s.observer_pubs.wrench.subscribers = 0
     feed(s, sim[:20])
     assert len(node.of("~/external_torques")) == 20 and not node.of("~/external_wrench")
     assert s.observer.report()["rank"] is None
@@ -240,10 +235,23 @@ def test_no_external_torques_without_a_subscriber_but_the_observer_runs(sim):
     """Nobody subscribes to ~/external_torques: they are not published (about 60 us a joint state
     saved), the observer still runs (the collision flag and diagnostics rest on it)."""
     s, node, _, _, _ = make(observer_gain=200.0, collision_threshold=[1e-9] * 7)
-    s.observer_pubs.want_torques = False     # what the once-a-second check finds with no subscriber
+    s.observer_pubs.torques.subscribers = 0
     feed(s, sim[:20])
     assert len(node.of("~/gravity_torques")) == 20 and not node.of("~/external_torques")
     assert node.of("~/collision") and s.observer.report()["samples"] == 20
-    s.observer_pubs.want_torques = True
+    # a subscriber appears: counted again at most SUBSCRIBERS_CHECK later, from the next joint state
+    from dynamics_node.ros.stream import SUBSCRIBERS_CHECK
+    s.observer_pubs.torques.subscribers = 1
+    time.sleep(SUBSCRIBERS_CHECK * 1.2)
     feed(s, sim[20:25], t0_ns=5_000_000_000 + round(sim[19][0] * 1e9) + 1_000_000 - round(sim[20][0] * 1e9))
     assert len(node.of("~/external_torques")) == 5
+
+
+def test_the_first_joint_state_gets_an_estimate_when_the_state_arrives_warm(sim):
+    """The stream process loads the observer's kernels with the model state (stream_process.warm),
+    before the stream has it: the first joint state with effort is estimated, none is skipped."""
+    s, node, _, _, _ = make(observer_gain=200.0)
+    feed(s, sim[:1])
+    assert len(node.of("~/external_torques")) == 1 and len(node.of("~/external_wrench")) == 1
+    rep = s.observer.report()
+    assert rep["samples"] == 1 and rep["skipped"] == 0

@@ -28,6 +28,9 @@ from .stream import LatestJointStates
 from .stream_process import StreamProcess
 
 
+STREAM_READY_TIMEOUT = 30.0  # s
+
+
 class StartupError(Exception):
     """The node cannot start (missing or invalid robot, bad parameters); one line, says what to do."""
 
@@ -56,6 +59,7 @@ class DynamicsNode(Node):
         self.stream = StreamProcess(self.get_name(), self.get_namespace(), self.get_logger())
         self.stream.priority = self.cfg.stream_thread_priority
         self.stream.on_latest = self.latest.set_reader
+        self.stream.start()  # its interpreter starts (and loads its compiled code) while this one loads the model
         try:
             self._apply(self._plan(self.cfg, set(PARAMETERS)), set(PARAMETERS))
         except (ConfigError, DynamicsError) as e:
@@ -69,6 +73,12 @@ class DynamicsNode(Node):
                                              serve(self, leaf, s.handler, self.report.stats))
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._warm_up(rest=False)  # the stream's kernels, before anything is served
+        # "serving" once the stream process has subscribed with every kernel loaded: from the
+        # first joint state after it, torques and observer estimates (a cold numba cache can
+        # take a minute: then the node says so and serves meanwhile)
+        if self.state is not None and not self.stream.wait_ready(STREAM_READY_TIMEOUT):
+            self.get_logger().warning(f"the joint-state stream is not ready after {STREAM_READY_TIMEOUT:g} s "
+                                      "(loading its kernels); torques start once it is")
         self._log_state("serving")
         self._warm_thread = threading.Thread(target=self._warm_up, name="warm_up", daemon=True)
         self._warm_thread.start()

@@ -81,7 +81,6 @@ class StreamObserver:
         self.tau = np.zeros(m.nv)
         self.g = np.zeros(m.nv)
         self.g_index = np.asarray(st.torque_v_index, dtype=np.intp)  # the gravity torques' v indices
-        self.ready = False            # True once warm(): the first sample does not load the kernels
         self.t0_ns = None
         self.names = list(m.joint_names)
         self.samples = self.resets = self.skipped = self.not_finite = self.failed = 0
@@ -111,7 +110,7 @@ class StreamObserver:
 
     def step(self, msg, q, now, g, pubs, log):
         """Run the observer on a joint state whose gravity torques went out; publish what it gives."""
-        if self.obs is None or not len(msg.effort) or not self.ready:
+        if self.obs is None or not len(msg.effort):
             return
         if len(msg.effort) != len(msg.name):   # reported by the merge; the efforts are not used
             self.skipped += 1
@@ -181,23 +180,22 @@ class StreamObserver:
                 "collisions": self.collisions, "time_us": self.time_us}
 
 
-def warm(ob):
-    """Load the observer's kernels (numba's cache: about a second) in a thread of their own, so that
-    neither the start nor a joint state waits for them; the observer runs once they are loaded."""
-    import threading
-
-    def run():
-        from .process import ordinary_thread
-        ordinary_thread("dn_warm")  # started by the real-time stream thread: not at its priority
-        m = ob.st.model
-        q, z = np.asarray(m.neutral(), dtype=float), np.zeros(m.nv)
-        try:
-            MomentumObserver(m, 1.0).update(0.0, q, z, z)
-            external_wrench(m, q, ob.link, z)
-        except Exception:  # noqa: BLE001 - the first real sample will say what fails
-            pass
-        ob.ready = True
-    threading.Thread(target=run, name="observer_warm_up", daemon=True).start()
+def warm(st, cfg):
+    """Load the observer's kernels for st's model (numba's cache: about a second the first time in
+    a process, microseconds after) in the calling thread: the stream process calls it where it loads
+    a model, before the new state reaches the stream and, at start, before it subscribes to the
+    joint states, so that the observer runs from the first joint state (a warm-up in a thread of its
+    own left the first seconds without estimates, and longer on a busy machine)."""
+    m = st.model
+    if cfg.observer_gain <= 0 or st.loops or m.floating_base:
+        return
+    q, z = np.asarray(m.neutral(), dtype=float), np.zeros(m.nv)
+    link = cfg.wrench_link or default_wrench_link(m)
+    try:
+        MomentumObserver(m, 1.0).update(0.0, q, z, z)
+        external_wrench(m, q, link, z, J=link_jacobian(m, q, link))
+    except Exception:  # noqa: BLE001 - the first real sample will say what fails
+        pass
 
 
 class ObserverPublishers:
@@ -221,8 +219,9 @@ class ObserverPublishers:
         self._out = (None, None)  # (joint names, the external torques message with them: reused)
         # the wrench (a Jacobian and a 6 x 6 least squares, most of the observer's cost) is computed,
         # and the external torques are published (about 60 us a joint state), while someone
-        # subscribes; check_subscribers is called once a second by the stream's timer
-        self.want_wrench = self.want_torques = True
+        # subscribes; the stream calls check_subscribers at most every 50 ms, from the first joint
+        # state with effort on (a new subscriber misses at most 50 ms of estimates)
+        self.want_wrench = self.want_torques = False
 
     def check_subscribers(self):
         try:

@@ -33,7 +33,7 @@ def _spin_until_shutdown(executor, context):
             return
 
 
-ORDINARY_THREADS = ("dn_pipe", "dn_warm")  # OS names of the stream process's threads that stay ordinary
+ORDINARY_THREADS = ("dn_pipe",)  # OS names of the stream process's threads that stay ordinary
 
 
 def ordinary_thread(name: str):

@@ -34,6 +34,9 @@ from ..errors import DynamicsError, InputError
 from .conversions import _as_float_vector, to_float64_array
 
 
+SUBSCRIBERS_CHECK = 0.05   # s: how often the observer's outputs count their subscribers (2 us each)
+
+
 class JointStateMerger:
     def __init__(self, st):
         self.st = st
@@ -306,7 +309,7 @@ class Stream:
         self.observer = None          # the momentum observer of the current model (ros/observer.py)
         self.observer_pubs = ObserverPublishers(node, resolve)
         self._reset_srv = reset_service(node, resolve, self)
-        self._timer = node.create_timer(1.0, self._once_a_second)  # one timer: one wait-set entity
+        self._subscribers_checked = -math.inf   # when the observer's outputs last counted their subscribers
 
     # -------------------------------------------------------------- configuration (any thread)
     def configure(self, st, cfg, changed, now=False, token=None):
@@ -378,10 +381,8 @@ class Stream:
         old = self.cfg
         if st is self.state and old is not None and all(getattr(old, k) == getattr(cfg, k) for k in keys):
             return
-        from .observer import StreamObserver, warm
+        from .observer import StreamObserver  # its kernels were loaded with the state (stream_process.warm)
         self.observer = StreamObserver(st, cfg, self.merger) if st is not None else None
-        if self.observer is not None and self.observer.obs is not None:
-            warm(self.observer)
 
     def _subscribe(self, cfg):
         from rclpy.event_handler import SubscriptionEventCallbacks
@@ -391,9 +392,6 @@ class Stream:
             event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
         if old is not None:
             self.node.destroy_subscription(old)
-
-    def _once_a_second(self):
-        self.observer_pubs.check_subscribers()
 
     # -------------------------------------------------------------- the callback (stream thread)
     def on_joint_state(self, msg):
@@ -474,6 +472,9 @@ class Stream:
             self.timing.add(time.perf_counter() - t0)
         ob = self.observer  # after the torques went out: the observer never holds them back
         if ob is not None and ob.obs is not None and len(msg.effort):
+            if now - self._subscribers_checked > SUBSCRIBERS_CHECK:
+                self._subscribers_checked = now
+                self.observer_pubs.check_subscribers()
             try:
                 ob.step(msg, q, now, tau, self.observer_pubs, self.log)
             except Exception as e:  # noqa: BLE001 - the observer must never stop the stream

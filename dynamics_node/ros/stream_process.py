@@ -42,6 +42,7 @@ def _child(conn, node_name, namespace):
                 parameter_overrides=[Parameter("start_type_description_service", value=False)])
     log = node.get_logger()
     topics: dict = {}
+    prewarm()            # while the node loads the model (the state comes after)
     first = conn.recv()  # ("state", ...) before anything else
     send_lock = threading.Lock()
 
@@ -70,11 +71,9 @@ def _child(conn, node_name, namespace):
                 log.error(f"cannot build the model state: {type(e).__name__}: {e}")
                 send(("error", f"{type(e).__name__}: {e}"))
                 return
-            stream.configure(st, cfg, changed, now=(msg is first), token=seq)
             if st is not None:
-                _warm(st)
-                from .model_terms import warm
-                warm(st, cfg)  # the model_terms topic's kernels, when it is on
+                warm(st, cfg)  # before the stream has it (and, at start, before it subscribes)
+            stream.configure(st, cfg, changed, now=(msg is first), token=seq)
         elif kind == "priority":
             why = set_process_priority(int(msg[1]))
             send(("priority", int(msg[1]), why))
@@ -126,15 +125,48 @@ def _child(conn, node_name, namespace):
         os._exit(0)
 
 
-def _warm(st):
-    """The stream's kernels once, before the first joint state needs them."""
+PREWARM_URDF = """<robot name="prewarm">
+  <link name="a"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>
+  <link name="b"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>
+  <joint name="j" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+</robot>"""
+
+
+def prewarm():
+    """The kernels of the momentum observer and its wrench (numba: about half a second to import
+    and load from its cache) loaded on a two-link model as soon as the process starts, while the
+    node loads the robot: the compiled code does not depend on the model, so warm() on the robot
+    later finds it loaded. The observer is on by default; this keeps it from lengthening the start."""
     import numpy as np
 
+    import dynamics_node as dn
+    from ..observer import MomentumObserver, external_wrench, link_jacobian
+    try:
+        m = dn.load_model(PREWARM_URDF)
+        q = np.zeros(m.nq)
+        MomentumObserver(m, 1.0).update(0.0, q, q, q)
+        external_wrench(m, q, "b", q, J=link_jacobian(m, q, "b"))
+    except Exception:  # noqa: BLE001 - warm() on the robot will load what this could not
+        pass
+
+
+def warm(st, cfg):
+    """Every kernel the stream will run on st, loaded in the calling thread (the one that loads
+    models: ordinary priority) before the state reaches the stream: gravity (or closed-loop gravity),
+    the momentum observer's, and the model_terms topic's when it is on. No joint state ever waits
+    for a kernel to load, and none is skipped for it."""
+    import numpy as np
+
+    from .model_terms import warm as warm_terms
+    from .observer import warm as warm_observer
     from .stream import gravity_effort
     try:
         gravity_effort(st, np.asarray(st.model.neutral(), dtype=float))
     except Exception:  # noqa: BLE001 - a neutral pose need not close the loops
         pass
+    warm_observer(st, cfg)
+    warm_terms(st, cfg)
 
 
 class StreamProcess:
@@ -151,6 +183,7 @@ class StreamProcess:
         self.restarts = 0
         self.stopping = False
         self.ready = False
+        self.ready_event = threading.Event()   # set at the child's "ready" (subscribed, kernels loaded)
         self.error = ""
         self.seq = self.applied = 0
         self._applied_cv = threading.Condition()
@@ -162,14 +195,15 @@ class StreamProcess:
         parent, child = ctx.Pipe()
         self.conn = parent
         self.ready = False
+        self.ready_event.clear()
         self.proc = ctx.Process(target=_child, args=(child, self.node_name, self.namespace),
                                 name=f"{self.node_name}_stream", daemon=True)
         self.proc.start()
         child.close()
-        if self.last_state is not None:
+        if self.last_state is not None:  # a restart; else the node starts it before its first state
             self._send(self.last_state)
-        if self.priority is not None:
-            self._send(("priority", self.priority))
+            if self.priority is not None:
+                self._send(("priority", self.priority))
         threading.Thread(target=self._receive, args=(parent,), name="stream_reports", daemon=True).start()
 
     def _send(self, msg):
@@ -193,6 +227,7 @@ class StreamProcess:
                 self._take_latest(msg[1])
             elif msg[0] == "ready":
                 self.ready = True
+                self.ready_event.set()
             elif msg[0] == "report":
                 self.last, self.last_at = msg[1], time.monotonic()
             elif msg[0] == "error":
@@ -225,9 +260,20 @@ class StreamProcess:
             self.start()
             return
         self._send(self.last_state)
+        if self.seq == 1 and self.priority is not None:  # started early (node.py): after its first state
+            self._send(("priority", self.priority))
         if self.ready and self.proc.is_alive():
             with self._applied_cv:
                 self._applied_cv.wait_for(lambda: self.applied >= self.seq, timeout=wait)
+
+    def wait_ready(self, timeout):
+        """Wait until the child has loaded the model and every kernel of its stream and subscribed
+        to the joint states (True), or timeout s (False), or it died (False)."""
+        deadline = time.monotonic() + timeout
+        while not self.ready_event.wait(0.05):
+            if time.monotonic() > deadline or (self.proc is not None and not self.proc.is_alive()):
+                return False
+        return True
 
     def set_priority(self, prio):
         self.priority = int(prio)
