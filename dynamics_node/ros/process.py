@@ -109,9 +109,42 @@ def spin_helpers(node):
     return [(executor, thread)]
 
 
+class _Signals:
+    """SIGINT and SIGTERM, quietly, in every phase of the process (exit code 0, no traceback).
+
+    rclpy's handlers (installed by rclpy.init) shut the context down and then call the Python
+    handler that was there before them: this one. Before the node runs (imports, loading the model,
+    waiting for the stream) there is nothing to close yet: the process ends at once (the stream
+    process sees its pipe close and ends too). While it runs, rclpy's shutdown ends the executors and
+    main() closes everything. Once stopping, a second signal changes nothing: `ros2 launch` without a
+    terminal forwards Ctrl-C to a node that got it from the process group already, and a
+    KeyboardInterrupt in the middle of the shutdown printed a traceback (and could leave the
+    process to launch's SIGTERM)."""
+
+    phase = "starting"
+
+    @classmethod
+    def install(cls):
+        import signal
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, cls.handler)
+
+    @classmethod
+    def handler(cls, signum, frame):
+        if cls.phase == "starting":
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(0)
+
+
 def main(argv=None, fast_exit=True) -> int:
     """Run the node. Returns the exit code (2: cannot start). After a normal run it ends the process
     itself (os._exit(0) once every ROS entity is closed) unless fast_exit is False."""
+    if fast_exit and threading.current_thread() is threading.main_thread():
+        _Signals.phase = "starting"
+        _Signals.install()
     argv = list(sys.argv if argv is None else argv)
     # Safe default on shared machines: no discovery traffic beyond this host unless asked for.
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -147,6 +180,7 @@ def main(argv=None, fast_exit=True) -> int:
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         helpers = spin_helpers(node)
+        _Signals.phase = "running"
         _spin_until_shutdown(executor, node.context)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
@@ -156,6 +190,7 @@ def main(argv=None, fast_exit=True) -> int:
         if rclpy.ok():
             raise
     finally:
+        _Signals.phase = "stopping"
         # let the helper threads leave rclpy before the nodes go (a thread still inside rcl at
         # interpreter exit aborts the process); one short budget for every join
         deadline = time.monotonic() + (0.3 if fast_exit else 2.0)

@@ -15,15 +15,15 @@ services, timers, guard conditions. The entity lists are read from the node at e
 few attribute reads), so entities created or destroyed by the callbacks themselves (a topic
 change) are seen at the next wait; entities must only be created or destroyed in this thread
 (stream.py hands topic changes to it through a guard condition for that reason). Waitables (QoS
-event handlers) are not served: the stream's entities are created without them. SIGINT/SIGTERM
-wake the wait (rclpy's signal guard condition) and end `spin` once the context is shut down.
+event handlers) are not served: the stream's entities are created without them. Shutting the
+context down (from any thread) wakes the wait and ends `spin`.
 
 An exception escaping a callback is logged and counted (`errors`) and never ends the thread.
 """
 from __future__ import annotations
 
+from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.signals import SignalHandlerGuardCondition
 
 WAIT_NS = 200_000_000   # a bounded wait, so that a shut-down context is noticed without a signal
 
@@ -34,7 +34,8 @@ class StreamExecutor:
         self.context = node.context
         self.log = logger or node.get_logger()
         self.errors = 0
-        self._sigint = SignalHandlerGuardCondition(self.context)
+        self._wake = GuardCondition(None, None, context=self.context)   # triggered at shutdown
+        self.context.on_shutdown(self._wake.trigger)
         self._ws = (None, None)   # (entity counts, the wait set sized for them): reused while they hold
 
     def _run(self, what, fn, *args):
@@ -63,7 +64,7 @@ class StreamExecutor:
             ws.add_timer(t.handle)
         for g in gcs:
             ws.add_guard_condition(g.handle)
-        ws.add_guard_condition(self._sigint.handle)
+        ws.add_guard_condition(self._wake.handle)
         ws.wait(timeout_ns)
         if not self.context.ok():
             return
@@ -113,6 +114,6 @@ class StreamExecutor:
 
     def destroy(self):
         try:
-            self._sigint.destroy()
+            self._wake.destroy()
         except Exception:  # noqa: BLE001 - shutting down anyway
             pass

@@ -11,12 +11,16 @@ The node sends the child, over a pipe, everything it needs to build the same mod
 (the validated Config, the robot_description topic's text, the payloads, the resolved topic
 names); the child loads the model itself (the same source gives the same model). The child sends
 back, twice a second, what diagnostics show (`Stream.report()`). The child ends when the node
-says so, when the pipe closes (the node is gone), or at SIGINT/SIGTERM; the node restarts a child
+says so or when the pipe closes (the node is gone, however it ended); the node restarts a child
 that died, and reports it.
+
+The child is a `python -c` of this module started with subprocess in a session of its own: a
+Ctrl-C (or any signal to the node's process group, as `ros2 launch` sends it) reaches the node
+alone, which then stops the child. A child in the node's group got SIGINT too, at any moment of its
+start (multiprocessing's spawn cannot start a child with signals ignored), and printed tracebacks.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 import time
@@ -24,11 +28,20 @@ import time
 REPORT_PERIOD = 0.5  # s
 
 
+def child_main(fd, node_name, namespace):
+    """Entry point of the stream process (StreamProcess.start): the pipe is file descriptor fd."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the node ends it; SIGTERM (sent to it alone) kills it
+    from multiprocessing.connection import Connection
+    _child(Connection(int(fd)), node_name, namespace)
+
+
 def _child(conn, node_name, namespace):
     """The stream process: receive states, run the stream, report."""
     import rclpy
     from rclpy.node import Node
     from rclpy.parameter import Parameter
+    from rclpy.signals import SignalHandlerOptions
 
     from .diagnostics import Timings
     from .model_state import build_state, load
@@ -36,14 +49,17 @@ def _child(conn, node_name, namespace):
     from .stream import Stream
     from .stream_executor import StreamExecutor
 
-    rclpy.init()
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = Node(f"{node_name}_stream", namespace=namespace, use_global_arguments=False,
                 start_parameter_services=False,
                 parameter_overrides=[Parameter("start_type_description_service", value=False)])
     log = node.get_logger()
     topics: dict = {}
     prewarm()            # while the node loads the model (the state comes after)
-    first = conn.recv()  # ("state", ...) before anything else
+    try:
+        first = conn.recv()  # ("state", ...) before anything else
+    except (EOFError, OSError):  # the node could not start (it said why) or ended meanwhile
+        os._exit(0)
     send_lock = threading.Lock()
 
     def send(msg):
@@ -191,15 +207,25 @@ class StreamProcess:
         self._lock = threading.Lock()
 
     def start(self):
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
+        import socket
+        import subprocess
+        import sys
+        from multiprocessing.connection import Connection
+        ours, theirs = socket.socketpair()
+        parent = Connection(ours.detach())
+        fd = theirs.detach()
         self.conn = parent
         self.ready = False
         self.ready_event.clear()
-        self.proc = ctx.Process(target=_child, args=(child, self.node_name, self.namespace),
-                                name=f"{self.node_name}_stream", daemon=True)
-        self.proc.start()
-        child.close()
+        env = dict(os.environ)   # this very package, wherever it was imported from
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        code = "from dynamics_node.ros.stream_process import child_main; import sys; child_main(*sys.argv[1:])"
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", code, str(fd), self.node_name, self.namespace],
+                                         pass_fds=(fd,), start_new_session=True, env=env, stdin=subprocess.DEVNULL)
+        finally:
+            os.close(fd)
         if self.last_state is not None:  # a restart; else the node starts it before its first state
             self._send(self.last_state)
             if self.priority is not None:
@@ -262,7 +288,7 @@ class StreamProcess:
         self._send(self.last_state)
         if self.seq == 1 and self.priority is not None:  # started early (node.py): after its first state
             self._send(("priority", self.priority))
-        if self.ready and self.proc.is_alive():
+        if self.ready and self.alive():
             with self._applied_cv:
                 self._applied_cv.wait_for(lambda: self.applied >= self.seq, timeout=wait)
 
@@ -271,7 +297,7 @@ class StreamProcess:
         to the joint states (True), or timeout s (False), or it died (False)."""
         deadline = time.monotonic() + timeout
         while not self.ready_event.wait(0.05):
-            if time.monotonic() > deadline or (self.proc is not None and not self.proc.is_alive()):
+            if time.monotonic() > deadline or not self.alive():
                 return False
         return True
 
@@ -280,13 +306,13 @@ class StreamProcess:
         self._send(("priority", self.priority))
 
     def alive(self):
-        return self.proc is not None and self.proc.is_alive()
+        return self.proc is not None and self.proc.poll() is None
 
     def check(self):
         """Restart a child that died (called by the node's 1 Hz timer); True when it was dead."""
-        if self.stopping or self.proc is None or self.proc.is_alive():
+        if self.stopping or self.proc is None or self.alive():
             return False
-        code = self.proc.exitcode
+        code = self.proc.returncode
         self.restarts += 1
         self.error = f"the joint-state process exited (code {code}); restarted ({self.restarts} so far)"
         self.log.error(self.error)
@@ -300,9 +326,16 @@ class StreamProcess:
         self.stopping = True
         if self.proc is None:
             return
+        import subprocess
         if self.ready:
             self._send(("stop",))
-            self.proc.join(timeout)
-        if self.proc.is_alive():
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.alive():
             self.proc.kill()
-            self.proc.join(1.0)
+            try:
+                self.proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                pass
