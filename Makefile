@@ -7,6 +7,11 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 STAMP := $(VENV)/.setup-done
 IFACE_STAMP := $(VENV)/.interfaces-done
+LAYOUT_STAMP := $(VENV)/.ament-layout-done
+KIT_STAMP := $(VENV)/.ros2-kit-done
+# The `ros2` command, launch and launch_ros from source (no wheels exist), where the kit is at hand
+# (shared/ros2-python beside this checkout); without it `make run` and dynamics_cli still work.
+ROS2_KIT ?= $(firstword $(wildcard ../shared/ros2-python/install.sh /work/shared/ros2-python/install.sh))
 
 # No DDS traffic leaves this machine unless the caller says otherwise; each make run gets its own domain.
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
@@ -15,7 +20,7 @@ export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: setup kernels run run-dual-arm test lint lock bench summary clean
 
-setup: $(STAMP) $(IFACE_STAMP) kernels
+setup: $(STAMP) $(IFACE_STAMP) $(LAYOUT_STAMP) $(if $(ROS2_KIT),$(KIT_STAMP)) kernels
 
 # Exact versions: constraints.txt pins every package the tests passed with (make lock renews it).
 $(STAMP): requirements.txt requirements-ros.txt requirements-test.txt constraints.txt setup.py setup.cfg dynamics_node/_fastcall.c dynamics_node/_routes.c dynamics_node/_fastcall.h
@@ -31,6 +36,19 @@ $(STAMP): requirements.txt requirements-ros.txt requirements-test.txt constraint
 # Nothing to do when they exist; after an edit of a kernel, about a minute.
 kernels: $(STAMP)
 	@$(PY) -m dynamics_node._jit build --if-missing
+
+# dynamics_node laid out in .venv as colcon installs an ament_python package (ament index marker,
+# share/dynamics_node/{package.xml,launch,config,urdf}, lib/dynamics_node/<executables>), so that
+# `.venv/bin/ros2 launch dynamics_node dynamics.launch.py` finds it with no variable set
+$(LAYOUT_STAMP): $(STAMP) tools/install_ament_layout.sh package.xml resource/dynamics_node $(wildcard launch/*.py config/*.yaml urdf/*.urdf)
+	bash tools/install_ament_layout.sh $(VENV)
+	@touch $@
+
+# launch, launch_ros, ros2launch, ros2cli (.venv/bin/ros2) from the kit; registry packages it adds are
+# pinned by constraints.txt
+$(KIT_STAMP): $(IFACE_STAMP) $(ROS2_KIT) constraints.txt
+	PIP_CONSTRAINT=$(abspath constraints.txt) bash $(ROS2_KIT) $(VENV)
+	@touch $@
 
 $(IFACE_STAMP): $(STAMP) $(wildcard dynamics_interfaces/srv/*.srv dynamics_interfaces/msg/*.msg) dynamics_interfaces/CMakeLists.txt tools/build_interfaces.sh
 	bash tools/build_interfaces.sh $(VENV)
