@@ -154,8 +154,10 @@ def random_states(model, n, rng):
     return Q, rng.normal(size=(n, nv)), rng.normal(size=(n, nv))
 
 
-def friction_columns(par, QD):
-    """F (N x nv x 2 nf): the friction part of the regressor, G^T of the tree dofs' b qd + f_c sign(qd)."""
+def friction_columns(par, QD, SGN=None):
+    """F (N x nv x 2 nf): the friction part of the regressor, G^T of the tree dofs' b qd + f_c sign(qd).
+    SGN: sign(QD) as the efforts' filter left it (the Coulomb columns low-passed like the efforts:
+    Gautier's parallel filtering of the one column that is not smooth), default np.sign(QD)."""
     m = par.model
     nf = len(par.friction_joints)
     N = QD.shape[0]
@@ -164,7 +166,7 @@ def friction_columns(par, QD):
         u, mul, f = int(m.v_src[d]), float(m.v_mul[d]), int(par.dof_friction[d])
         qd_t = mul * QD[:, u]
         F[:, u, f] += mul * qd_t
-        F[:, u, nf + f] += mul * np.sign(qd_t)
+        F[:, u, nf + f] += mul * (np.sign(qd_t) if SGN is None else np.sign(mul) * SGN[:, u])
     return F
 
 

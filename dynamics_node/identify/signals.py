@@ -14,6 +14,8 @@ filtering, differentiation (module docstring of dynamics_node.identify says why 
    positions (scipy.interpolate.make_interp_spline): exact for polynomials to degree 5 and accurate to
    near the cutoff at any rate, where finite differences lose 7 % of the acceleration at 30 Hz.
    The recorded velocity is not used (it may be missing); q' comes from the positions.
+   sign(q') goes through the same filter (the Coulomb columns of the regressor: parallel filtering,
+   Gautier 1997; the other columns are smooth functions of the filtered states).
 5. The filter's edges (1 / f_c at each end) are dropped; the fit takes every k-th sample so that its
    rate stays above 5 f_c (parallel decimation, Gautier 1997: the filtered signals carry nothing
    above f_c).
@@ -44,6 +46,7 @@ class Samples:
     cutoff: float         # low-pass cutoff (Hz)
     decimate: int
     mask: np.ndarray      # per sample and joint: usable for the fit (not saturated)
+    SGN: np.ndarray = None  # sign(QD) through the same low-pass (the Coulomb columns, parallel filtering)
     warnings: list = field(default_factory=list)
 
 
@@ -156,6 +159,7 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None) -> Samples:
     Qf = lowpass(Q, fs, fc)
     Ef = lowpass(E, fs, fc)
     QD, QDD = derivatives(t, Qf)
+    SGN = lowpass(np.sign(QD), fs, fc)
     sat = np.zeros((n, len(names)), bool)
     for j, nm in enumerate(names):
         lim = model.joint_limits.get(nm)
@@ -169,4 +173,5 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None) -> Samples:
     keep = slice(edge, n - edge)
     dec = max(1, int(np.floor(fs / (5.0 * fc))))
     return Samples(joints=tuple(names), t=t[keep], Q=Qf[keep], QD=QD[keep], QDD=QDD[keep], TAU=Ef[keep],
-                   TAU_RAW=E[keep], fs=fs, cutoff=fc, decimate=dec, mask=~sat[keep], warnings=warnings)
+                   TAU_RAW=E[keep], fs=fs, cutoff=fc, decimate=dec, mask=~sat[keep], SGN=SGN[keep],
+                   warnings=warnings)

@@ -39,13 +39,13 @@ class _Kernel:
         return np.einsum("tv,ntp->nvp", m.G, Y) if m.has_mimic else Y
 
 
-def full_regressor(par, Q, QD, QDD):
+def full_regressor(par, Q, QD, QDD, SGN=None):
     """(N x nv x P): inertial columns, then friction columns."""
     k = _Kernel(par.model, Q.shape[0])
-    return np.concatenate([k(Q, QD, QDD), friction_columns(par, QD)], axis=2)
+    return np.concatenate([k(Q, QD, QDD), friction_columns(par, QD, SGN)], axis=2)
 
 
-def grams(par, Q, QD, QDD, TAU, mask=None, chunk=CHUNK):
+def grams(par, Q, QD, QDD, TAU, mask=None, SGN=None, chunk=CHUNK):
     """(M, counts): M[j] = [Y_j, tau_j]^T [Y_j, tau_j] over the samples usable for joint j."""
     m = par.model
     nv, P = m.nv, par.P
@@ -56,7 +56,7 @@ def grams(par, Q, QD, QDD, TAU, mask=None, chunk=CHUNK):
     for a in range(0, Q.shape[0], chunk):
         b = min(a + chunk, Q.shape[0])
         Yi = kern(Q[a:b], QD[a:b], QDD[a:b])
-        F = friction_columns(par, QD[a:b])
+        F = friction_columns(par, QD[a:b], None if SGN is None else SGN[a:b])
         for j in range(nv):
             A = Aug[:b - a]
             A[:, :10 * m.nb] = Yi[:, j, :]
