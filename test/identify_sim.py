@@ -55,6 +55,8 @@ def perturbed_urdf(text, rng, amount=0.3, friction=(0.3, 3.0), skip_links=()):
             I.set(k, repr(float(Ic[r, s])))
     fr = {}
     for j in root.findall("joint"):
+        if j.find("mimic") is not None and j.find("dynamics") is not None:  # the truth: friction on masters only
+            j.remove(j.find("dynamics"))
         if j.get("type") in ("revolute", "continuous", "prismatic") and j.find("mimic") is None:
             d = j.find("dynamics")
             if d is None:
@@ -111,9 +113,17 @@ def truth_torques(urdf_text, model, fr, Q, QD, QDD):
     q = pin.neutral(pm)
     v = np.zeros(pm.nv)
     a = np.zeros(pm.nv)
+    # mimic followers (q_f = mul q_m + off) move with their masters; tau = G^T tau_tree
+    fol = [(pm.joints[pm.getJointId(f)].idx_q, model.joint_names.index(mst), mul, off)
+           for f, (mst, mul, off) in model.mimic.items()]
     for k in range(Q.shape[0]):
         q[idx], v[idx], a[idx] = Q[k], QD[k], QDD[k]
-        TAU[k] = pin.rnea(pm, pd, q, v, a)[idx]
+        for i, jm, mul, off in fol:
+            q[i], v[i], a[i] = mul * Q[k, jm] + off, mul * QD[k, jm], mul * QDD[k, jm]
+        full = pin.rnea(pm, pd, q, v, a)
+        TAU[k] = full[idx]
+        for i, jm, mul, _ in fol:
+            TAU[k, jm] += mul * full[i]
     for j, n in enumerate(model.joint_names):
         b, f = fr.get(n, (0.0, 0.0))
         TAU[:, j] += b * QD[:, j] + f * np.sign(QD[:, j])

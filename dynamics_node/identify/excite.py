@@ -65,7 +65,7 @@ def condition(par, Q, QD, QDD):
     return float(s[0] / s[-1]) if s[-1] > 0 else np.inf
 
 
-def optimise(par, period, L, seed=0, iters=15):
+def optimise(par, period, L, seed=0, iters=40):
     from scipy.optimize import minimize
 
     m = par.model

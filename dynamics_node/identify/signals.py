@@ -16,7 +16,8 @@ filtering, differentiation (module docstring of dynamics_node.identify says why 
    The recorded velocity is not used (it may be missing); q' comes from the positions.
    sign(q') goes through the same filter (the Coulomb columns of the regressor: parallel filtering,
    Gautier 1997; the other columns are smooth functions of the filtered states).
-5. The filter's edges (1 / f_c at each end) are dropped; the fit takes every k-th sample so that its
+5. The whole recording is filtered, then the window cut out; 3 / f_c at the recording's ends (the
+   filter's edges) are dropped; the fit takes every k-th sample so that its
    rate stays above 5 f_c (parallel decimation, Gautier 1997: the filtered signals carry nothing
    above f_c).
 """
@@ -132,12 +133,15 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None) -> Samples:
     a = lo if t_from is None else max(lo, float(t_from))
     b = hi if t_to is None else min(hi, float(t_to))
     dt = 1.0 / fs
-    n = int(np.floor((b - a) / dt + 1e-9)) + 1 if b > a else 0
-    if n < MIN_SAMPLES:
-        raise BagError(f"too short to identify anything: the window [{a:.3g}, {b:.3g}] s holds {max(n, 0)} samples "
-                       f"at {fs:.4g} Hz (the recording spans {rec.duration:.3g} s); at least {MIN_SAMPLES} and "
-                       f"{MIN_DURATION:g} s are needed")
-    t = a + dt * np.arange(n)
+    n = int(np.floor((hi - lo) / dt + 1e-9)) + 1 if hi > lo else 0
+    inside = int(np.floor((b - a) / dt + 1e-9)) + 1 if b > a else 0
+    if inside < MIN_SAMPLES or n < MIN_SAMPLES:
+        raise BagError(f"too short to identify anything: the window [{a:.3g}, {b:.3g}] s holds {max(inside, 0)} "
+                       f"samples at {fs:.4g} Hz (the recording spans {rec.duration:.3g} s); at least {MIN_SAMPLES} "
+                       f"and {MIN_DURATION:g} s are needed")
+    # the whole recording is filtered and differentiated; the window is cut afterwards (no filter edge
+    # inside the recording), and 3 / f_c at the recording's own ends is dropped
+    t = lo + dt * np.arange(n)
     Q, E = np.empty((n, len(names))), np.empty((n, len(names)))
     for j, nm in enumerate(names):
         s = rec.joints[nm]
@@ -152,10 +156,12 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None) -> Samples:
         if gaps.size and gaps.max() > max(10 * dt, 0.1):
             warnings.append(f"joint '{nm}': a gap of {gaps.max():.3g} s without samples (interpolated across)")
     fc = choose_cutoff(Q, fs) if cutoff is None else float(min(cutoff, 0.45 * fs))
-    edge = int(np.ceil(fs / fc))
-    if n - 2 * edge < MIN_SAMPLES or (n - 2 * edge) * dt < MIN_DURATION:
-        raise BagError(f"too short to identify anything: {n * dt:.3g} s of samples at {fs:.4g} Hz in the window; "
-                       f"after the filter's edges (low-pass at {fc:.3g} Hz) at least {MIN_DURATION:g} s are needed")
+    edge = int(np.ceil(3.0 * fs / fc))
+    keep = np.nonzero((t >= a - 1e-9) & (t <= b + 1e-9) & (np.arange(n) >= edge) & (np.arange(n) < n - edge))[0]
+    if keep.size < MIN_SAMPLES or keep.size * dt < MIN_DURATION:
+        raise BagError(f"too short to identify anything: {keep.size * dt:.3g} s of samples at {fs:.4g} Hz in the window "
+                       f"[{a:.3g}, {b:.3g}] s after the filter's edges at the recording's ends (low-pass at "
+                       f"{fc:.3g} Hz, {edge * dt:.3g} s each); at least {MIN_DURATION:g} s are needed")
     Qf = lowpass(Q, fs, fc)
     Ef = lowpass(E, fs, fc)
     QD, QDD = derivatives(t, Qf)
@@ -170,7 +176,6 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None) -> Samples:
             idx = np.nonzero(s)[0]
             for k in range(-edge, edge + 1):  # the filter smears a clipped sample over ~1/fc
                 sat[np.clip(idx + k, 0, n - 1), j] = True
-    keep = slice(edge, n - edge)
     dec = max(1, int(np.floor(fs / (5.0 * fc))))
     return Samples(joints=tuple(names), t=t[keep], Q=Qf[keep], QD=QD[keep], QDD=QDD[keep], TAU=Ef[keep],
                    TAU_RAW=E[keep], fs=fs, cutoff=fc, decimate=dec, mask=~sat[keep], SGN=SGN[keep],
