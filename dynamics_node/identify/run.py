@@ -101,7 +101,8 @@ def fit_command(args, out=print):
     rms_ls, _ = report.rms_max(S.TAU_RAW[sl] - Yb @ res.p_ls)
     spread = S.TAU_RAW.std(axis=0)
     for j, nm in enumerate(model.joint_names):
-        c = np.corrcoef(S.TAU[:, j], prior_pred[:, j])[0, 1] if prior_pred[:, j].std() > 0 and S.TAU[:, j].std() > 0 else 0
+        moves = prior_pred[:, j].std() > 0 and S.TAU[:, j].std() > 0
+        c = np.corrcoef(S.TAU[:, j], prior_pred[:, j])[0, 1] if moves else 0.0
         if c < -0.5:
             warns.append(f"joint '{nm}': the efforts look sign-flipped (correlation {c:.2f} with the URDF model's "
                          "torques)")

@@ -159,8 +159,8 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None) -> Samples:
     edge = int(np.ceil(3.0 * fs / fc))
     keep = np.nonzero((t >= a - 1e-9) & (t <= b + 1e-9) & (np.arange(n) >= edge) & (np.arange(n) < n - edge))[0]
     if keep.size < MIN_SAMPLES or keep.size * dt < MIN_DURATION:
-        raise BagError(f"too short to identify anything: {keep.size * dt:.3g} s of samples at {fs:.4g} Hz in the window "
-                       f"[{a:.3g}, {b:.3g}] s after the filter's edges at the recording's ends (low-pass at "
+        raise BagError(f"too short to identify anything: {keep.size * dt:.3g} s of samples at {fs:.4g} Hz in the "
+                       f"window [{a:.3g}, {b:.3g}] s after the filter's edges at the recording's ends (low-pass at "
                        f"{fc:.3g} Hz, {edge * dt:.3g} s each); at least {MIN_DURATION:g} s are needed")
     Qf = lowpass(Q, fs, fc)
     Ef = lowpass(E, fs, fc)
