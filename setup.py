@@ -29,7 +29,7 @@ setup(
         ("share/" + package_name + "/config", glob("config/*.yaml")),
         ("share/" + package_name + "/urdf", glob("urdf/*.urdf")),
     ],
-    install_requires=["numpy", "scipy", "numba", "xacro", "pyyaml"],
+    install_requires=["numpy", "scipy", "numba", "xacro", "pyyaml", "rosbags", "cvxpy-base", "clarabel", "matplotlib"],
     ext_modules=_extensions(),
     zip_safe=False,
     python_requires=">=3.10",
@@ -41,6 +41,7 @@ setup(
             "dynamics_node = dynamics_node.ros.process:main",
             "dynamics_cli = dynamics_node.ros.cli:main",
             "dynamics_summary = dynamics_node.summary:main",
+            "dynamics_identify = dynamics_node.identify.__main__:main",
         ],
     },
 )

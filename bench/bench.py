@@ -11,7 +11,9 @@ Measured in one run, on the same model and the same state:
      over pin.rnea (per-state time and ratio);
   3. scaling: serial chains of 2..60 joints and branched trees, time per call vs number of joints,
      written as a plot to bench/out/scaling.png (and the numbers to bench/out/scaling.csv);
-  4. bench/bench_node.py, if it exists.
+  4. bench/bench_identify.py: dynamics_identify fit on a 60 s, 1 kHz, 7-DoF recording and its regressor
+     stacking against Pinocchio's computeJointTorqueRegressor looped over the same samples;
+  5. bench/bench_node.py, if it exists.
 Functions not (yet) in the core are reported as "missing". No assertion: this only prints.
 """
 from __future__ import annotations
@@ -412,6 +414,15 @@ def main(argv=None):
         r = subprocess.run([sys.executable, str(loops)], cwd=str(REPO))
         if r.returncode:
             print(f"bench_loops.py exited with {r.returncode}")
+    ident = HERE / "bench_identify.py"
+    if ident.exists():
+        print(f"== {ident.relative_to(REPO)} (dynamics_identify fit, 60 s at 1 kHz, 7 DoF; regressor stacking "
+              "vs Pinocchio) ==", flush=True)
+        r = subprocess.run([sys.executable, str(ident)], cwd=str(REPO), stdout=subprocess.PIPE, text=True)
+        print("\n".join(ln for ln in r.stdout.splitlines() if not ln.startswith(("  ", "warning", "identified",
+                                                                                  "wrote /"))))
+        if r.returncode:
+            print(f"bench_identify.py exited with {r.returncode}")
     node = HERE / "bench_node.py"
     if node.exists() and not args.no_node:
         print(f"== {node.relative_to(REPO)} ==", flush=True)

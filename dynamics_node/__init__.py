@@ -66,7 +66,7 @@ _LAZY = {
     "decoupled_control": ".algorithms.loops",
     # issue 10: the inertial-parameter regressor and payload identification
     "inertial_parameters": ".algorithms.regressor", "regressor": ".algorithms.regressor",
-    "link_regressor": ".algorithms.regressor",
+    "link_regressor": ".algorithms.regressor", "regressor_batch": ".algorithms.regressor_batch",
     "Payload": ".identification", "identify_payload": ".identification",
     # issue 11: the terms of model-based controllers
     "coriolis_matrix": ".algorithms.coriolis",

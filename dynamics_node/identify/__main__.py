@@ -1,0 +1,69 @@
+"""dynamics_identify: identify a robot's inertial parameters and friction from a rosbag2 recording.
+
+    dynamics_identify fit BAG --urdf ROBOT.urdf --output OUT.urdf [--topic /joint_states] [--from S] [--to S]
+                          [--report FIT.json] [--plot FIT.png]
+    dynamics_identify evaluate BAG --urdf MODEL.urdf [--topic ...] [--from S] [--to S] [--report ...] [--plot ...]
+    dynamics_identify excite --urdf ROBOT.urdf --output TRAJ.yaml [--duration S] [--period S]
+
+Exit code 0 on success, 1 with one line naming the problem on bad input (nothing written).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="dynamics_identify", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, what in (("fit", "identify inertia and friction, write OUT.urdf"),
+                       ("evaluate", "compare a URDF's torques (friction on) with a recording")):
+        s = sub.add_parser(name, help=what)
+        s.add_argument("bag", help="rosbag2 folder (sqlite3 or MCAP) or a bare .db3 / .mcap file")
+        s.add_argument("--urdf", required=True)
+        if name == "fit":
+            s.add_argument("--output", required=True, help="the identified URDF")
+            s.add_argument("--prior-weight", type=float, default=1.0,
+                           help="weight of the URDF's values where the data say little (default 1: one equation)")
+        s.add_argument("--topic", default="/joint_states")
+        s.add_argument("--from", dest="t_from", type=float, default=None, help="s after the topic's first message")
+        s.add_argument("--to", dest="t_to", type=float, default=None, help="s after the topic's first message")
+        s.add_argument("--report", default=None, help="JSON report")
+        s.add_argument("--plot", default=None, help="PNG plot of measured and predicted torques")
+    s = sub.add_parser("excite", help="an exciting trajectory (JointTrajectory YAML)")
+    s.add_argument("--urdf", required=True)
+    s.add_argument("--output", required=True)
+    s.add_argument("--duration", type=float, default=None, help="s of excitation (default: two periods)")
+    s.add_argument("--period", type=float, default=10.0, help="s, period of the Fourier series")
+    s.add_argument("--harmonics", type=int, default=5)
+    s.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    from ..errors import DynamicsError, clip
+
+    try:
+        if args.command == "fit":
+            from .run import fit_command
+
+            if args.t_from is not None and args.t_to is not None and args.t_to <= args.t_from:
+                raise DynamicsError(f"--to ({args.t_to:g}) must be after --from ({args.t_from:g})")
+            fit_command(args)
+        elif args.command == "evaluate":
+            from .run import evaluate_command
+
+            evaluate_command(args)
+        else:
+            from .excite import excite_command
+
+            excite_command(args)
+    except (DynamicsError, OSError) as e:
+        print(f"dynamics_identify {args.command}: error: {clip(e, 1500)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

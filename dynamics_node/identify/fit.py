@@ -1,0 +1,181 @@
+"""The fit: weighted least squares on the base parameters, then the physically consistent parameters
+closest to it (a semidefinite program), see dynamics_node.identify's docstring for the sources.
+
+1. OLS on the base parameters (column-normalised, eigen-decomposition of the normal matrix; directions
+   whose eigenvalue is below 1e-10 of the largest are left at zero and reported undetermined).
+2. Per joint j the residual variance s_j^2 = RSS_j / (N_j - b_j) (b_j: base parameters acting on j),
+   weights 1 / s_j^2, and WLS again (Gautier & Poignet 2001). cov = (W^T W)^-1 of the weighted base
+   regressor gives each base parameter's standard deviation.
+3. The constrained problem over all parameters p (inertial of every body, friction of every joint):
+
+       minimise  sum_j RSS_j(p) / s_j^2  +  gamma |D^-1 (p - k p0)|^2
+       subject to  J_i(p_i) >= eps J_ref,i  (4 x 4 pseudo-inertia, Wensing, Kim & Slotine 2017)
+                   viscous, Coulomb >= 0
+
+   The data term is the WLS one (its normal matrix, factored); the second term pulls toward the
+   URDF's values p0 only where the data say little: gamma = 1 means the prior counts as one weighted
+   equation per normalised parameter (D: the parameters' typical sizes), against thousands of
+   equations in directions the data determine. It is scale-equivariant: k is the least-squares
+   factor between the measured torques and the URDF model's (efforts twice as large give k twice as
+   large, p twice as large: torques exactly doubled), and D scales with k too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..algorithms.regressor import N_PARAMS
+from ..errors import InputError, clip_names
+from .stack import grams
+
+EIG_TOL = 1e-10
+EPS_LMI = 1e-4
+DETERMINED = 0.1  # a base parameter is determined when its std is below this fraction of its typical size
+
+
+@dataclass
+class Fit:
+    p: np.ndarray                 # constrained, all parameters (model order, then friction)
+    p_ls: np.ndarray              # base parameters, WLS, unconstrained
+    std: np.ndarray               # their standard deviations
+    determined: np.ndarray        # bool per base parameter
+    sigma: np.ndarray             # residual std per joint of the WLS fit
+    condition: float              # of the column-normalised weighted base regressor
+    prior_factor: float           # k
+    samples: int
+    equations: np.ndarray         # per joint
+    solver: str
+    warnings: list = field(default_factory=list)
+
+
+def pseudo_inertia(pi):
+    """J = [[Sigma, h], [h^T, m]], Sigma = tr(Ibar)/2 1 - Ibar (Wensing et al. 2017, Eq. 8)."""
+    m, h = pi[0], pi[1:4]
+    Ib = np.array([[pi[4], pi[5], pi[7]], [pi[5], pi[6], pi[8]], [pi[7], pi[8], pi[9]]])
+    J = np.empty((4, 4))
+    J[:3, :3] = 0.5 * np.trace(Ib) * np.eye(3) - Ib
+    J[:3, 3] = J[3, :3] = h
+    J[3, 3] = m
+    return J
+
+
+def _pseudo_basis():
+    """(10, 4, 4): J(pi) = sum_k pi_k E_k."""
+    return np.array([pseudo_inertia(np.eye(N_PARAMS)[k]) for k in range(N_PARAMS)])
+
+
+def _solve_psd(G, g, tol=EIG_TOL):
+    """x = G^+ g (eigen), with the count of directions kept and the inverse on them."""
+    lam, U = np.linalg.eigh(G)
+    keep = lam > tol * max(lam.max(), 1e-300)
+    inv = (U[:, keep] / lam[keep]) @ U[:, keep].T
+    return inv @ g, inv, keep, lam, U
+
+
+def least_squares(par, M, counts, weights=None):
+    """Base-parameter (W)LS from the per-joint Gram matrices. Returns (p_B, cov, rss per joint, info)."""
+    ib, P = par.base_idx, par.P
+    nv = M.shape[0]
+    w = np.ones(nv) if weights is None else weights
+    Gj = M[:, ib][:, :, ib]
+    gj = M[:, ib, P]
+    sj = M[:, P, P]
+    G = np.tensordot(w, Gj, axes=1)
+    g = w @ gj
+    d = np.sqrt(np.maximum(np.diag(G), 0.0))
+    d[d == 0] = 1.0
+    xs, inv, keep, lam, U = _solve_psd(G / np.outer(d, d), g / d)
+    pB = xs / d
+    cov = inv / np.outer(d, d)
+    rss = np.maximum(sj - 2 * gj @ pB + np.einsum("i,jik,k->j", pB, Gj, pB), 0.0)
+    cond = float(np.sqrt(lam.max() / lam[keep].min())) if keep.any() else np.inf
+    return pB, cov, rss, dict(keep=keep, lam=lam, U=U, d=d, G=G, g=g, cond=cond, Gj=Gj, gj=gj)
+
+
+def fit(par, samples, prior_weight=1.0) -> Fit:
+    S = samples
+    sl = slice(None, None, S.decimate)
+    Q, QD, QDD, TAU, mask = S.Q[sl], S.QD[sl], S.QDD[sl], S.TAU[sl], S.mask[sl]
+    M, counts = grams(par, Q, QD, QDD, TAU, mask, S.SGN[sl])
+    warnings = []
+    r = par.base_idx.size
+    ib = par.base_idx
+    # 1-2: OLS, residual variances, WLS
+    pB, _, rss, info = least_squares(par, M, counts)
+    active = np.array([np.count_nonzero(np.diag(M[j][ib][:, ib]) > 0) for j in range(M.shape[0])])
+    dof = np.maximum(counts - np.minimum(active, counts - 1), 1)
+    var = rss / dof
+    floor = 1e-12 * max(float(np.max(M[:, par.P, par.P] / np.maximum(counts, 1))), 1e-300)
+    var = np.maximum(var, floor)
+    wts = 1.0 / var
+    pB, cov, rss, info = least_squares(par, M, counts, wts)
+    sigma = np.sqrt(rss / dof)
+    std = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    B = par.base_map()
+    pB0 = B @ par.prior
+    k = float(pB0 @ info["g"]) / float(pB0 @ info["G"] @ pB0) if float(pB0 @ info["G"] @ pB0) > 0 else 1.0
+    if not k > 0:
+        warnings.append(f"the measured efforts are not explained by the URDF's model with a positive factor "
+                        f"({k:.3g}): sign convention or units? The prior is used as it is")
+        k = 1.0
+    typical = np.abs(B) @ (par.scale_data * np.where(np.arange(par.P) < N_PARAMS * par.nb, k, 1.0))
+    determined = (std < DETERMINED * typical) & _in_span(info, r)
+    if not determined.any():
+        raise InputError("too little excitation to identify anything: the data determine none of the "
+                         f"{r} base parameters ({clip_names(par.base_names(B), 400, quote=False)})")
+    # 3: the constrained problem
+    p, solver = _constrained(par, info, B, k, prior_weight, float(np.sum(counts)))
+    return Fit(p=p, p_ls=pB, std=std, determined=determined, sigma=sigma, condition=info["cond"],
+               prior_factor=k, samples=Q.shape[0], equations=counts, solver=solver, warnings=warnings)
+
+
+def _in_span(info, r):
+    """Base parameters that lie in the span of the directions the data excite (not in a null direction)."""
+    U, keep = info["U"], info["keep"]
+    if keep.all():
+        return np.ones(r, bool)
+    null = U[:, ~keep]
+    return np.sum(null ** 2, axis=1) < 1e-6
+
+
+def _constrained(par, info, B, k, gamma, n_eq):
+    import cvxpy as cp
+
+    nb, P = par.nb, par.P
+    D = par.scale_data * np.where(np.arange(P) < N_PARAMS * nb, k, 1.0)
+    x0 = k * par.prior / D
+    lam, U = np.linalg.eigh(info["G"] / np.outer(info["d"], info["d"]))
+    keep = lam > EIG_TOL * lam.max()
+    L = (np.sqrt(lam[keep])[:, None] * U[:, keep].T) * info["d"][None, :]
+    z = (U[:, keep].T @ (info["g"] / info["d"])) / np.sqrt(lam[keep])
+    LC = L @ (B * D[None, :])
+    x = cp.Variable(P)
+    scale = 1.0 / max(n_eq, 1.0)
+    obj = cp.sum_squares(LC @ x - z) * scale + gamma * scale * cp.sum_squares(x - x0)
+    cons = []
+    E = _pseudo_basis()
+    for i in range(nb):
+        s_i = par.scale[N_PARAMS * i:N_PARAMS * (i + 1)]
+        m_i, L_i = s_i[0], np.sqrt(s_i[4] / s_i[0])
+        T = np.diag([1 / L_i, 1 / L_i, 1 / L_i, 1.0]) / np.sqrt(m_i)
+        Ek = [T @ E[c] @ T * s_i[c] for c in range(N_PARAMS)]
+        J = sum(x[N_PARAMS * i + c] * Ek[c] for c in range(N_PARAMS))
+        Jref = T @ par.j_ref[i] @ T
+        cons.append(0.5 * (J + J.T) >> EPS_LMI * Jref)
+    cons.append(x[N_PARAMS * nb:] >= 0)
+    prob = cp.Problem(cp.Minimize(obj), cons)
+    used = None
+    for solver in ("CLARABEL", "SCS"):
+        if solver not in cp.installed_solvers():
+            continue
+        try:
+            prob.solve(solver=solver)
+        except cp.error.SolverError:
+            continue
+        if prob.status in ("optimal", "optimal_inaccurate") and x.value is not None:
+            used = f"{solver} ({prob.status})"
+            break
+    if used is None:
+        raise InputError(f"the constrained fit failed (solver status {prob.status}); the data may be degenerate")
+    return D * np.asarray(x.value), used

@@ -1,0 +1,170 @@
+"""The commands ``fit`` and ``evaluate``: loading, checks, the fit, the outputs."""
+from __future__ import annotations
+
+import warnings as _warnings
+
+import numpy as np
+
+from ..errors import DynamicsError, InputError, ModelError, clip, clip_names
+from . import report
+from .bag import read_joint_states
+from .signals import prepare
+
+MOVES = 1e-3  # rad (m): a joint whose range in the window is below this never moves
+
+
+def load(urdf, friction):
+    """(model, loader warnings): refuses what the fit does not support."""
+    from .. import load_model
+
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        model = load_model(urdf, friction=friction)
+    if model.loops:
+        raise ModelError(f"{clip(urdf, 160)}: a closed-loop model (<loop_joint> {clip_names(model.loop_joints)}) "
+                         "is not supported yet by dynamics_identify")
+    odd = [n for n, k in model.joint_kinds.items() if k not in ("revolute", "continuous", "prismatic")]
+    if odd:
+        raise ModelError(f"{clip(urdf, 160)}: joints {clip_names(odd)} of type "
+                         f"{model.joint_kinds[odd[0]]}: only revolute, continuous and prismatic joints "
+                         "(a fixed-base tree) are supported; a floating base or multi-DoF joint is not")
+    if model.nv == 0:
+        raise ModelError(f"{clip(urdf, 160)}: the model has no moving joint: nothing to identify")
+    return model, [str(w.message) for w in caught]
+
+
+def _samples(args, model):
+    rec = read_joint_states(args.bag, args.topic)
+    S = prepare(rec, model, args.t_from, args.t_to)
+    return rec, S
+
+
+def _motion(S, model):
+    rng = S.Q.max(axis=0) - S.Q.min(axis=0)
+    still = [model.joint_names[j] for j in range(model.nv) if rng[j] < MOVES]
+    return rng, still
+
+
+def fit_command(args, out=print):
+    from .. import inverse_dynamics_batch, load_model
+    from ..urdf_source import read_description
+    from .fit import fit
+    from .params import calibrate, setup
+    from .urdf_out import edit_urdf, make_consistent, write_checked
+
+    model, load_warnings = load(args.urdf, False)
+    model_f, _ = load(args.urdf, True)
+    text, _ = read_description(args.urdf, None)
+    rec, S = _samples(args, model)
+    warns = list(S.warnings)
+    rng, still = _motion(S, model)
+    if len(still) == model.nv:
+        raise InputError(f"too little excitation to identify anything: no joint moves in the window "
+                         f"(ranges below {MOVES:g}); every parameter is undetermined")
+    if still:
+        warns.append(f"joints that never move in the window: {clip_names(still)} (their friction and the "
+                     "inertia only they would reveal stay at the URDF's values)")
+    par = setup(model, model_f)
+    calibrate(par, S.Q, S.QD, S.TAU)
+    res = fit(par, S, prior_weight=args.prior_weight)
+    warns += res.warnings
+    p, adjusted = make_consistent(par, res.p, res.prior_factor)
+    if res.condition > 1e3:
+        warns.append(f"poor excitation: condition number {res.condition:.3g} of the weighted base regressor "
+                     "(column-normalised); play the trajectory of 'dynamics_identify excite'")
+    B = par.base_map()
+    names = par.base_names(B)
+    undetermined = [names[i] for i in np.nonzero(~res.determined)[0]]
+    if undetermined:
+        warns.append(f"{len(undetermined)} of {len(names)} base parameters not determined by the data (kept near "
+                     f"the URDF's values): {clip_names(undetermined, 600, quote=False)}")
+    new_text = edit_urdf(text, par, p)
+    # residuals of the written model on the fit's samples: measured (raw and filtered) minus predicted
+    import tempfile
+    import os
+
+    with tempfile.NamedTemporaryFile("w", suffix=".urdf", delete=False) as fh:
+        fh.write(new_text)
+    try:
+        fitted = load_model(fh.name, friction=True)
+    finally:
+        os.unlink(fh.name)
+    pred = inverse_dynamics_batch(fitted, S.Q, S.QD, S.QDD)
+    prior_pred = inverse_dynamics_batch(model_f, S.Q, S.QD, S.QDD)
+    rms_f, max_f = report.rms_max(S.TAU_RAW - pred)      # as evaluate: the recorded efforts
+    rms_filt, _ = report.rms_max(S.TAU - pred)
+    rms_prior, _ = report.rms_max(S.TAU_RAW - prior_pred)
+    from .stack import full_regressor
+
+    sl = slice(None, None, max(1, S.Q.shape[0] // 4000))
+    Yb = full_regressor(par, S.Q[sl], S.QD[sl], S.QDD[sl])[:, :, par.base_idx]
+    rms_ls, _ = report.rms_max(S.TAU_RAW[sl] - Yb @ res.p_ls)
+    spread = S.TAU_RAW.std(axis=0)
+    for j, nm in enumerate(model.joint_names):
+        moves = prior_pred[:, j].std() > 0 and S.TAU[:, j].std() > 0
+        c = np.corrcoef(S.TAU[:, j], prior_pred[:, j])[0, 1] if moves else 0.0
+        if c < -0.5:
+            warns.append(f"joint '{nm}': the efforts look sign-flipped (correlation {c:.2f} with the URDF model's "
+                         "torques)")
+        if spread[j] > 0 and rms_f[j] > 0.5 * spread[j]:
+            warns.append(f"joint '{nm}': the identified model explains little of its effort (RMS {rms_f[j]:.3g} "
+                         f"against a spread of {spread[j]:.3g}): sign, units, or unmodelled effects?")
+    write_checked(new_text, args.output)
+    data = dict(
+        command="fit", bag=rec.path, topic=rec.topic, urdf=str(args.urdf), output=str(args.output),
+        window=[float(S.t[0]), float(S.t[-1])], samples=int(S.Q.shape[0]), samples_fit=int(res.samples),
+        rate_hz=S.fs, cutoff_hz=S.cutoff, decimation=S.decimate, solver=res.solver,
+        joints=list(model.joint_names), rms=rms_f, rms_filtered=rms_filt, max=max_f, rms_unconstrained_ls=rms_ls,
+        rms_urdf=rms_prior, effort_std=spread, residual_sigma_wls=res.sigma, condition_number=res.condition,
+        prior_factor=res.prior_factor, joint_range=rng,
+        base_parameters=[dict(name=names[i], ls=res.p_ls[i], std=res.std[i],
+                              relative_std=abs(res.std[i]) / max(abs(res.p_ls[i]), 1e-300),
+                              determined=bool(res.determined[i]), constrained=float(B[i] @ p))
+                         for i in range(len(names))],
+        parameters={nm: float(v) for nm, v in zip(par.names, p)}, friction_joints=list(par.friction_joints),
+        adjusted_bodies=[dict(link=model.body_link[b], eta=e) for b, e in adjusted],
+        urdf_warnings=load_warnings, warnings=warns)
+    if args.report:
+        report.write_json(args.report, data)
+    if args.plot:
+        report.render_plot(args.plot, S.t, model.joint_names, S.TAU, pred,
+                           f"fit: filtered measured effort and the identified model ({rec.path})")
+    for w in warns:
+        out(f"warning: {w}")
+    out(f"identified {len(names)} base parameters ({int(res.determined.sum())} determined) from {S.Q.shape[0]} "
+        f"samples at {S.fs:.4g} Hz (low-pass {S.cutoff:.3g} Hz), condition number {res.condition:.4g}")
+    for j, nm in enumerate(model.joint_names):
+        out(f"  {nm}: RMS {rms_f[j]:.4g} N m (URDF {rms_prior[j]:.4g}, unconstrained LS {rms_ls[j]:.4g}), "
+            f"effort spread {spread[j]:.4g}")
+    out(f"wrote {args.output}")
+    return data
+
+
+def evaluate_command(args, out=print):
+    from .. import inverse_dynamics_batch
+
+    model, load_warnings = load(args.urdf, True)
+    rec, S = _samples(args, model)
+    try:
+        pred = inverse_dynamics_batch(model, S.Q, S.QD, S.QDD)
+    except DynamicsError as e:
+        raise InputError(f"inverse dynamics on the recording failed: {clip(e, 300)}") from None
+    rms, mx = report.rms_max(S.TAU_RAW - pred)
+    rms_f, _ = report.rms_max(S.TAU - pred)
+    spread = S.TAU_RAW.std(axis=0)
+    data = dict(command="evaluate", bag=rec.path, topic=rec.topic, urdf=str(args.urdf),
+                window=[float(S.t[0]), float(S.t[-1])], joints=list(model.joint_names), rms=rms, max=mx,
+                samples=int(S.Q.shape[0]), rms_filtered=rms_f, effort_std=spread,
+                relative_rms=np.where(spread > 0, rms / np.where(spread > 0, spread, 1), np.nan),
+                rate_hz=S.fs, cutoff_hz=S.cutoff, urdf_warnings=load_warnings, warnings=S.warnings)
+    if args.report:
+        report.write_json(args.report, data)
+    if args.plot:
+        report.render_plot(args.plot, S.t, model.joint_names, S.TAU_RAW, pred,
+                           f"evaluate: measured effort and {clip(args.urdf, 60)} (friction on)")
+    for w in S.warnings:
+        out(f"warning: {w}")
+    out(f"{S.Q.shape[0]} samples at {S.fs:.4g} Hz, window [{S.t[0]:.3f}, {S.t[-1]:.3f}] s")
+    for j, nm in enumerate(model.joint_names):
+        out(f"  {nm}: RMS {rms[j]:.4g} N m, max {mx[j]:.4g} N m, effort spread {spread[j]:.4g}")
+    return data

@@ -1,0 +1,182 @@
+"""From merged joint-state samples to the states and torques of the fit: resampling, zero-phase
+filtering, differentiation (module docstring of dynamics_node.identify says why each).
+
+1. Window and grid: the samples between ``t_from`` and ``t_to`` (s after the topic's first message),
+   inside the span every joint covers, onto a uniform grid at the recording's rate (the median
+   interval of the joints' samples): linear interpolation per joint, so irregular stamps and
+   publishers that each send some joints are fine.
+2. Cutoff: the motion's bandwidth f_m is where 99.5 % of the detrended positions' power lies (FFT);
+   the low-pass cutoff is f_c = clip(5 f_m, 1 Hz, 20 Hz) and at most 0.2 f_s, so it follows the
+   sample rate at 30-100 Hz recordings.
+3. A 4th-order Butterworth low-pass run forwards and backwards (scipy.signal.sosfiltfilt: zero phase,
+   no lag between torque and state) on the positions AND the efforts, so both see the same smoothing.
+4. q', q'' as the first and second derivatives of a quintic interpolating spline through the filtered
+   positions (scipy.interpolate.make_interp_spline): exact for polynomials to degree 5 and accurate to
+   near the cutoff at any rate, where finite differences lose 7 % of the acceleration at 30 Hz.
+   The recorded velocity is not used (it may be missing); q' comes from the positions.
+   sign(q') goes through the same filter (the Coulomb columns of the regressor: parallel filtering,
+   Gautier 1997; the other columns are smooth functions of the filtered states).
+5. The whole recording is filtered, then the window cut out; 3 / f_c at the recording's ends (the
+   filter's edges) are dropped; the fit takes every k-th sample so that its
+   rate stays above 5 f_c (parallel decimation, Gautier 1997: the filtered signals carry nothing
+   above f_c).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import clip_names
+from .bag import BagError
+
+MIN_DURATION = 2.0   # s of window after the edges are dropped
+MIN_SAMPLES = 30
+
+
+@dataclass
+class Samples:
+    joints: tuple         # model joint order
+    t: np.ndarray         # s since the topic's first message
+    Q: np.ndarray
+    QD: np.ndarray
+    QDD: np.ndarray
+    TAU: np.ndarray       # filtered efforts (what the fit uses)
+    TAU_RAW: np.ndarray   # efforts on the grid, unfiltered (what evaluate compares with)
+    fs: float             # grid rate (Hz)
+    cutoff: float         # low-pass cutoff (Hz)
+    decimate: int
+    mask: np.ndarray      # per sample and joint: usable for the fit (not saturated)
+    SGN: np.ndarray = None  # sign(QD) through the same low-pass (the Coulomb columns, parallel filtering)
+    warnings: list = field(default_factory=list)
+
+
+def _rate(rec, names):
+    dts = [np.median(np.diff(rec.joints[n].t)) for n in names if rec.joints[n].t.size > 1]
+    dts = [d for d in dts if d > 0]
+    if not dts:
+        raise BagError("the recording has fewer than two samples per joint: too short to identify anything")
+    return 1.0 / float(np.median(dts))
+
+
+def motion_bandwidth(Q, fs):
+    """Frequency (Hz) below which 99.5 % of the detrended positions' power lies (largest over joints)."""
+    n = Q.shape[0]
+    X = Q - np.linspace(0, 1, n)[:, None] * (Q[-1] - Q[0]) - Q[0]  # detrended: the ends meet
+    P = np.abs(np.fft.rfft(X - X.mean(axis=0), axis=0)) ** 2
+    f = np.fft.rfftfreq(n, 1.0 / fs)
+    tot = P.sum(axis=0)
+    out = 0.0
+    for j in range(Q.shape[1]):
+        if tot[j] <= 0:
+            continue
+        c = np.cumsum(P[:, j]) / tot[j]
+        out = max(out, float(f[min(np.searchsorted(c, 0.995), f.size - 1)]))
+    return out
+
+
+def choose_cutoff(Q, fs):
+    fm = motion_bandwidth(Q, fs)
+    return float(min(np.clip(5.0 * fm, 1.0, 20.0), 0.2 * fs))
+
+
+def lowpass(X, fs, fc):
+    from scipy.signal import butter, sosfiltfilt
+
+    sos = butter(4, fc, fs=fs, output="sos")
+    return sosfiltfilt(sos, X, axis=0)
+
+
+def derivatives(t, X):
+    """X', X'' at t: derivatives of the quintic interpolating spline through (t, X)."""
+    from scipy.interpolate import make_interp_spline
+
+    sp = make_interp_spline(t, X, k=5, axis=0)
+    return sp.derivative(1)(t), sp.derivative(2)(t)
+
+
+def _saturation(e, limit):
+    """Samples where the effort sits at a plateau of its extreme (clipping) or at the URDF limit."""
+    f = np.isfinite(e)
+    if f.sum() < 10:
+        return np.zeros(e.size, bool)
+    top = float(np.nanmax(np.abs(e)))
+    sat = np.zeros(e.size, bool)
+    if top > 0:
+        at = f & (np.abs(e) >= top * (1 - 1e-4))
+        if at.sum() >= max(5, 0.005 * f.sum()):
+            sat |= at
+    if limit and limit > 0:
+        sat |= f & (np.abs(e) >= 0.999 * limit)
+    return sat
+
+
+def prepare(rec, model, t_from=None, t_to=None, cutoff=None) -> Samples:
+    """The Samples of the model's joints from a Recording (module docstring). BagError for joints of
+    the model missing from the recording, a window with too few samples, or joints without efforts."""
+    names = list(model.joint_names)
+    warnings = []
+    missing = [n for n in names if n not in rec.joints]
+    if missing:
+        raise BagError(f"joints of the URDF missing from the recording on '{rec.topic}': {clip_names(missing)} "
+                       f"(the recording has {clip_names(sorted(rec.joints))})")
+    extra = sorted(set(rec.joints) - set(names))
+    if extra:
+        warnings.append(f"joints in the recording that the URDF does not have are ignored: {clip_names(extra)}")
+    no_eff = [n for n in names if not np.isfinite(rec.joints[n].effort).any()]
+    if no_eff:
+        raise BagError(f"no effort for joints {clip_names(no_eff)} in the recording on '{rec.topic}': "
+                       "identification needs the measured torque of every moving joint")
+    fs = _rate(rec, names)
+    lo = max(float(rec.joints[n].t[0]) for n in names)
+    hi = min(float(rec.joints[n].t[-1]) for n in names)
+    a = lo if t_from is None else max(lo, float(t_from))
+    b = hi if t_to is None else min(hi, float(t_to))
+    dt = 1.0 / fs
+    n = int(np.floor((hi - lo) / dt + 1e-9)) + 1 if hi > lo else 0
+    inside = int(np.floor((b - a) / dt + 1e-9)) + 1 if b > a else 0
+    if inside < MIN_SAMPLES or n < MIN_SAMPLES:
+        raise BagError(f"too short to identify anything: the window [{a:.3g}, {b:.3g}] s holds {max(inside, 0)} "
+                       f"samples at {fs:.4g} Hz (the recording spans {rec.duration:.3g} s); at least {MIN_SAMPLES} "
+                       f"and {MIN_DURATION:g} s are needed")
+    # the whole recording is filtered and differentiated; the window is cut afterwards (no filter edge
+    # inside the recording), and 3 / f_c at the recording's own ends is dropped
+    t = lo + dt * np.arange(n)
+    Q, E = np.empty((n, len(names))), np.empty((n, len(names)))
+    for j, nm in enumerate(names):
+        s = rec.joints[nm]
+        ok = np.isfinite(s.position)
+        pos = s.position[ok]
+        if model.joint_kinds.get(nm) == "continuous":
+            pos = np.unwrap(pos)
+        Q[:, j] = np.interp(t, s.t[ok], pos)
+        okE = np.isfinite(s.effort)
+        E[:, j] = np.interp(t, s.t[okE], s.effort[okE])
+        gaps = np.diff(s.t[ok])
+        if gaps.size and gaps.max() > max(10 * dt, 0.1):
+            warnings.append(f"joint '{nm}': a gap of {gaps.max():.3g} s without samples (interpolated across)")
+    fc = choose_cutoff(Q, fs) if cutoff is None else float(min(cutoff, 0.45 * fs))
+    edge = int(np.ceil(3.0 * fs / fc))
+    keep = np.nonzero((t >= a - 1e-9) & (t <= b + 1e-9) & (np.arange(n) >= edge) & (np.arange(n) < n - edge))[0]
+    if keep.size < MIN_SAMPLES or keep.size * dt < MIN_DURATION:
+        raise BagError(f"too short to identify anything: {keep.size * dt:.3g} s of samples at {fs:.4g} Hz in the "
+                       f"window [{a:.3g}, {b:.3g}] s after the filter's edges at the recording's ends (low-pass at "
+                       f"{fc:.3g} Hz, {edge * dt:.3g} s each); at least {MIN_DURATION:g} s are needed")
+    Qf = lowpass(Q, fs, fc)
+    Ef = lowpass(E, fs, fc)
+    QD, QDD = derivatives(t, Qf)
+    SGN = lowpass(np.sign(QD), fs, fc)
+    sat = np.zeros((n, len(names)), bool)
+    for j, nm in enumerate(names):
+        lim = model.joint_limits.get(nm)
+        s = _saturation(E[:, j], lim[2] if lim is not None and np.isfinite(lim[2]) else None)
+        if s.any():
+            warnings.append(f"joint '{nm}': effort saturated or clipped at {np.abs(E[s, j]).max():.4g} in "
+                            f"{s.mean() * 100:.2g} % of the samples (left out of the fit)")
+            idx = np.nonzero(s)[0]
+            for k in range(-edge, edge + 1):  # the filter smears a clipped sample over ~1/fc
+                sat[np.clip(idx + k, 0, n - 1), j] = True
+    dec = max(1, int(np.floor(fs / (5.0 * fc))))
+    return Samples(joints=tuple(names), t=t[keep], Q=Qf[keep], QD=QD[keep], QDD=QDD[keep], TAU=Ef[keep],
+                   TAU_RAW=E[keep], fs=fs, cutoff=fc, decimate=dec, mask=~sat[keep], SGN=SGN[keep],
+                   warnings=warnings)

@@ -1,0 +1,69 @@
+"""Stacking the regressor over many samples: per joint j the Gram matrix of [Y_j, tau_j] (rows: the
+samples where joint j's effort is usable), accumulated chunk by chunk with the batch regressor
+kernel (algorithms/regressor_batch.py) writing into one reused buffer. Everything the fit needs
+(least squares, residual per joint, weights, the constrained problem) follows from these
+(P + 1) x (P + 1) matrices, so memory does not grow with the recording's length.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..algorithms.regressor_batch import regressor_batch_kernel
+from ..errors import InputError
+from .params import friction_columns
+
+CHUNK = 1024
+
+
+class _Kernel:
+    """The batch regressor of one model with its buffers (reused across chunks: the kernel writes the
+    same entries for every state and leaves the others zero)."""
+
+    def __init__(self, model, chunk):
+        self.m = model
+        self.Y = np.zeros((chunk, model.nvt, 10 * model.nb))
+        self.w = np.empty(model.work_size)
+        self.Sb = np.empty((model.nb, 6 * model.nvt))
+        self.A = np.empty((6, 10))
+
+    def __call__(self, Q, QD, QDD):
+        m, n = self.m, Q.shape[0]
+        if m.has_mimic:  # tree coordinates (§9.6): q_t = mul q + offset, qd_t = mul qd
+            Q = Q[:, m.q_src] * m.q_mul + m.q_off
+            QD, QDD = QD[:, m.v_src] * m.v_mul, QDD[:, m.v_src] * m.v_mul
+        Y = self.Y[:n]
+        st = regressor_batch_kernel(m._kmi, m._kmf, np.ascontiguousarray(Q), np.ascontiguousarray(QD),
+                                    np.ascontiguousarray(QDD), Y, self.w, self.Sb, self.A)
+        if st:
+            raise InputError(f"the regressor could not be computed (status {st}): non-finite or out-of-range states")
+        return np.einsum("tv,ntp->nvp", m.G, Y) if m.has_mimic else Y
+
+
+def full_regressor(par, Q, QD, QDD, SGN=None):
+    """(N x nv x P): inertial columns, then friction columns."""
+    k = _Kernel(par.model, Q.shape[0])
+    return np.concatenate([k(Q, QD, QDD), friction_columns(par, QD, SGN)], axis=2)
+
+
+def grams(par, Q, QD, QDD, TAU, mask=None, SGN=None, chunk=CHUNK):
+    """(M, counts): M[j] = [Y_j, tau_j]^T [Y_j, tau_j] over the samples usable for joint j."""
+    m = par.model
+    nv, P = m.nv, par.P
+    M = np.zeros((nv, P + 1, P + 1))
+    counts = np.zeros(nv, dtype=np.int64)
+    kern = _Kernel(m, min(chunk, Q.shape[0]))
+    Aug = np.empty((min(chunk, Q.shape[0]), P + 1))
+    for a in range(0, Q.shape[0], chunk):
+        b = min(a + chunk, Q.shape[0])
+        Yi = kern(Q[a:b], QD[a:b], QDD[a:b])
+        F = friction_columns(par, QD[a:b], None if SGN is None else SGN[a:b])
+        for j in range(nv):
+            A = Aug[:b - a]
+            A[:, :10 * m.nb] = Yi[:, j, :]
+            A[:, 10 * m.nb:P] = F[:, j, :]
+            A[:, P] = TAU[a:b, j]
+            if mask is not None and not mask[a:b, j].all():
+                A = A[mask[a:b, j]]
+            M[j] += A.T @ A
+            counts[j] += A.shape[0]
+    return M, counts

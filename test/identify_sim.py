@@ -1,0 +1,159 @@
+"""Simulated recordings with a known truth for the dynamics_identify tests: a perturbed, physically
+consistent copy of a robot's inertial parameters plus friction (written into the URDF's XML), a
+smooth trajectory within the limits, the truth's torques from Pinocchio's RNEA (independent of the
+core) plus friction, and a rosbag2 recording of them (rosbags writer) with noise."""
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+
+def _consistent_perturbation(mass, com, Ic, rng, amount):
+    """A rigid body near (mass, com, Ic): mass x [1 - a, 1 + a], the CoM moved by a x 5 cm, the
+    principal moments scaled and the axes turned, keeping the triangle inequality."""
+    m = mass * (1 + amount * rng.uniform(-1, 1)) if mass > 0 else 0.1
+    c = np.asarray(com) + amount * 0.05 * rng.uniform(-1, 1, 3)
+    ev = np.linalg.eigvalsh(Ic) if mass > 0 else np.full(3, 1e-4)
+    ev = np.maximum(ev, 1e-6)
+    # second moments of the mass distribution (Wensing et al.): positive <=> triangle inequality
+    sig = np.maximum(0.5 * ev.sum() - ev, 1e-7 * ev.sum()) * (1 + amount * rng.uniform(-1, 1, 3))
+    ev2 = sig.sum() - sig
+    A = rng.normal(size=(3, 3)) * amount
+    R, _ = np.linalg.qr(np.eye(3) + A)
+    return m, c, R @ np.diag(ev2) @ R.T
+
+
+def perturbed_urdf(text, rng, amount=0.3, friction=(0.3, 3.0), skip_links=()):
+    """(URDF text of the truth, {joint: (damping, coulomb)}). Every link with an inertial (and no
+    inertial: given one) on a moving joint's child is perturbed; every moving joint gets friction."""
+    root = ET.fromstring(text)
+    moving_children = {j.find("child").get("link") for j in root.findall("joint") if j.get("type") != "fixed"}
+    for link in root.findall("link"):
+        if link.get("name") not in moving_children or link.get("name") in skip_links:
+            continue
+        ine = link.find("inertial")
+        if ine is None:
+            continue
+        o = ine.find("origin")
+        xyz = [float(x) for x in (o.get("xyz", "0 0 0") if o is not None else "0 0 0").split()]
+        rpy = [float(x) for x in (o.get("rpy", "0 0 0") if o is not None else "0 0 0").split()]
+        I = ine.find("inertia")
+        vals = {k: float(I.get(k, 0)) for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+        Il = np.array([[vals["ixx"], vals["ixy"], vals["ixz"]], [vals["ixy"], vals["iyy"], vals["iyz"]],
+                       [vals["ixz"], vals["iyz"], vals["izz"]]])
+        Rr = _rpy(rpy)
+        m, c, Ic = _consistent_perturbation(float(ine.find("mass").get("value")), xyz, Rr @ Il @ Rr.T, rng, amount)
+        if o is None:
+            o = ET.SubElement(ine, "origin")
+        o.set("xyz", " ".join(repr(float(x)) for x in c))
+        o.set("rpy", "0 0 0")
+        ine.find("mass").set("value", repr(float(m)))
+        for k, (r, s) in {"ixx": (0, 0), "ixy": (0, 1), "ixz": (0, 2), "iyy": (1, 1), "iyz": (1, 2),
+                          "izz": (2, 2)}.items():
+            I.set(k, repr(float(Ic[r, s])))
+    fr = {}
+    for j in root.findall("joint"):
+        if j.find("mimic") is not None and j.find("dynamics") is not None:  # the truth: friction on masters only
+            j.remove(j.find("dynamics"))
+        if j.get("type") in ("revolute", "continuous", "prismatic") and j.find("mimic") is None:
+            d = j.find("dynamics")
+            if d is None:
+                d = ET.SubElement(j, "dynamics")
+            b, f = rng.uniform(*friction) * 0.5, rng.uniform(*friction)
+            d.set("damping", repr(float(b)))
+            d.set("friction", repr(float(f)))
+            fr[j.get("name")] = (b, f)
+    return ET.tostring(root, encoding="unicode"), fr
+
+
+def _rpy(rpy):
+    r, p, y = rpy
+    Rx = np.array([[1, 0, 0], [0, math.cos(r), -math.sin(r)], [0, math.sin(r), math.cos(r)]])
+    Ry = np.array([[math.cos(p), 0, math.sin(p)], [0, 1, 0], [-math.sin(p), 0, math.cos(p)]])
+    Rz = np.array([[math.cos(y), -math.sin(y), 0], [math.sin(y), math.cos(y), 0], [0, 0, 1]])
+    return Rz @ Ry @ Rx
+
+
+def fourier_trajectory(model, t, rng, period=10.0, harmonics=5, fill=0.6, vmax=1.5):
+    """Q, QD, QDD (exact derivatives) of a random finite Fourier series per joint, centred in its
+    limits, scaled to use ``fill`` of the half range and at most ``vmax`` rad/s."""
+    nv = model.nv
+    w = 2 * math.pi / period
+    Q, QD, QDD = (np.zeros((t.size, nv)) for _ in range(3))
+    for j, name in enumerate(model.joint_names):
+        lim = model.joint_limits.get(name)
+        lo, hi = (-math.pi, math.pi) if lim is None or not np.isfinite(lim[0]) else (lim[0], lim[1])
+        mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
+        if lim is not None and np.isfinite(lim[3]) and lim[3] > 0:
+            v_lim = min(vmax, 0.8 * lim[3])
+        else:
+            v_lim = vmax
+        q = np.zeros(t.size)
+        qd, qdd = np.zeros(t.size), np.zeros(t.size)
+        for k in range(1, harmonics + 1):
+            a, b = rng.normal(size=2) / k
+            q += a * np.sin(w * k * t) + b * np.cos(w * k * t)
+            qd += w * k * (a * np.cos(w * k * t) - b * np.sin(w * k * t))
+            qdd += -(w * k) ** 2 * (a * np.sin(w * k * t) + b * np.cos(w * k * t))
+        s = min(fill * min(half, 2.0) / np.abs(q).max(), v_lim / np.abs(qd).max())
+        Q[:, j], QD[:, j], QDD[:, j] = mid + s * q, s * qd, s * qdd
+    return Q, QD, QDD
+
+
+def truth_torques(urdf_text, model, fr, Q, QD, QDD):
+    """Pinocchio's RNEA on the truth URDF plus friction b qd + f sign(qd) (the core's convention)."""
+    import pinocchio as pin
+
+    pm = pin.buildModelFromXML(urdf_text)
+    pd = pm.createData()
+    idx = [pm.joints[pm.getJointId(n)].idx_q for n in model.joint_names]
+    TAU = np.empty_like(Q)
+    q = pin.neutral(pm)
+    v = np.zeros(pm.nv)
+    a = np.zeros(pm.nv)
+    # mimic followers (q_f = mul q_m + off) move with their masters; tau = G^T tau_tree
+    fol = [(pm.joints[pm.getJointId(f)].idx_q, model.joint_names.index(mst), mul, off)
+           for f, (mst, mul, off) in model.mimic.items()]
+    for k in range(Q.shape[0]):
+        q[idx], v[idx], a[idx] = Q[k], QD[k], QDD[k]
+        for i, jm, mul, off in fol:
+            q[i], v[i], a[i] = mul * Q[k, jm] + off, mul * QD[k, jm], mul * QDD[k, jm]
+        full = pin.rnea(pm, pd, q, v, a)
+        TAU[k] = full[idx]
+        for i, jm, mul, _ in fol:
+            TAU[k, jm] += mul * full[i]
+    for j, n in enumerate(model.joint_names):
+        b, f = fr.get(n, (0.0, 0.0))
+        TAU[:, j] += b * QD[:, j] + f * np.sign(QD[:, j])
+    return TAU
+
+
+def write_bag(path, t, names, Q, QD, TAU, storage="sqlite3", split=None, topic="/joint_states", t0=1000.0,
+              velocity=True, extra_topics=()):
+    """A rosbag2 recording of JointState messages at times t (s), stamps t0 + t. ``split``: a list of
+    name groups, one message per group per sample (several publishers)."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    JS, H, T = (ts.types[n] for n in ("sensor_msgs/msg/JointState", "std_msgs/msg/Header",
+                                      "builtin_interfaces/msg/Time"))
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    groups = split or [list(names)]
+    cols = [[list(names).index(n) for n in g] for g in groups]
+    with Writer(path, version=9, storage_plugin=plugin) as w:
+        conn = w.add_connection(topic, JS.__msgtype__, typestore=ts)
+        for extra in extra_topics:
+            w.add_connection(extra, "std_msgs/msg/String", typestore=ts)
+        for k in range(t.size):
+            stamp = t0 + float(t[k])
+            sec = int(math.floor(stamp))
+            for g, c in zip(groups, cols):
+                msg = JS(header=H(stamp=T(sec=sec, nanosec=int(round((stamp - sec) * 1e9)) % 1000000000),
+                                  frame_id=""),
+                         name=list(g), position=np.ascontiguousarray(Q[k, c]),
+                         velocity=np.ascontiguousarray(QD[k, c]) if velocity else np.zeros(0),
+                         effort=np.ascontiguousarray(TAU[k, c]))
+                w.write(conn, int(stamp * 1e9), ts.serialize_cdr(msg, JS.__msgtype__))
