@@ -239,7 +239,7 @@ class _Client:
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
         # no QoS-event handlers: each is an entity in every wait of this process's executor, which
-        # at 1 kHz both ways is its main cost (as for the node's stream, ros/stream.output_events)
+        # at 1 kHz both ways is its main cost (as for the node's stream, ros/stream_executor.output_events)
         pub = self.node.create_publisher(JointState, js_topic, QoSProfile(depth=100,
                                                                          reliability=ReliabilityPolicy.RELIABLE),
                                          event_callbacks=PublisherEventCallbacks(use_default_callbacks=False))

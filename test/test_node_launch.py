@@ -140,5 +140,5 @@ def test_node_runs_on_each_config(path):
 def test_console_scripts_exist_in_setup_py():
     tree = ast.parse((ns.REPO / "setup.py").read_text())
     text = ast.unparse(tree)
-    for script in ("dynamics_node = dynamics_node.ros.process:main", "dynamics_cli = dynamics_node.ros.cli:main"):
+    for script in ("dynamics_node = dynamics_node.ros.process:main", "dynamics_cli = dynamics_node.tools.cli:main"):
         assert script in text

@@ -373,7 +373,7 @@ def test_model_terms_topic_of_a_running_node(ref, node):
 
 
 def cli(*args, timeout=60):
-    p = subprocess.run([sys.executable, "-m", "dynamics_node.ros.cli", "--node", f"/{NAME}", *map(str, args)],
+    p = subprocess.run([sys.executable, "-m", "dynamics_node.tools.cli", "--node", f"/{NAME}", *map(str, args)],
                        cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
 
@@ -407,7 +407,7 @@ def test_cli_model_terms_and_jacobian_options(ref, node):
 
 def test_stream_outputs_carry_no_qos_event_handlers(rcl_node):
     """Each QoS-event handler is an entity in every wait of the stream's executor (about 17 us per
-    joint state each): the stream's publishers have none (ros/stream.output_events), its joint-state
+    joint state each): the stream's publishers have none (ros/stream_executor.output_events), its joint-state
     subscription keeps rclpy's (the incompatible-QoS warning about a user's publisher)."""
     from dynamics_node.ros.params import validate
     from dynamics_node.ros.stream import Stream

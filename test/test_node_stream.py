@@ -320,10 +320,10 @@ def _policies(pid):
 
 def _realtime_threads(pid):
     """What runs at real-time priority: [(policy, priority)] once per process of pid's family whose
-    every thread runs that way but those process.ORDINARY_THREADS names, which must be ordinary
+    every thread runs that way but those scheduling.ORDINARY_THREADS names, which must be ordinary
     (they load models and warm kernels up); ('mixed', its threads) for a process that breaks this
     and has a real-time thread; nothing for one without."""
-    from dynamics_node.ros.process import ORDINARY_THREADS
+    from dynamics_node.ros.scheduling import ORDINARY_THREADS
     out = []
     for p, threads in sorted(_policies(pid).items()):
         rt = sorted({(pol, prio) for pol, prio, _ in threads if pol != 0})
@@ -362,8 +362,8 @@ def _wait_realtime(pid, expected, timeout=5.0):
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 def test_joint_state_thread_runs_at_the_real_time_priority_asked_for(node, io, model):
     """stream_thread_priority (default 50): the stream process, every thread of it (its executor,
-    Fast DDS's receive threads, the reports: process.set_process_priority) but the one that loads
-    models (process.ORDINARY_THREADS), and nothing else runs SCHED_FIFO; the parameter changes it at
+    Fast DDS's receive threads, the reports: scheduling.set_process_priority) but the one that loads
+    models (scheduling.ORDINARY_THREADS), and nothing else runs SCHED_FIFO; the parameter changes it at
     run time, 0 gives ordinary scheduling back; where the machine does not allow real-time
     scheduling, the node says so and keeps working."""
     pid = node.proc.pid

@@ -14,13 +14,14 @@ def test_no_module_of_the_package_is_over_500_lines():
 
 
 def test_the_core_imports_no_ros():
-    """The core knows nothing of ROS: only dynamics_node/ros/ may import rclpy or ROS messages.
-    (ament_index_python, a plain Python package, may resolve package:// where it is installed.)"""
+    """The core knows nothing of ROS: only dynamics_node/ros/ (the node) and dynamics_node/tools/ (its
+    ROS clients: dynamics_cli) may import rclpy or ROS messages. (ament_index_python, a plain Python
+    package, may resolve package:// where it is installed.)"""
     ros_words = ("import rclpy", "from rclpy", "_msgs", "dynamics_interfaces")
     offenders = []
     for p in sorted((REPO / "dynamics_node").rglob("*.py")):
         rel = p.relative_to(REPO / "dynamics_node")
-        if rel.parts[0] == "ros":
+        if rel.parts[0] in ("ros", "tools"):
             continue
         for k, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             code = line.split("#")[0]
@@ -60,3 +61,85 @@ def test_the_evidence_index_names_real_tests_and_every_public_function():
     named = set(re.findall(r"`([A-Za-z_]+)`", headings))
     public = {n for n in dn.__all__ if not n.endswith(("Error", "Warning"))}
     assert public <= named, f"public functions without a section in EVIDENCE.md: {sorted(public - named)}"
+
+
+def _import_graph():
+    """{module: {modules of this package it imports}} over dynamics_node's .py files, every import
+    statement counted (those inside functions too: a lazy import is still a dependency)."""
+    import ast
+
+    root = REPO / "dynamics_node"
+    mods = {}
+    for p in sorted(root.rglob("*.py")):
+        parts = p.relative_to(REPO).with_suffix("").parts
+        mods[".".join(parts[:-1]) if parts[-1] == "__init__" else ".".join(parts)] = p
+    edges = {m: set() for m in mods}
+    for m, p in mods.items():
+        pkg = m if p.name == "__init__.py" else m.rsplit(".", 1)[0]
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.ImportFrom):
+                base = pkg
+                for _ in range(max(n.level - 1, 0)):
+                    base = base.rsplit(".", 1)[0]
+                mod = (base + ("." + n.module if n.module else "")) if n.level else (n.module or "")
+                # `from pkg import submodule` names the submodule; `from mod import name` the module
+                targets = [mod + "." + a.name if mod + "." + a.name in mods else mod for a in n.names]
+            elif isinstance(n, ast.Import):
+                targets = [a.name for a in n.names]
+            else:
+                continue
+            edges[m].update(t for t in targets if t in mods and t != m)
+    return edges
+
+
+def _cycles(edges, within):
+    """Strongly connected components (more than one module) of the graph restricted to `within`."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v] & within:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(within):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_node_and_the_tools_import_in_one_direction():
+    """dynamics_node/ros (the node's modules), dynamics_node/tools (dynamics_cli and what it needs)
+    and dynamics_node/identify (dynamics_identify): no module imports another that imports it back,
+    directly or in a circle; the node's modules never import a tool; the core never imports any
+    of them; the offline identification tool never imports ROS code."""
+    edges = _import_graph()
+    layers = {p: {m for m in edges if m == f"dynamics_node.{p}" or m.startswith(f"dynamics_node.{p}.")}
+              for p in ("ros", "tools", "identify")}
+    for name, mods in layers.items():
+        assert mods, f"no modules found under dynamics_node/{name}"
+        assert not _cycles(edges, mods), f"import circles in dynamics_node/{name}: {_cycles(edges, mods)}"
+    edge_list = [(a, b) for a, bs in edges.items() for b in bs]
+    bad = [(a, b) for a, b in edge_list if a in layers["ros"] and (b in layers["tools"] or b in layers["identify"])]
+    assert not bad, f"the node's modules import tools: {bad}"
+    outside = set().union(*layers.values())
+    core = set(edges) - outside
+    bad = [(a, b) for a, b in edge_list if a in core and b in outside]
+    assert not bad, f"the core imports the ROS edge or a tool: {bad}"
+    bad = [(a, b) for a, b in edge_list if a in layers["identify"] and (b in layers["ros"] or b in layers["tools"])]
+    assert not bad, f"dynamics_identify imports ROS code: {bad}"

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..algorithms.regressor import N_PARAMS
 from ..errors import InputError, clip_names
+from .params import pseudo_inertia
 from .stack import grams
 
 EIG_TOL = 1e-10
@@ -47,17 +48,6 @@ class Fit:
     equations: np.ndarray         # per joint
     solver: str
     warnings: list = field(default_factory=list)
-
-
-def pseudo_inertia(pi):
-    """J = [[Sigma, h], [h^T, m]], Sigma = tr(Ibar)/2 1 - Ibar (Wensing et al. 2017, Eq. 8)."""
-    m, h = pi[0], pi[1:4]
-    Ib = np.array([[pi[4], pi[5], pi[7]], [pi[5], pi[6], pi[8]], [pi[7], pi[8], pi[9]]])
-    J = np.empty((4, 4))
-    J[:3, :3] = 0.5 * np.trace(Ib) * np.eye(3) - Ib
-    J[:3, 3] = J[3, :3] = h
-    J[3, 3] = m
-    return J
 
 
 def _pseudo_basis():

@@ -91,10 +91,20 @@ def setup(model, model_friction) -> Parameterisation:
     return par
 
 
+def pseudo_inertia(pi):
+    """J = [[Sigma, h], [h^T, m]], Sigma = tr(Ibar)/2 1 - Ibar (Wensing et al. 2017, Eq. 8)."""
+    m, h = pi[0], pi[1:4]
+    Ib = np.array([[pi[4], pi[5], pi[7]], [pi[5], pi[6], pi[8]], [pi[7], pi[8], pi[9]]])
+    J = np.empty((4, 4))
+    J[:3, :3] = 0.5 * np.trace(Ib) * np.eye(3) - Ib
+    J[:3, 3] = J[3, :3] = h
+    J[3, 3] = m
+    return J
+
+
 def _reference_pseudo_inertia(pi, s):
     """The prior's pseudo-inertia when it is comfortably positive definite (in the body's own units),
     else that of a small ball of the body's typical mass at its origin."""
-    from .fit import pseudo_inertia
 
     m, L = s[0], math.sqrt(s[4] / s[0])
     T = np.diag([1 / L, 1 / L, 1 / L, 1.0]) / math.sqrt(m)
@@ -152,22 +162,6 @@ def random_states(model, n, rng):
                 lo[j], hi[j] = a, b
     Q = rng.uniform(lo, hi, size=(n, nv))
     return Q, rng.normal(size=(n, nv)), rng.normal(size=(n, nv))
-
-
-def friction_columns(par, QD, SGN=None):
-    """F (N x nv x 2 nf): the friction part of the regressor, G^T of the tree dofs' b qd + f_c sign(qd).
-    SGN: sign(QD) as the efforts' filter left it (the Coulomb columns low-passed like the efforts:
-    Gautier's parallel filtering of the one column that is not smooth), default np.sign(QD)."""
-    m = par.model
-    nf = len(par.friction_joints)
-    N = QD.shape[0]
-    F = np.zeros((N, m.nv, 2 * nf))
-    for d in range(m.nvt):
-        u, mul, f = int(m.v_src[d]), float(m.v_mul[d]), int(par.dof_friction[d])
-        qd_t = mul * QD[:, u]
-        F[:, u, f] += mul * qd_t
-        F[:, u, nf + f] += mul * (np.sign(qd_t) if SGN is None else np.sign(mul) * SGN[:, u])
-    return F
 
 
 def _base(par, n=None, seed=0):

@@ -10,7 +10,6 @@ import numpy as np
 
 from ..algorithms.regressor_batch import regressor_batch_kernel
 from ..errors import InputError
-from .params import friction_columns
 
 CHUNK = 1024
 
@@ -67,3 +66,19 @@ def grams(par, Q, QD, QDD, TAU, mask=None, SGN=None, chunk=CHUNK):
             M[j] += A.T @ A
             counts[j] += A.shape[0]
     return M, counts
+
+
+def friction_columns(par, QD, SGN=None):
+    """F (N x nv x 2 nf): the friction part of the regressor, G^T of the tree dofs' b qd + f_c sign(qd).
+    SGN: sign(QD) as the efforts' filter left it (the Coulomb columns low-passed like the efforts:
+    Gautier's parallel filtering of the one column that is not smooth), default np.sign(QD)."""
+    m = par.model
+    nf = len(par.friction_joints)
+    N = QD.shape[0]
+    F = np.zeros((N, m.nv, 2 * nf))
+    for d in range(m.nvt):
+        u, mul, f = int(m.v_src[d]), float(m.v_mul[d]), int(par.dof_friction[d])
+        qd_t = mul * QD[:, u]
+        F[:, u, f] += mul * qd_t
+        F[:, u, nf + f] += mul * (np.sign(qd_t) if SGN is None else np.sign(mul) * SGN[:, u])
+    return F

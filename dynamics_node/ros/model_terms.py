@@ -172,7 +172,7 @@ class TermsStream:
             from dynamics_interfaces.msg import ModelTerms
             from rclpy.qos import QoSProfile, ReliabilityPolicy
             self.Msg = ModelTerms
-            from .stream import output_events
+            from .stream_executor import output_events
             self.pub = self.node.create_publisher(
                 ModelTerms, self.resolve("~/model_terms"), QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE),
                 event_callbacks=output_events())

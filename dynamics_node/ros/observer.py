@@ -207,7 +207,7 @@ class ObserverPublishers:
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Bool
         self.JointState, self.WrenchStamped, self.Bool = JointState, WrenchStamped, Bool
-        from .stream import output_events
+        from .stream_executor import output_events
         qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         self.torques = node.create_publisher(JointState, resolve("~/external_torques"), qos,
                                              event_callbacks=output_events())

@@ -33,69 +33,6 @@ def _spin_until_shutdown(executor, context):
             return
 
 
-ORDINARY_THREADS = ("dn_pipe",)  # OS names of the stream process's threads that stay ordinary
-
-
-def ordinary_thread(name: str):
-    """The calling thread: ordinary scheduling (always allowed) and the OS name `name` (one of
-    ORDINARY_THREADS; shown by `top -H`, read by set_process_priority and the tests). For the stream
-    process's threads that do heavy work that is not real-time (loading a model, warming kernels up:
-    up to seconds of CPU): at SCHED_FIFO they would take a core from the rest of the machine,
-    the node's own main process included, for as long."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    except (AttributeError, OSError):
-        pass
-    try:
-        with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as f:
-            f.write(name)
-    except OSError:
-        pass
-
-
-def _thread_name(tid: int) -> str:
-    try:
-        with open(f"/proc/self/task/{tid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def set_process_priority(priority: int):
-    """SCHED_FIFO at priority (1-99) for every thread of this process but the ordinary ones
-    (ORDINARY_THREADS, ordinary_thread), or ordinary scheduling for 0; threads created later inherit
-    it. Returns None when done, else why not (Linux only; needs
-    CAP_SYS_NICE or an RLIMIT_RTPRIO of at least priority).
-
-    For the stream process (stream_process.py), every thread, not only the one that runs the
-    executor: a joint state passes Fast DDS's receive thread before the executor sees it, and a
-    Python helper thread (the reports) holding the GIL at ordinary priority would hold the
-    real-time thread back behind every busy process of the machine (priority inversion). The thread
-    that loads models stays ordinary: it holds the GIL only while a configuration changes, when the
-    stream waits for the new model anyway. Measured
-    with `make bench` under service load on a 2-core machine: joint state published -> torques
-    published p99 about 80 ms with only the executor thread at SCHED_FIFO, 2-20 ms with all, and
-    0.5-1.7 ms once the stream's outputs lost their QoS-event handlers (stream.output_events)."""
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:  # no /proc: this thread only
-        tids = [threading.get_native_id()]
-    param = os.sched_param(priority)
-    try:
-        policy = os.SCHED_FIFO if priority > 0 else os.SCHED_OTHER
-    except AttributeError:
-        return "this platform has no SCHED_FIFO"
-    for tid in tids:
-        if _thread_name(tid) in ORDINARY_THREADS:
-            continue
-        try:
-            os.sched_setscheduler(tid, policy, param)
-        except OSError as e:
-            if os.path.exists(f"/proc/self/task/{tid}"):  # else: the thread ended meanwhile
-                return e.strerror or str(e)
-    return None
-
-
 def spin_helpers(node):
     """Spin the node's services node in a daemon thread with its own executor (the joint-state
     stream has a process of its own: stream_process.py). Returns [(executor, thread)]; the caller

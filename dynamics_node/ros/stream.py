@@ -209,16 +209,6 @@ class LatestJointStates:
             return None
 
 
-def output_events():
-    """Event callbacks of the stream node's publishers: none. rclpy's defaults (a warning on an
-    incompatible QoS or type) add two entities per publisher to every wait of the stream's executor,
-    about 17 us each per joint state; measured with the node's five publishers, 0.2 ms of the 0.9 ms
-    a joint state cost its process at 1 kHz. A subscriber with an incompatible QoS is warned by its
-    own side; the joint-state subscription keeps its defaults."""
-    from rclpy.event_handler import PublisherEventCallbacks
-    return PublisherEventCallbacks(use_default_callbacks=False)
-
-
 def gravity_effort(st, q):
     """(positions, efforts) of st.torque_names at q."""
     m = st.model
@@ -299,6 +289,7 @@ class Stream:
         self.qos_in = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT,
                                  history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
         qos_out = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+        from .stream_executor import output_events
         self.pub_gravity = node.create_publisher(JointState, resolve("~/gravity_torques"), qos_out,
                                                  event_callbacks=output_events())
         self._out = (None, None)  # (model state, its torques message: names set once, reused)
@@ -334,6 +325,7 @@ class Stream:
                 self._subscribe(cfg)
             moved = self.cfg is not None and cfg.effort_command_topic != self.cfg.effort_command_topic
             if "effort_command_topic" in changed or moved:
+                from .stream_executor import output_events
                 old, self.pub_cmd = self.pub_cmd, None
                 if old is not None:
                     self.node.destroy_publisher(old)

@@ -45,7 +45,7 @@ def _child(conn, node_name, namespace):
 
     from .diagnostics import Timings
     from .model_state import build_state, load
-    from .process import ordinary_thread, set_process_priority
+    from .scheduling import ordinary_thread, set_process_priority
     from .stream import Stream
     from .stream_executor import StreamExecutor
 
@@ -124,16 +124,17 @@ def _child(conn, node_name, namespace):
 
     threading.Thread(target=receive, name="stream_pipe", daemon=True).start()
     threading.Thread(target=report, name="stream_report", daemon=True).start()
-    executor = StreamExecutor(node, log)
     # Everything loaded by now lives as long as the process: out of the collector's reach, a full
     # collection no longer walks it (some 100 000 objects, about 50 ms inside a joint-state callback)
     import gc
     gc.freeze()
-    send(("ready", os.getpid()))
     try:
+        executor = StreamExecutor(node, log)
+        send(("ready", os.getpid()))
         executor.spin()
-    except KeyboardInterrupt:
-        pass
+    except Exception:  # noqa: BLE001 - told to stop (or the node gone) while starting: a clean end
+        if node.context.ok():
+            raise
     finally:
         rclpy.try_shutdown()
         if stream.latest_writer is not None:

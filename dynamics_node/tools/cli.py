@@ -31,7 +31,8 @@ import os
 import sys
 import time
 
-from .services import SERVICES  # noqa: E402 - the node's table: name -> (srv type, handler, help)
+from ..ros.services import SERVICES  # the node's table: name -> (srv type, handler, help)
+from .calls import call_service
 
 
 def _floats(xs):
@@ -111,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("-w", "--loop-wrench", nargs=7, action="append", default=[],
                             metavar=("LOOP_JOINT", "FX", "FY", "FZ", "TX", "TY", "TZ"))
         elif name == "identify_payload":
-            from .identify import add_arguments
+            from .record import add_arguments
             add_arguments(sp)
         elif name == "trajectory_inverse_dynamics":
             sp.add_argument("--file", required=True,
@@ -228,7 +229,7 @@ def format_response(cmd, res, summary=False) -> str:
                 lines.append(f"    effort: {_vec(p.effort)}")
         return "\n".join(lines)
     if cmd == "identify_payload":
-        from .identify import format_response as identify_lines
+        from .record import format_response as identify_lines
         return "\n".join(lines + identify_lines(res))
     if hasattr(res, "name"):
         lines.append(f"name: [{', '.join(res.name)}]")
@@ -247,7 +248,7 @@ def format_response(cmd, res, summary=False) -> str:
         lines.append(f"jacobian:  # 6 x {k}, rows vx vy vz wx wy wz")
         lines += ["  - " + _vec(j[r * k:(r + 1) * k]) for r in range(6)]
     if cmd == "model_terms":
-        from .model_terms import format_terms
+        from ..ros.model_terms import format_terms
         lines += format_terms(res, n, _vec)
     if hasattr(res, "loop_wrenches"):
         lines.append("loop_wrenches:")
@@ -256,37 +257,6 @@ def format_response(cmd, res, summary=False) -> str:
             lines.append(f"  - {ws.header.frame_id}: force {_vec([w.force.x, w.force.y, w.force.z])}"
                          f" torque {_vec([w.torque.x, w.torque.y, w.torque.z])}")
     return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------------- ROS calls
-def _spin_until(node, future, timeout):
-    import rclpy
-    deadline = time.monotonic() + timeout
-    while not future.done() and time.monotonic() < deadline:
-        rclpy.spin_once(node, timeout_sec=min(0.1, max(0.0, deadline - time.monotonic())))
-    return future.done()
-
-
-def call_service(node, path, srv_type, req, timeout):
-    """Call a service and return the response; TimeoutError when there is none within timeout.
-
-    Right after discovery, Fast DDS may drop the first response ("failed to send response
-    (timeout)": the server has not matched the client's reply reader yet), so an unanswered
-    request is sent again every second; every request this CLI sends is idempotent.
-    """
-    deadline = time.monotonic() + timeout
-    client = node.create_client(srv_type, path)
-    if not client.wait_for_service(timeout_sec=timeout):
-        raise TimeoutError(f"service {path} not available within {timeout:g} s "
-                           f"(is the node running with ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}?)")
-    while True:
-        fut = client.call_async(req)
-        remaining = deadline - time.monotonic()
-        if _spin_until(node, fut, max(0.05, min(1.0, remaining))):
-            return fut.result()
-        client.remove_pending_request(fut)
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"no answer from {path} within {timeout:g} s")
 
 
 def _param_value_to_python(pv):
@@ -463,7 +433,7 @@ def main(argv=None) -> int:
         srv_type = getattr(srvs, SERVICES[args.command].type_name)
         try:
             if args.command == "identify_payload":
-                from .identify import build_request as identify_request
+                from .record import build_request as identify_request
                 req = identify_request(node, args, srv_type)
             else:
                 req = build_request(args, srv_type)
