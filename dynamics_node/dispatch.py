@@ -46,7 +46,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _fast
-from .errors import InputError
+from .errors import InputError, clip_names
 
 OVERFLOW = 5  # status kind (KIND * 10**8 + ...) for a finite input whose result is not finite
 _ndarray = np.ndarray
@@ -167,7 +167,8 @@ def _length(model, x, name, kind):
         if x.shape[1] != n:
             raise InputError(f"{name} must be an N x {n} array, got shape {x.shape}")
     elif x.shape[0] != n:
-        raise InputError(f"{name} has length {x.shape[0]}, expected {n} (joint order: {', '.join(model.joint_names)})")
+        raise InputError(f"{name} has length {x.shape[0]}, expected {n} (joint order: "
+                         f"{clip_names(model.joint_names, quote=False)})")
 
 
 def to_tree(model, x, kind):

@@ -28,11 +28,12 @@ MESSAGE_CLIP = 200  # characters of an echoed value or name list kept in a messa
 
 
 def clip(text, limit: int = MESSAGE_CLIP) -> str:
-    """``text`` cut to about ``limit`` characters, saying how many were left out (messages stay short)."""
+    """``text`` cut to about ``limit`` characters, saying its length and how many were left out
+    (messages stay short, and still say what was given)."""
     text = str(text)
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return f"{text[:limit]}... ({len(text)} characters, {len(text) - limit} more characters not shown)"
 
 
 def clip_names(names, limit: int = MESSAGE_CLIP, quote: bool = True) -> str:

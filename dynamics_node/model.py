@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, clip, clip_names
 from ._fast import AVAILABLE as SHIM_AVAILABLE
 from .joints import FREE, joint_dims, motion_subspace
 
@@ -228,20 +228,20 @@ class Model:
         try:
             return self._q_slices[joint]
         except KeyError:
-            raise InputError(f"unknown joint '{joint}' (model joints: {', '.join(self.joint_names)})") from None
+            raise InputError(f"unknown joint {_name(joint)} (model joints: {clip_names(self.joint_names)})") from None
 
     def v_slice(self, joint: str) -> slice:
         """Where the named joint's velocity coordinates sit in qd, qdd and tau."""
         try:
             return self._v_slices[joint]
         except KeyError:
-            raise InputError(f"unknown joint '{joint}' (model joints: {', '.join(self.joint_names)})") from None
+            raise InputError(f"unknown joint {_name(joint)} (model joints: {clip_names(self.joint_names)})") from None
 
     def link_index(self, link: str) -> int:
         try:
             return self._link_index[link]
         except (KeyError, TypeError):
-            raise InputError(f"unknown link '{link}' (model links: {', '.join(self.link_names)})") from None
+            raise InputError(f"unknown link {_name(link)} (model links: {clip_names(self.link_names)})") from None
 
     def body_of(self, link: str) -> int:
         """Index of the body the link is welded to (-1: the fixed base)."""
@@ -291,9 +291,7 @@ class Model:
 
     # ------------------------------------------------------------------ derived models
     def with_gravity(self, gravity) -> "Model":
-        g = np.asarray(gravity, dtype=float).reshape(-1)
-        if g.shape != (3,) or not np.all(np.isfinite(g)):
-            raise InputError(f"gravity must be 3 finite numbers, got {gravity!r}")
+        g = _numbers(gravity, 3, "gravity")
         spec = _copy_spec(self._spec, gravity=g)
         return Model(spec)
 
@@ -301,9 +299,9 @@ class Model:
         """A new model with a payload rigidly attached to ``link`` (replacing any payload there).
         ``mass`` 0 removes it. ``inertia6`` = (ixx ixy ixz iyy iyz izz) about the CoM, link axes."""
         self.link_index(link)
-        vals = [float(mass), *map(float, com_xyz), *map(float, inertia6)]
-        if len(vals) != 10 or not np.all(np.isfinite(vals)):
-            raise InputError("payload needs a finite mass, 3 centre-of-mass numbers and 6 inertia numbers")
+        mass = float(_numbers(mass, 1, "mass")[0])
+        com_xyz = tuple(_numbers(com_xyz, 3, "com_xyz"))
+        inertia6 = tuple(_numbers(inertia6, 6, "inertia6"))
         if mass < 0:
             raise InputError(f"payload mass must be >= 0, got {mass}")
         I = _inertia_matrix(inertia6)
@@ -390,3 +388,26 @@ def _ro(a: np.ndarray) -> np.ndarray:
 
 def _sl(s: slice) -> str:
     return f"{s.start}" if s.stop - s.start == 1 else f"{s.start}:{s.stop}"
+
+
+def _name(x) -> str:
+    """A name as messages echo it: quoted, cut to MESSAGE_CLIP characters with its length said."""
+    return repr(clip(x)) if isinstance(x, str) else f"{clip(repr(x))} (a {type(x).__name__}, not a name)"
+
+
+def _numbers(x, n, what) -> np.ndarray:
+    """x as n finite floats, or InputError naming ``what`` (wrong type, length or a non-finite value)."""
+    if isinstance(x, (str, bytes)):
+        raise InputError(f"{what} must be {n} number{'s' if n > 1 else ''}, got {type(x).__name__} {clip(repr(x))}")
+    try:
+        a = np.asarray(x, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be {n} number{'s' if n > 1 else ''}, got {type(x).__name__} "
+                         f"{clip(repr(x))}") from None
+    if a.shape != (n,):
+        raise InputError(f"{what} must be {n} number{'s' if n > 1 else ''}, got {a.size}")
+    if not np.all(np.isfinite(a)):
+        k = int(np.flatnonzero(~np.isfinite(a))[0])
+        raise InputError(f"{what}[{k}] is {a[k]}: every value must be finite")
+    return a
+

@@ -288,7 +288,7 @@ def external_wrench(model, q, link, r, rcond: float = WRENCH_RCOND, J=None) -> W
     if J is None:
         J = link_jacobian(model, q, link)    # names an unknown link
     elif link not in model.link_names:
-        raise InputError(f"external_wrench: unknown link '{link}' (links: {', '.join(model.link_names)})")
+        model.link_index(link)  # raises naming it
     r = _arg(r, model.nv, "r")
     J = np.ascontiguousarray(J, dtype=float)
     F, rank, sv, res = _wrench_solve(J, r, float(rcond))

@@ -160,6 +160,10 @@ def _ament_share(pkg: str, what: str) -> str:
                          "installed (source a ROS 2 setup, or give a file path)") from None
     try:
         return get_package_share_directory(pkg)
+    except OSError:   # ament_index_python: "Environment variable 'AMENT_PREFIX_PATH' is not set or empty"
+        raise ModelError(f"{what}: package '{clip(pkg, 80)}' cannot be found: AMENT_PREFIX_PATH is not set "
+                         "(no ROS workspace is sourced); source the workspace that installs it, or give "
+                         "the file's path instead") from None
     except (PackageNotFoundError, KeyError, LookupError, ValueError):
         raise ModelError(f"{what}: package '{clip(pkg, 80)}' not found in the ament index "
                          "(AMENT_PREFIX_PATH; source the workspace that installs it)") from None
@@ -204,6 +208,8 @@ def run_xacro(path: str, args: dict) -> str:
         except RecursionError:
             raise ModelError(f"{clip(path, 160)}: xacro failed: macros or includes nested too deeply") from None
         except Exception as e:  # xacro raises XacroException, ExpatError, NameError, ... for a bad file
+            if missing:  # a $(find) that failed, wrapped by xacro: say which package
+                raise missing[0] from None
             msg = " ".join(str(e).split()) or type(e).__name__
             raise ModelError(f"{clip(path, 160)}: xacro failed: {clip(msg, 200)}") from None
         finally:

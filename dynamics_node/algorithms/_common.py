@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from .._jit import carray, njit, types
 
-from ..errors import InputError, SingularMassMatrixError, clip_names
+from ..errors import InputError, SingularMassMatrixError, clip, clip_names
 from ..joints import DBL_MIN, FREE, quat_scale
 from ..layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, J_QI, J_TYPE, V_U, V_UU,
                       V_U_N, WORK_BODY, WORK_DOF, WORK_EXTRA, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E,
@@ -190,7 +190,8 @@ def raise_status(model: Model, st: int, tree: bool = False, what: str = "") -> N
             n = model.nqt if arg == A_Q else model.nvt
         else:
             n = model.nq if arg == A_Q else model.nv
-        raise InputError(f"{name} has length {index}, expected {n} (joint order: {', '.join(model.joint_names)})")
+        raise InputError(f"{name} has length {index}, expected {n} (joint order: "
+                         f"{clip_names(model.joint_names, quote=False)})")
     if kind == NOT_FINITE:
         owner = coordinate_owner(model, arg, index, tree)
         raise InputError(f"{name}[{index}] (joint '{owner}') is not finite (NaN or inf)")
@@ -231,9 +232,9 @@ def fext_array(model: Model, f_ext) -> np.ndarray:
         k = model.link_index(link)
         w = np.asarray(w, dtype=float).reshape(-1)
         if w.shape != (6,):
-            raise InputError(f"f_ext['{link}'] must have 6 numbers (fx fy fz tx ty tz), got {w.size}")
+            raise InputError(f"f_ext[{clip(link)!r}] must have 6 numbers (fx fy fz tx ty tz), got {w.size}")
         if not np.all(np.isfinite(w)):
-            raise InputError(f"f_ext['{link}'] is not finite (NaN or inf)")
+            raise InputError(f"f_ext[{clip(link)!r}] is not finite (NaN or inf)")
         b = int(model.link_body[k])
         if b < 0:
             continue  # acts on the fixed base: no effect on joint torques

@@ -27,7 +27,7 @@ from ..joints import jcalc_sc, sincos_all
 from ..layout import HEADER_F, HEADER_I
 from ..spatial import crf_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from ..dispatch import Route, wrenches
-from ..errors import InputError
+from ..errors import InputError, clip
 from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q_qd, new_work, A_FEXT, A_TAU, BAD_LENGTH,
                       EMPTY, EMPTY_I, SINGULAR, check)
 from ..joints import joint_velocity
@@ -305,7 +305,7 @@ def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
 
 def _aba(model, data, w, q, qd, tau, f_ext, method):
     if method not in ("aba", "crba"):
-        raise InputError(f"method must be 'aba' or 'crba', got {method!r}")
+        raise InputError(f"method must be 'aba' or 'crba', got {clip(repr(method))}")
     if model.has_mimic or method == "crba":
         from .ltdl import crba_forward_dynamics
 

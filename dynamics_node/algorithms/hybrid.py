@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..layout import BODY_I, HEADER_I, J_VI
-from ..errors import InputError
+from ..errors import InputError, clip, clip_names
 from ..urdf import ROOT_JOINT
 from ..dispatch import Route, names_arg, wrenches
 from .aba import aba_kernel
@@ -28,7 +28,8 @@ def _mask(model, forward_joints):
     names = set(model.joint_names) | ({ROOT_JOINT} if model.floating_base else set())
     for name in forward_joints:
         if name not in names:
-            raise InputError(f"forward_joints: unknown joint '{name}' (model joints: {', '.join(model.joint_names)})")
+            raise InputError(f"forward_joints: unknown joint {clip(name)!r} (model joints: "
+                             f"{clip_names(model.joint_names)})")
         sl = model.v_slice(name)
         vmask[sl] = True
     # a body is forward-dynamics when its dofs are (tree dofs == user dofs without mimic)

@@ -34,7 +34,7 @@ import numpy as np
 
 from .._jit import carray, cfunc, njit, types
 from ..dispatch import Route
-from ..errors import InputError
+from ..errors import InputError, clip
 from ..layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, V_U_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V_N
 from ._common import F1, FASTMATH, I1, SIG3S, check_q_qd, model_from_pointers
 from .coriolis import motion_offsets, world_motion
@@ -160,7 +160,7 @@ def _point(model, link, point):
 
 def _axes(axes):
     if not (isinstance(axes, str) and axes in AXES):
-        raise InputError(f"axes must be 'world' or 'link', got {axes!r}")
+        raise InputError(f"axes must be 'world' or 'link', got {clip(repr(axes))}")
 
 
 def _link_rotation(model, w, b, Rl):

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._jit import njit, types
 from ..dispatch import Route, magnitudes, overflow
-from ..errors import InputError
+from ..errors import InputError, clip
 from ..layout import BODY_I, HEADER_I, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT, J_VI
 from ._common import F1, F2, FASTMATH, I1, SINGULAR
 from .crba import crba_kernel
@@ -164,7 +164,7 @@ def _rows(rows):
         raise InputError(f"rows must be None or a list of row names {ROW_NAMES}, got {type(rows).__name__}") from None
     bad = [r for r in items if not (isinstance(r, str) and r in ROW_NAMES)]
     if bad or not items:
-        what = f"unknown row {bad[0]!r}" if bad else "an empty list"
+        what = f"unknown row {clip(bad[0])!r}" if bad else "an empty list"
         raise InputError(f"rows: {what}; rows are named {', '.join(ROW_NAMES)} (linear x y z, angular rx ry rz, "
                          "world axes)")
     if len(set(items)) != len(items):

@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, clip
 
 __all__ = [
     "JointOrder", "Conversions", "JointStateReader", "to_float64_array", "finite_or_raise", "all_finite",
@@ -161,7 +161,7 @@ class Conversions:
             return InputError(f"{field}[{i}]: joint '{j}' is a mimic joint (it follows '{master}'); "
                               f"give '{master}' instead")
         known = ", ".join(self.joint_names[:12]) + (", ..." if len(self.joint_names) > 12 else "")
-        return InputError(f"{field}[{i}]: unknown joint '{j}' (the model's joints: {known})")
+        return InputError(f"{field}[{i}]: unknown joint '{clip(j)}' (the model's joints: {known})")
 
     def _check_names(self, names, field, require_all):
         seen = set()
@@ -169,7 +169,7 @@ class Conversions:
             if j not in self._joint_set:
                 raise self._unknown_joint(j, field, i)
             if j in seen:
-                raise InputError(f"{field}[{i}]: joint '{j}' is listed twice")
+                raise InputError(f"{field}[{i}]: joint '{clip(j)}' is listed twice")
             seen.add(j)
         if require_all and len(seen) != len(self.joint_names):
             missing = [j for j in self.joint_names if j not in seen]
@@ -187,7 +187,7 @@ class Conversions:
             raise InputError(f"{field}: empty link name")
         if link not in self.link_set:
             known = ", ".join(list(self.model.link_names)[:12])
-            raise InputError(f"{field}: unknown link '{link}' (the model's links: {known}"
+            raise InputError(f"{field}: unknown link '{clip(link)}' (the model's links: {known}"
                              f"{', ...' if len(self.model.link_names) > 12 else ''})")
         return link
 

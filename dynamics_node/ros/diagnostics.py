@@ -215,6 +215,7 @@ def diagnostics(node, rep):
     s_js.values = [
         _kv("topic", cfg.joint_states_topic), _kv("rate_hz", f"{rep.js_rate:.1f}"), _kv("age_s", f"{age:.3f}"),
         _kv("received", r.get("received", 0)), _kv("dropped", r.get("dropped", 0)),
+        _kv("dropped_without_model_joints", r.get("without_model_joints", 0)),
         _kv("gravity_torques_published", r.get("published", 0)), _kv("callback_errors", r.get("errors", 0)),
         _kv("missing_or_stale", _cut(stale) or "none"),
         _kv("effort_length_errors", r.get("effort_length_errors", 0)),

@@ -23,6 +23,7 @@ from typing import Optional
 import numpy as np
 
 import dynamics_node as dn
+from ..errors import clip, clip_names
 from .conversions import Conversions
 from .params import MODEL_KEYS, NODE_NAME, Config, ConfigError, check_model_terms
 
@@ -37,9 +38,9 @@ def resolve_urdf_path(path: str) -> pathlib.Path:
             from ament_index_python.packages import get_package_share_directory
             p = pathlib.Path(get_package_share_directory(pkg)) / rel
         except Exception as e:  # noqa: BLE001 - PackageNotFoundError, ImportError
-            raise ConfigError(f"urdf_path: cannot resolve '{path}': {e}") from None
-        if not p.is_file():
-            raise ConfigError(f"urdf_path: file '{p}' (from '{path}') does not exist")
+            raise ConfigError(f"urdf_path: cannot resolve '{clip(path)}': {clip(str(e))}") from None
+        if not _is_file(p):
+            raise ConfigError(f"urdf_path: file '{clip(str(p))}' (from '{clip(path)}') does not exist")
         return p
     p = pathlib.Path(path).expanduser()
     candidates = [p]
@@ -51,10 +52,17 @@ def resolve_urdf_path(path: str) -> pathlib.Path:
         except Exception:  # noqa: BLE001 - not installed through ament
             pass
     for c in candidates:
-        if c.is_file():
+        if _is_file(c):
             return c.resolve()
-    raise ConfigError(f"urdf_path: file '{path}' does not exist (looked in: "
-                      f"{', '.join(str(c) for c in candidates)}); give an absolute path")
+    raise ConfigError(f"urdf_path: file '{clip(path)}' does not exist (looked in: "
+                      f"{clip_names([str(c) for c in candidates], 600, quote=False)}); give an absolute path")
+
+
+def _is_file(p) -> bool:
+    try:
+        return p.is_file()
+    except OSError:  # a name too long for the file system, and the like: no such file
+        return False
 
 
 @dataclass(frozen=True)
@@ -183,7 +191,7 @@ def build_state(loaded: Loaded, cfg: Config, payloads: dict) -> ModelState:
     for link, (m, c, i6) in payloads.items():
         if link not in model.link_names:
             what = "payload.link" if link == cfg.payload_link else f"payload on link '{link}'"
-            raise ConfigError(f"{what}: the model '{model.name}' has no link '{link}' (its links: "
+            raise ConfigError(f"{what}: the model '{model.name}' has no link '{clip(link)}' (its links: "
                               f"{_cut(model.link_names)}); set payload.mass to 0 or name one of them")
         model = model.with_payload(link, float(m), tuple(c), tuple(i6))
     check_model_terms(cfg, model.link_names)

@@ -18,7 +18,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rcl_interfaces.msg import SetParametersResult
 
-from ..errors import DynamicsError, InputError
+from ..errors import DynamicsError, InputError, clip
 from . import diagnostics as diag
 from .conversions import check_payload
 from .model_state import WAITING, plan, summary_lines, warm_up
@@ -139,6 +139,7 @@ class DynamicsNode(Node):
                 plan = self._plan(cfg, changed)
             except Exception as e:  # noqa: BLE001 - ConfigError, DynamicsError or any loader error
                 reason = str(e) if isinstance(e, (ConfigError, DynamicsError)) else f"{type(e).__name__}: {e}"
+                reason = clip(reason, 2000)
                 self.get_logger().warning(f"rejected parameter update {sorted(changed)}: {reason}")
                 return SetParametersResult(successful=False, reason=reason)
             self.values = values

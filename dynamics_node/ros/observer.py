@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from ..errors import DynamicsError
+from ..errors import DynamicsError, clip
 from ..observer import MomentumObserver, external_wrench, link_jacobian
 from .conversions import to_float64_array
 from .params import ConfigError
@@ -49,7 +49,7 @@ def check_config(model, cfg):
     if cfg.observer_gain <= 0:
         return
     if cfg.wrench_link and cfg.wrench_link not in model.link_names:
-        raise ConfigError(f"wrench_link: the model '{model.name}' has no link '{cfg.wrench_link}' (its "
+        raise ConfigError(f"wrench_link: the model '{model.name}' has no link '{clip(cfg.wrench_link)}' (its "
                           f"links: {', '.join(model.link_names[:30])}); leave it empty for "
                           f"'{default_wrench_link(model)}'")
     n = len(cfg.collision_threshold)

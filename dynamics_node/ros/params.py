@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
+from ..errors import clip
+
 NODE_NAME = "dynamics_node"
 
 MAX_GRAVITY = 100.0          # m/s^2
@@ -179,7 +181,7 @@ def _topic(name, param, node_name, namespace, allow_empty):
     try:
         validate_full_topic_name(expand_topic_name(name, node_name, namespace))
     except Exception as e:  # noqa: BLE001 - rclpy's InvalidTopicNameException and friends
-        raise ConfigError(f"{param}: invalid topic name '{name}': {e}") from None
+        raise ConfigError(f"{param}: invalid topic name '{clip(name)}': {clip(str(e), 300)}") from None
     return name
 
 
@@ -188,7 +190,7 @@ def _xacro_args(value):
     for k, item in enumerate(value):
         name, sep, val = str(item).partition(":=")
         if not sep or not name.strip():
-            raise ConfigError(f"xacro_args[{k}]: '{item}' is not of the form name:=value")
+            raise ConfigError(f"xacro_args[{k}]: '{clip(str(item))}' is not of the form name:=value")
         out[name.strip()] = val
     return out
 
@@ -286,7 +288,7 @@ def check_model_terms(cfg: Config, link_names) -> None:
     for k, name in enumerate(cfg.model_terms_links):
         if name not in known:
             shown = ", ".join(list(link_names)[:12]) + (", ..." if len(link_names) > 12 else "")
-            raise ConfigError(f"model_terms_links[{k}]: the model has no link '{name}' (its links: "
+            raise ConfigError(f"model_terms_links[{k}]: the model has no link '{clip(name)}' (its links: "
                               f"{shown}); leave model_terms_links empty for no model_terms topic")
 
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 import dynamics_node as dn
-from ..errors import DynamicsError, InputError
+from ..errors import DynamicsError, InputError, clip
 from .conversions import finite_or_raise, to_float64_array, wrench_to_tuple
 from .model_state import WAITING
 from .model_terms import jacobian_options, model_terms
@@ -228,6 +228,9 @@ def clear_response(res):
             setattr(res, name, type(value)())
 
 
+MESSAGE_MAX = 2000   # characters of a refusal's message
+
+
 def serve(ctx, leaf, handler, stats):
     """The service callback of `handler`: never raises, counts requests and failures, times them."""
     def callback(req, res):
@@ -249,6 +252,7 @@ def serve(ctx, leaf, handler, stats):
         if not res.success:
             stats.failures[leaf] += 1
             clear_response(res)
+            res.message = clip(res.message, MESSAGE_MAX)  # the messages clip what they echo; this bounds any
         stats.timing.add(time.perf_counter() - t0)
         return res
     return callback

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 import dynamics_node as dn
-from ..errors import DynamicsError, InputError
+from ..errors import DynamicsError, InputError, clip, clip_names
 from .conversions import _as_float_vector, to_float64_array
 
 
@@ -60,6 +60,7 @@ class JointStateMerger:
                                         and m.joint_kinds.get(j) == "continuous"], dtype=np.intp)
         self.closure_residual = float("nan")
         self.effort_length_errors = 0
+        self.matched = 0                               # model joints named by the latest message
         self.eff = np.zeros(len(self.names))           # efforts, for the momentum observer
         self.t_eff = np.full(len(self.names), -math.inf)
 
@@ -69,7 +70,7 @@ class JointStateMerger:
             first = {}
             for k, n in enumerate(names):
                 if n in first:
-                    raise InputError(f"joint_states: joint '{n}' is listed twice (name[{first[n]}] and "
+                    raise InputError(f"joint_states: joint '{clip(n)}' is listed twice (name[{first[n]}] and "
                                      f"name[{k}]): the message is refused")
                 first[n] = k
             pairs = [(k, self.index[n]) for k, n in enumerate(names) if n in self.index]
@@ -94,6 +95,7 @@ class JointStateMerger:
         if vel.size not in (0, n):
             raise InputError(f"joint_states: {n} names but {vel.size} velocities: the message is refused")
         problems = []
+        self.matched = int(src.size)
         if len(msg.effort) not in (0, n):
             self.effort_length_errors += 1
             problems.append(f"{n} names but {len(msg.effort)} efforts (efforts ignored)")
@@ -274,6 +276,7 @@ class Stream:
         self._lock = threading.Lock()
         self.latest = None            # (header, monotonic time) of the latest usable joint state
         self.received = self.dropped = self.published = self.errors = 0
+        self.without_model_joints = 0   # joint states naming no joint of the model: dropped
         self.last_error = ""
         self.last_problem = ""
         self.timing = None
@@ -404,6 +407,7 @@ class Stream:
         timeout = self.cfg.joint_state_timeout if self.cfg else 0.5
         return {
             "received": self.received, "dropped": self.dropped, "published": self.published,
+            "without_model_joints": self.without_model_joints,
             "errors": self.errors, "last_error": self.last_error, "last_problem": self.last_problem,
             "age": (now - latest[1]) if latest else None,
             "stale": m.stale(now, timeout) if m else [],
@@ -425,6 +429,13 @@ class Stream:
         now = time.monotonic()
         try:
             problems = merger.update(msg, now)
+            if not merger.matched:  # empty, or other joints only: nothing of this robot to answer
+                self.dropped += 1
+                self.without_model_joints += 1
+                self.last_problem = (f"a joint state naming no joint of the model was dropped ({len(msg.name)} "
+                                     f"names: {clip_names(msg.name, 120) or 'none'})")
+                self.log.warning(f"joint state: {self.last_problem}", throttle_duration_sec=2.0)
+                return
             if self.latest_writer is not None:
                 self.latest_writer.write(merger.pos, merger.t_pos)
             if problems:

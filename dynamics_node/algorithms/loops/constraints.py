@@ -25,11 +25,12 @@ import math
 import numpy as np
 
 from ..._jit import njit
-from ...errors import InputError
+from ...errors import InputError, clip_names
 from ...layout import (BODY_F, BODY_I, DOF_F, H_NB, H_NVT, HEADER_F, HEADER_I, HF_GRAVITY, J_NV, J_PARENT, J_VI,
                        W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
 from ...spatial import crm_t, load6, store6, xm_t
-from .._common import FASTMATH, new_work, raise_status, to_tree_q, to_tree_v
+from .._common import (A_Q, ARG_NAMES, FASTMATH, as_vec, coordinate_owner, new_work, raise_status, to_tree_q,
+                       to_tree_v)
 from ..rnea import rnea_kernel
 from .data import (LF_EP, LF_ES, LF_HEADER, LF_RP, LF_RS, LF_STRIDE, LI_HEADER, LI_NC, LI_NL, LJ_DIR, LJ_NC,
                    LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC, LJ_TYPE)
@@ -283,16 +284,22 @@ def terms_entry(mi, mf, li, lf, q, qd, alpha, out):
 
 
 def vec(model, x, n, what):
-    """x as n finite floats, or InputError naming ``what``."""
-    try:
-        a = np.asarray(x, dtype=float).reshape(-1) if x is not None else None
-    except (TypeError, ValueError):
-        raise InputError(f"{what} must be a sequence of {n} numbers, got {type(x).__name__}") from None
-    if a is None or a.shape != (n,):
-        got = None if a is None else a.shape[0]
-        raise InputError(f"{what} must have {n} entries for model '{model.name}', got {got}")
-    if not np.all(np.isfinite(a)):
-        raise InputError(f"{what} contains NaN or inf")
+    """x as n finite floats, or InputError naming ``what`` with the messages of every other function
+    (_common.as_vec and raise_status: the length with the joint order, the first non-finite entry
+    with the joint that owns it)."""
+    if x is None:
+        raise InputError(f"{what} must be {n} numbers, got None")
+    a = as_vec(x, what)
+    if a.shape[0] != n:
+        order = f" (joint order: {clip_names(model.joint_names, quote=False)})" if n in (model.nq, model.nv) else ""
+        raise InputError(f"{what} has length {a.shape[0]}, expected {n}{order}")
+    bad = np.flatnonzero(~np.isfinite(a))
+    if bad.size:
+        k = int(bad[0])
+        arg = ARG_NAMES.index(what) if what in ARG_NAMES else None
+        owner = (f" (joint '{coordinate_owner(model, arg, k, False)}')"
+                 if arg is not None and n == (model.nq if arg == A_Q else model.nv) else "")
+        raise InputError(f"{what}[{k}]{owner} is not finite (NaN or inf)")
     return a
 
 
@@ -322,11 +329,11 @@ def terms(model, q, qd=None, alpha=0.0):
     means zero rates.  With mimic joints the tree's K is mapped by G (q_t = G q + offset, §9.6)."""
     ld = model.loop_data
     nv = model.nv
+    q = vec(model, q, model.nq, "q")   # checked like every function's, loops or not
+    qd = np.zeros(nv) if qd is None else vec(model, qd, nv, "qd")
     if ld is None:
         z = np.zeros(0)
         return np.zeros((0, nv)), z, z, z
-    q = vec(model, q, model.nq, "q")
-    qd = np.zeros(nv) if qd is None else vec(model, qd, nv, "qd")
     if model.has_mimic:
         q, qd = to_tree_q(model, q), to_tree_v(model, qd, "qd", 1)
     m, nvt = ld.n_c, model.nvt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import InputError
+from ...errors import InputError, clip, clip_names
 from ..kinematics import link_pose
 from ..rnea import inverse_dynamics
 from .constraints import matrix_rank, names, rank_tol, terms, v_labels, vec
@@ -21,7 +21,7 @@ def _actuated_mask(model, actuated):
     mask = np.zeros(model.nv, dtype=bool)
     for j in names(actuated):
         if not isinstance(j, str) or j not in model.joint_names:
-            raise InputError(f"actuated: unknown joint {j!r} (model joints: {', '.join(model.joint_names)})")
+            raise InputError(f"actuated: unknown joint {clip(j)!r} (model joints: {clip_names(model.joint_names)})")
         mask[model.v_slice(j)] = True
     return mask
 
