@@ -13,7 +13,9 @@ Measured in one run, on the same model and the same state:
      written as a plot to bench/out/scaling.png (and the numbers to bench/out/scaling.csv);
   4. bench/bench_identify.py: dynamics_identify fit on a 60 s, 1 kHz, 7-DoF recording and its regressor
      stacking against Pinocchio's computeJointTorqueRegressor looped over the same samples;
-  5. bench/bench_node.py, if it exists.
+  5. bench/bench_stream.py: the 1 kHz stream end to end as a busy client sees it (p50/p99/max alone, under
+     service load, with the cores loaded by other processes);
+  6. bench/bench_node.py, if it exists.
 Functions not (yet) in the core are reported as "missing". No assertion: this only prints.
 """
 from __future__ import annotations
@@ -423,6 +425,13 @@ def main(argv=None):
                                                                                   "wrote /"))))
         if r.returncode:
             print(f"bench_identify.py exited with {r.returncode}")
+    stream = HERE / "bench_stream.py"
+    if stream.exists() and not args.no_node:
+        print(f"== {stream.relative_to(REPO)} (the 1 kHz stream end to end, as a busy client sees it: alone, under "
+              "service load, with the cores loaded) ==", flush=True)
+        r = subprocess.run([sys.executable, str(stream)], cwd=str(REPO))
+        if r.returncode:
+            print(f"bench_stream.py exited with {r.returncode} (a target missed: see above)")
     node = HERE / "bench_node.py"
     if node.exists() and not args.no_node:
         print(f"== {node.relative_to(REPO)} ==", flush=True)
