@@ -208,7 +208,8 @@ class ObserverPublishers:
         from std_msgs.msg import Bool
         self.JointState, self.WrenchStamped, self.Bool = JointState, WrenchStamped, Bool
         from .stream_executor import output_events
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        from .stream_executor import OUT_DEPTH
+        qos = QoSProfile(depth=OUT_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
         self.torques = node.create_publisher(JointState, resolve("~/external_torques"), qos,
                                              event_callbacks=output_events())
         self.wrench = node.create_publisher(WrenchStamped, resolve("~/external_wrench"), qos,

@@ -291,7 +291,10 @@ class Stream:
         # incompatible with a volatile best-effort reader, and each handler costs every wait.
         self.qos_in = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT,
                                  history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
-        qos_out = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+        # outputs: reliable, a second of history at 1 kHz, so that a subscriber that is briefly starved
+        # of CPU (a busy controller on a loaded machine) still gets every message once it reads again
+        from .stream_executor import OUT_DEPTH
+        qos_out = QoSProfile(depth=OUT_DEPTH, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
         from .stream_executor import output_events
         self.pub_gravity = node.create_publisher(JointState, resolve("~/gravity_torques"), qos_out,
                                                  event_callbacks=output_events())

@@ -26,6 +26,7 @@ from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
 WAIT_NS = 200_000_000   # a bounded wait, so that a shut-down context is noticed without a signal
+OUT_DEPTH = 1000        # history of the stream's reliable outputs (torques, observer): a second at 1 kHz
 
 
 class StreamExecutor:
