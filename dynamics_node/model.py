@@ -365,7 +365,7 @@ class Data:
 
 def _pack_loops(model: Model):
     from .algorithms.loops.data import pack  # imported here: the loop package imports this module
-    from .algorithms.ltdl import dof_parents
+    from .algorithms.topology import dof_parents
 
     return pack(model, dof_parents(model))
 

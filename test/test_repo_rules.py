@@ -123,6 +123,12 @@ def _cycles(edges, within):
     return out
 
 
+def test_no_module_imports_another_that_imports_it_back():
+    """Across the whole package (core, node, tools): no import circle, direct or longer."""
+    edges = _import_graph()
+    assert not _cycles(edges, set(edges)), f"import circles: {_cycles(edges, set(edges))}"
+
+
 def test_the_node_and_the_tools_import_in_one_direction():
     """dynamics_node/ros (the node's modules), dynamics_node/tools (dynamics_cli and what it needs)
     and dynamics_node/identify (dynamics_identify): no module imports another that imports it back,

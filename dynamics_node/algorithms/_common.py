@@ -13,7 +13,10 @@ from ..layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_
                       V_U_N, WORK_BODY, WORK_DOF, WORK_EXTRA, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E,
                       W_E_N, W_F, W_F_N, W_IA, W_IA_N, W_PA, W_PA_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N,
                       W_V, W_V_N)
-from ..model import Model
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the model module does not import the kernels' plumbing
+    from ..model import Model
 
 # explicit kernel signatures: compiled once (and cached), and anything else (a list, float32, a
 # strided view) is refused with TypeError, upon which the wrapper converts it (the slow path)

@@ -32,32 +32,13 @@ from ...spatial import crm_t, load6, store6, xm_t
 from .._common import (A_Q, ARG_NAMES, FASTMATH, as_vec, coordinate_owner, new_work, raise_status, to_tree_q,
                        to_tree_v)
 from ..rnea import rnea_kernel
-from .data import (LF_EP, LF_ES, LF_HEADER, LF_RP, LF_RS, LF_STRIDE, LI_HEADER, LI_NC, LI_NL, LJ_DIR, LJ_NC,
+from .data import (SB_E0, SB_E0_N, SB_P0, SB_P0_N, SCRATCH_BODY, TS_D, TS_EJ, TS_EP, TS_ES, TS_M, TS_OP, TS_OS,
+                   TS_RJ, TS_XB, TS_XE, scratch_size,
+                   LF_EP, LF_ES, LF_HEADER, LF_RP, LF_RS, LF_STRIDE, LI_HEADER, LI_NC, LI_NL, LJ_DIR, LJ_NC,
                    LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC, LJ_TYPE)
 
 # the packed model and what the RNEA leaves in the work array (X_i as W_E, W_R; v_i, a_i as W_V,
 # W_A; field X of body i at W_X nb + W_X_N i) are read by the names of dynamics_node/layout.py
-# scratch of loop_terms, laid out as layout.py's work array: per body, in blocks of nb, the world
-# pose ^iX_0 = plx(E0_i, p_i) (E0_i of body i at SB_E0 nb + SB_E0_N i, p_i at SB_P0 nb + SB_P0_N i),
-SB_E0, SB_E0_N = 0, 9
-SB_P0, SB_P0_N = 9, 3
-assert SB_E0 == 0 and SB_P0 == SB_E0_N
-SCRATCH_BODY = 12
-# then (at SCRATCH_BODY nb) per loop:
-TS_EP, TS_OP = 0, 9      # predecessor joint frame: E (world -> joint), origin (world)
-TS_ES, TS_OS = 12, 21    # successor joint frame
-TS_EJ, TS_RJ = 24, 33    # ^J X_b of the body at hand (J = successor joint frame)
-TS_XE, TS_XB = 36, 45    # ^sX_p = [[E, 0], [B, E]], B = -E r x (Eq. 2.24)
-TS_D = 54                # delta in Table 8.1's order (angular first), 6
-TS_M = 60                # a motion vector in joint coordinates, 6
-TS_SIZE = 66
-
-
-@njit(cache=True, inline="always")
-def scratch_size(nb):
-    return SCRATCH_BODY * nb + TS_SIZE
-
-
 @njit(cache=True, inline="always")
 def _joint_world(lf, eo, ro, b, s, p0, to_e, to_o):
     """^JX_0 of a joint frame on body b: E = E_J E0_b, o = p_b + E0_b^T r_J (Table A.3, X1 X2)."""

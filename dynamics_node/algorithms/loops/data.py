@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._jit import njit
 from ...errors import ModelError
 
 # li header
@@ -144,9 +145,42 @@ def pack(model, lambda_dof) -> LoopData | None:
     li[LI_NL], li[LI_NC] = nl, m
     li[LI_LAMBDA] = LI_HEADER + LJ_STRIDE * nl
     li[li[LI_LAMBDA]:] = lambda_dof
-    from .forward import out_size  # the forward kernel's output layout
 
     kmi = np.concatenate([model._kmi, li])
     kmf = np.concatenate([model._kmf, lf])
     return LoopData([lj.name for lj in loops], rows, li, lf, kmi, kmf,
                     out_size.py_func(model.nb, nvt, nl, m))
+
+
+# scratch of loop_terms, laid out as layout.py's work array: per body, in blocks of nb, the world
+# pose ^iX_0 = plx(E0_i, p_i) (E0_i of body i at SB_E0 nb + SB_E0_N i, p_i at SB_P0 nb + SB_P0_N i),
+SB_E0, SB_E0_N = 0, 9
+SB_P0, SB_P0_N = 9, 3
+assert SB_E0 == 0 and SB_P0 == SB_E0_N
+SCRATCH_BODY = 12
+# then (at SCRATCH_BODY nb) per loop:
+TS_EP, TS_OP = 0, 9      # predecessor joint frame: E (world -> joint), origin (world)
+TS_ES, TS_OS = 12, 21    # successor joint frame
+TS_EJ, TS_RJ = 24, 33    # ^J X_b of the body at hand (J = successor joint frame)
+TS_XE, TS_XB = 36, 45    # ^sX_p = [[E, 0], [B, E]], B = -E r x (Eq. 2.24)
+TS_D = 54                # delta in Table 8.1's order (angular first), 6
+TS_M = 60                # a motion vector in joint coordinates, 6
+TS_SIZE = 66
+
+
+@njit(cache=True, inline="always")
+def scratch_size(nb):
+    return SCRATCH_BODY * nb + TS_SIZE
+
+
+WRENCH_N = 6  # floats of one loop wrench (f, n) in the forward kernel's output
+
+
+@njit(cache=True, inline="always")
+def out_size(nb, nvt, nl, m):
+    """Floats the kernel writes: H (nvt^2, first: the C callback views it as nvt x nvt) | qdd (nvt) |
+    wrenches (6 N_L) | C (nvt) | K (m nvt) |
+    k, delta, K qd, lambda (m each) | Y (m nvt) | A, L_A, V (m^2 each) | b, y (m each) | zero (nvt) |
+    loop_terms' scratch (in out_views' order)."""
+    return (nvt * nvt + nvt + WRENCH_N * nl + nvt + m * nvt + 4 * m + m * nvt + 3 * m * m + 2 * m + nvt
+            + scratch_size(nb))

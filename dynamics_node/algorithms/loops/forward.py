@@ -32,24 +32,14 @@ from ..kinematics import link_pose
 from ..ltdl import dl_solve, lt_solve, ltdl_factor
 from ..rnea import bias_forces, inverse_dynamics, rnea_kernel
 from ...layout import BODY_I, H_NB, H_NVT, HEADER_I, J_VI
-from .constraints import check_stab, loop_terms, loop_wrench, scratch_size, terms, vec
-from .data import LF_HEADER, LF_STRIDE, LF_TOL, LI_HEADER, LI_LAMBDA, LI_NC, LI_NL, LJ_STRIDE
+from .constraints import check_stab, loop_terms, loop_wrench, terms, vec
+from .data import (LF_HEADER, LF_STRIDE, LF_TOL, LI_HEADER, LI_LAMBDA, LI_NC, LI_NL, LJ_STRIDE, WRENCH_N, out_size,
+                   scratch_size)
 
-WRENCH_N = 6  # floats of one loop wrench (f, n) in the kernel's output
 JACOBI_SWEEPS = 60  # cyclic Jacobi sweeps at most (it converges quadratically; A is n^c x n^c)
 
 # the C callback's signature is _common.SIG3S (_fastcall.invoke3s): the float after the third vector is
 # the Baumgarte gain alpha
-
-
-@njit(cache=True, inline="always")
-def out_size(nb, nvt, nl, m):
-    """Floats the kernel writes: H (nvt^2, first: the C callback views it as nvt x nvt) | qdd (nvt) |
-    wrenches (6 N_L) | C (nvt) | K (m nvt) |
-    k, delta, K qd, lambda (m each) | Y (m nvt) | A, L_A, V (m^2 each) | b, y (m each) | zero (nvt) |
-    loop_terms' scratch (in out_views' order)."""
-    return (nvt * nvt + nvt + WRENCH_N * nl + nvt + m * nvt + 4 * m + m * nvt + 3 * m * m + 2 * m + nvt
-            + scratch_size(nb))
 
 
 @njit(cache=True, inline="always")
