@@ -109,6 +109,7 @@ CALLS = {
     "decoupled_control": ("dual", "qvab", lambda m, q, qd, t1, t2: dn.decoupled_control(m, q, qd, t1, t2)),
     "regressor": ("mimic", "qvv", lambda m, q, qd, qdd: dn.regressor(m, q, qd, qdd)),
     "link_regressor": ("mimic", "qvv", lambda m, q, qd, qdd: dn.link_regressor(m, q, qd, qdd, _link(m))),
+    "regressor_batch": ("mimic", "QVV", lambda m, Q, QD, QDD: dn.regressor_batch(m, Q, QD, QDD)),
     "identify_payload": ("arm", "QVVV", lambda m, Q, QD, QDD, TAU: dn.identify_payload(m, _link(m), Q, QD, QDD, TAU)),
     # issue 11 ('p': a point, 3 numbers in the link frame)
     "coriolis_matrix": ("arm", "qv", lambda m, q, qd: dn.coriolis_matrix(m, q, qd)),
@@ -131,6 +132,7 @@ NAMES = {  # the public argument names of the arrays, in order
     "pseudovelocity_basis": "q qd", "reduced_order_dynamics": "q nu tau", "dual_arm_inverse_dynamics": "q qd qdd f_cs",
     "decoupled_control": "q qd tau1_s tau2_s",
     "regressor": "q qd qdd", "link_regressor": "q qd qdd", "identify_payload": "Q QD QDD TAU",
+    "regressor_batch": "Q QD QDD",
     "coriolis_matrix": "q qd", "jacobian_derivative": "q qd point", "operational_space_inertia": "q point",
     "manipulability": "q", "jacobian_singular_values": "q", "analytic_jacobian": "q",
 }
