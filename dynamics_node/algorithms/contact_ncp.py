@@ -1,0 +1,433 @@
+"""The contact problem with Coulomb friction on the exact circular cone (Featherstone §11.2-11.5 with
+friction): find the contact forces f (local coordinates per contact: tangents t1, t2, normal n) of
+
+    a = A f + b        A = T^T H^-1 T (Eq. 11.35), b = the contact points' free accelerations (Eq. 11.36)
+
+such that each contact is in one of four modes:
+
+    SEP    f = 0,                        a_n >= 0                         (contact breaks, Eq. 11.14)
+    STICK  a = 0,                        f_n >= 0, |f_t| <= mu f_n        (rolls without slipping)
+    SLIDE  f_t = -mu f_n d, a_n = 0,     f_n >= 0                         (d = v_t/|v_t|: already sliding)
+    SLIP   a_t = -gamma f_t, a_n = 0,    f_n >= 0, |f_t| = mu f_n, gamma >= 0   (at rest, starts to slide:
+                                         maximum dissipation, the friction opposes the slip acceleration)
+
+For mu = 0 a contact is SEP or SLIDE with f_t = 0 (Eqs. 11.14-11.18 exactly: an LCP); for mu = inf it
+is SEP or STICK. The same problem on velocities is Moreau's impact law (impact.py): a = v+ + e v-,
+f the impulse, every contact "at rest" (SEP, STICK, SLIP).
+
+Method (one place, three steps):
+1. projected block Gauss-Seidel: each contact in turn solved exactly against the others' forces
+   (``single``: the four modes of a 3 x 3 problem; the start of slipping is a 1-D root in the
+   slip direction's angle), a few sweeps;
+2. the modes that sweep settled on are solved exactly (``mode_solve``: Newton on the mode's
+   equations, least-squares steps of minimum norm, so with a singular A, as for a box on four
+   corners, the solution nearest the sweep's, or the minimum-norm one when that is valid, is taken)
+   and every condition is verified to TOL relative (``valid``);
+3. if the sweeps never give a verified solution, the mode combinations nearest theirs are
+   enumerated (all of them up to ENUM_MAX). None valid: the problem has no solution that this
+   search finds, NO_SOLUTION (with friction it may have none: Painlevé's paradox).
+With friction the problem is not convex and may have several solutions; the one returned is the
+first verified. With a singular A the forces are not unique (their effect T f is, for mu = 0).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._jit import njit
+
+SEP, STICK, SLIDE, SLIP = 0, 1, 2, 3
+TOL = 1e-10  # acceptance of a solution, relative to the force and acceleration scales
+NO_SOLUTION = -7
+SWEEPS = (2, 6, 16, 40, 100)  # Gauss-Seidel sweeps after which the settled modes are solved exactly
+ENUM_MAX = 729  # mode combinations tried at most in step 3 (3^6)
+NEWTON_ITER = 40
+ANGLES = 72  # samples of the slip direction's angle in single()
+
+
+@njit(cache=True)
+def _slip_single(Ai, r, mu):
+    """Contact at rest starting to slide, alone (A_ii, rest r): f = f_n (-mu u, 1), a_n = 0, a_t = s u
+    with s >= 0, u = (cos th, sin th). Returns (ok, f_n, u0, u1)."""
+    best_ok = False
+    bf, b0, b1 = 0.0, 0.0, 0.0
+    prev_g = 0.0
+    prev_th = 0.0
+    prev_valid = False
+    for k in range(ANGLES + 1):
+        th = 2.0 * math.pi * k / ANGLES
+        g, s, fn, valid = _slip_residual(Ai, r, mu, th)
+        if valid and prev_valid and (g == 0.0 or (g > 0.0) != (prev_g > 0.0)):
+            lo, hi, glo = prev_th, th, prev_g
+            for _ in range(60):  # bisection on the sign change of g
+                mid = 0.5 * (lo + hi)
+                gm, _s, _f, vm = _slip_residual(Ai, r, mu, mid)
+                if (gm > 0.0) == (glo > 0.0):
+                    lo, glo = mid, gm
+                else:
+                    hi = mid
+            th0 = 0.5 * (lo + hi)
+            g0, s0, fn0, v0 = _slip_residual(Ai, r, mu, th0)
+            if v0 and s0 >= 0.0 and (not best_ok or fn0 > bf):
+                best_ok = True
+                bf, b0, b1 = fn0, math.cos(th0), math.sin(th0)
+        prev_g, prev_th, prev_valid = g, th, valid
+    return best_ok, bf, b0, b1
+
+
+@njit(cache=True, inline="always")
+def _slip_residual(Ai, r, mu, th):
+    """g = a_t x u (zero when a_t is parallel to u), s = a_t . u, f_n, valid (f_n > 0 finite)."""
+    u0, u1 = math.cos(th), math.sin(th)
+    m = Ai[2, 2] - mu * (Ai[2, 0] * u0 + Ai[2, 1] * u1)
+    if not m > 0.0:
+        return 0.0, 0.0, 0.0, False
+    fn = -r[2] / m
+    if not fn > 0.0:
+        return 0.0, 0.0, 0.0, False
+    a0 = fn * (Ai[0, 2] - mu * (Ai[0, 0] * u0 + Ai[0, 1] * u1)) + r[0]
+    a1 = fn * (Ai[1, 2] - mu * (Ai[1, 0] * u0 + Ai[1, 1] * u1)) + r[1]
+    return a0 * u1 - a1 * u0, a0 * u0 + a1 * u1, fn, True
+
+
+@njit(cache=True)
+def _solve3(M, r, out):
+    """out = M^-1 r for a 3 x 3 M (Cramer); False when M is singular."""
+    c00 = M[1, 1] * M[2, 2] - M[1, 2] * M[2, 1]
+    c01 = M[1, 2] * M[2, 0] - M[1, 0] * M[2, 2]
+    c02 = M[1, 0] * M[2, 1] - M[1, 1] * M[2, 0]
+    det = M[0, 0] * c00 + M[0, 1] * c01 + M[0, 2] * c02
+    scale = abs(M[0, 0]) + abs(M[1, 1]) + abs(M[2, 2])
+    if not abs(det) > 1e-14 * scale * scale * scale:
+        return False
+    c10 = M[0, 2] * M[2, 1] - M[0, 1] * M[2, 2]
+    c11 = M[0, 0] * M[2, 2] - M[0, 2] * M[2, 0]
+    c12 = M[0, 1] * M[2, 0] - M[0, 0] * M[2, 1]
+    c20 = M[0, 1] * M[1, 2] - M[0, 2] * M[1, 1]
+    c21 = M[0, 2] * M[1, 0] - M[0, 0] * M[1, 2]
+    c22 = M[0, 0] * M[1, 1] - M[0, 1] * M[1, 0]
+    out[0] = (c00 * r[0] + c10 * r[1] + c20 * r[2]) / det
+    out[1] = (c01 * r[0] + c11 * r[1] + c21 * r[2]) / det
+    out[2] = (c02 * r[0] + c12 * r[1] + c22 * r[2]) / det
+    return True
+
+
+@njit(cache=True)
+def single(Ai, r, mu, dyn, d0, d1, f):
+    """One contact against a known rest r (a = A_ii f + r): its force f (3) by the modes in the module
+    docstring, tried in the order SEP, STICK, SLIDE/SLIP. Returns the mode."""
+    f[0] = 0.0
+    f[1] = 0.0
+    f[2] = 0.0
+    if r[2] >= 0.0:
+        return SEP  # f = 0 leaves a_n = r_n >= 0 (Eq. 11.10)
+    if mu == 0.0 or dyn:  # frictionless, or sliding: f_t = -mu f_n d, a_n = 0
+        m = Ai[2, 2] - (mu * (Ai[2, 0] * d0 + Ai[2, 1] * d1) if dyn else 0.0)
+        if m > 0.0:
+            fn = -r[2] / m
+            f[2] = fn
+            if dyn:
+                f[0] = -mu * fn * d0
+                f[1] = -mu * fn * d1
+        return SLIDE
+    st = np.empty(3)
+    nr = np.empty(3)
+    nr[0], nr[1], nr[2] = -r[0], -r[1], -r[2]
+    if _solve3(Ai, nr, st) and st[2] >= 0.0 and (math.hypot(st[0], st[1]) <= mu * st[2]):
+        f[0], f[1], f[2] = st[0], st[1], st[2]
+        return STICK
+    if mu == np.inf:
+        return STICK  # no solution for this contact alone: leave it at zero this sweep
+    ok, fn, u0, u1 = _slip_single(Ai, r, mu)
+    if ok:
+        f[0], f[1], f[2] = -mu * fn * u0, -mu * fn * u1, fn
+        return SLIP
+    m = Ai[2, 2]  # fallback: frictionless normal force, friction clipped to the cone
+    if m > 0.0:
+        f[2] = -r[2] / m
+    return SLIP
+
+
+@njit(cache=True)
+def _residual(A, b, mu, d, modes, x, F, Jm, k):
+    """The mode equations F(x) = 0 (x = [f (3k), gamma (k)]) and their Jacobian Jm (4k x 4k)."""
+    n3 = 3 * k
+    a = A @ x[:n3] + b
+    Jm[:, :] = 0.0
+    for i in range(k):
+        o = 3 * i
+        g = n3 + i
+        md = modes[i]
+        if md == SEP:
+            for c in range(3):
+                F[o + c] = x[o + c]
+                Jm[o + c, o + c] = 1.0
+        elif md == STICK:
+            for c in range(3):
+                F[o + c] = a[o + c]
+                Jm[o + c, :n3] = A[o + c]
+        elif md == SLIDE:
+            for c in range(2):
+                F[o + c] = x[o + c] + mu[i] * x[o + 2] * d[i, c]
+                Jm[o + c, o + c] = 1.0
+                Jm[o + c, o + 2] = mu[i] * d[i, c]
+            F[o + 2] = a[o + 2]
+            Jm[o + 2, :n3] = A[o + 2]
+        else:  # SLIP
+            gam = x[g]
+            for c in range(2):
+                F[o + c] = a[o + c] + gam * x[o + c]
+                Jm[o + c, :n3] = A[o + c]
+                Jm[o + c, o + c] += gam
+                Jm[o + c, g] = x[o + c]
+            F[o + 2] = a[o + 2]
+            Jm[o + 2, :n3] = A[o + 2]
+            ft = math.hypot(x[o], x[o + 1])
+            F[g] = ft - mu[i] * x[o + 2]
+            if ft > 0.0:
+                Jm[g, o] = x[o] / ft
+                Jm[g, o + 1] = x[o + 1] / ft
+            Jm[g, o + 2] = -mu[i]
+        if md != SLIP:
+            F[g] = x[g]
+            Jm[g, g] = 1.0
+    return a
+
+
+@njit(cache=True)
+def _scales(A, b, x, k):
+    n3 = 3 * k
+    sf = 0.0
+    for j in range(n3):
+        sf = max(sf, abs(x[j]))
+    sa = 0.0
+    Af = A @ x[:n3]
+    for j in range(n3):
+        sa = max(sa, abs(b[j]), abs(Af[j]))
+    return sf, sa
+
+
+@njit(cache=True)
+def valid(A, b, mu, d, modes, x, k, tol):
+    """Every condition of the modes (module docstring) holds to tol relative to the scales."""
+    F = np.empty(4 * k)
+    Jm = np.empty((4 * k, 4 * k))
+    a = _residual(A, b, mu, d, modes, x, F, Jm, k)
+    sf, sa = _scales(A, b, x, k)
+    tf = tol * sf + 1e-300
+    ta = tol * sa + 1e-300
+    for i in range(k):
+        o = 3 * i
+        md = modes[i]
+        for j in range(x.shape[0]):
+            if not (x[j] - x[j] == 0.0):
+                return False
+        if md == SEP:
+            if not a[o + 2] >= -ta:
+                return False
+            continue
+        fn = x[o + 2]
+        ft = math.hypot(x[o], x[o + 1])
+        if not fn >= -tf:
+            return False
+        if md == STICK:
+            if not (abs(a[o]) <= ta and abs(a[o + 1]) <= ta and abs(a[o + 2]) <= ta):
+                return False
+            if mu[i] != np.inf and not ft <= mu[i] * fn + tf:
+                return False
+        elif md == SLIDE:
+            if not (abs(F[o]) <= tf and abs(F[o + 1]) <= tf and abs(a[o + 2]) <= ta):
+                return False
+        else:
+            gam = x[3 * k + i]
+            if not (abs(a[o + 2]) <= ta and abs(F[3 * k + i]) <= tf and gam * sf >= -ta):
+                return False
+            if not (abs(F[o]) <= ta and abs(F[o + 1]) <= ta):
+                return False
+    return True
+
+
+@njit(cache=True)
+def mode_solve(A, b, mu, d, modes, x0, k, x):
+    """Newton on the mode equations from x0 with minimum-norm least-squares steps (the solution
+    nearest x0 when they are linear and A singular). x: the result. Returns True when it converged."""
+    m = 4 * k
+    F = np.empty(m)
+    Jm = np.empty((m, m))
+    x[:] = x0
+    for i in range(k):  # a SLIP start needs a friction direction and a gamma
+        if modes[i] == SLIP:
+            o = 3 * i
+            if math.hypot(x[o], x[o + 1]) == 0.0:
+                x[o] = mu[i] * max(x[o + 2], 0.0) + 1e-300
+            if not x[3 * k + i] > 0.0:
+                x[3 * k + i] = 0.0
+    prev = np.inf
+    for _ in range(NEWTON_ITER):
+        _residual(A, b, mu, d, modes, x, F, Jm, k)
+        sf, sa = _scales(A, b, x, k)
+        nrm = 0.0
+        for j in range(m):
+            nrm = max(nrm, abs(F[j]))
+        if nrm <= 1e-15 * (sf + sa) or not (nrm < np.inf):
+            return nrm < np.inf
+        step = np.linalg.lstsq(Jm, -F, 1e-13)[0]
+        for j in range(m):
+            x[j] += step[j]
+        if nrm >= prev and nrm <= 1e-12 * (sf + sa):
+            return True
+        prev = nrm
+    return True
+
+
+@njit(cache=True)
+def _try(A, b, mu, d, modes, x0, k, x, tol):
+    """mode_solve from x0, and from zero (the minimum-norm solution, preferred when valid)."""
+    z = np.zeros_like(x0)
+    y = np.empty_like(x0)
+    linear = True
+    for i in range(k):
+        if modes[i] == SLIP:
+            linear = False
+    if linear:
+        mode_solve(A, b, mu, d, modes, z, k, y)
+        if valid(A, b, mu, d, modes, y, k, tol):
+            x[:] = y
+            return True
+    mode_solve(A, b, mu, d, modes, x0, k, y)
+    if valid(A, b, mu, d, modes, y, k, tol):
+        x[:] = y
+        return True
+    return False
+
+
+@njit(cache=True)
+def solve(A, b, mu, dyn, d, x, modes):
+    """The contact problem of the module docstring. A (3k x 3k), b (3k) local per contact [t1 t2 n];
+    mu (k, inf allowed); dyn (k, 1 = sliding with direction d[i] (k x 2)). On return x[:3k] = f,
+    x[3k:] = gamma, modes (k). Returns 0, or NO_SOLUTION."""
+    k = mu.shape[0]
+    n3 = 3 * k
+    x[:] = 0.0
+    if k == 0:
+        return 0
+    f = x[:n3]
+    r = np.empty(3)
+    fi = np.empty(3)
+    Ai = np.empty((3, 3))
+    y = np.empty(4 * k)
+    sweep = 0
+    for target in SWEEPS:
+        while sweep < target:
+            sweep += 1
+            for i in range(k):
+                o = 3 * i
+                for c in range(3):
+                    s = b[o + c]
+                    for j in range(n3):
+                        if j < o or j >= o + 3:
+                            s += A[o + c, j] * f[j]
+                    r[c] = s
+                    for c2 in range(3):
+                        Ai[c, c2] = A[o + c, o + c2]
+                modes[i] = single(Ai, r, mu[i], dyn[i] != 0, d[i, 0], d[i, 1], fi)
+                f[o], f[o + 1], f[o + 2] = fi[0], fi[1], fi[2]
+        _gammas(A, b, x, modes, k)
+        if _try(A, b, mu, d, modes, x, k, y, TOL):
+            x[:] = y
+            _settle(A, b, mu, d, modes, x, k)
+            return 0
+    st = _enumerate(A, b, mu, dyn, d, x, modes, k)
+    if st == 0:
+        _settle(A, b, mu, d, modes, x, k)
+    return st
+
+
+@njit(cache=True)
+def _settle(A, b, mu, d, modes, x, k):
+    """A SLIP contact whose gamma is zero does not slip (a_t = 0): it sticks at the cone's edge. Such
+    contacts are made STICK and the mode's minimum-norm (or nearest) solution taken when it is valid:
+    with a singular A the sweeps can leave internal forces that only this removes."""
+    sf, sa = _scales(A, b, x, k)
+    m2 = modes.copy()
+    changed = False
+    for i in range(k):
+        if modes[i] == SLIP and x[3 * k + i] * sf <= TOL * sa:
+            m2[i] = STICK
+            x[3 * k + i] = 0.0
+            changed = True
+    if not changed:
+        return
+    y = np.empty_like(x)
+    if _try(A, b, mu, d, m2, x, k, y, TOL):
+        x[:] = y
+        modes[:] = m2
+
+
+@njit(cache=True)
+def _gammas(A, b, x, modes, k):
+    """gamma of the SLIP contacts from the sweep's forces: a_t = -gamma f_t in least squares."""
+    n3 = 3 * k
+    a = A @ x[:n3] + b
+    for i in range(k):
+        o = 3 * i
+        g = 0.0
+        if modes[i] == SLIP:
+            ff = x[o] * x[o] + x[o + 1] * x[o + 1]
+            if ff > 0.0:
+                g = max(0.0, -(a[o] * x[o] + a[o + 1] * x[o + 1]) / ff)
+        x[n3 + i] = g
+
+
+@njit(cache=True)
+def _candidates(mu, dyn, k):
+    cand = np.empty((k, 3), dtype=np.int64)
+    nc = np.empty(k, dtype=np.int64)
+    for i in range(k):
+        cand[i, 0] = SEP
+        if mu[i] == 0.0 or dyn[i] != 0:
+            cand[i, 1] = SLIDE
+            nc[i] = 2
+        elif mu[i] == np.inf:
+            cand[i, 1] = STICK
+            nc[i] = 2
+        else:
+            cand[i, 1] = STICK
+            cand[i, 2] = SLIP
+            nc[i] = 3
+    return cand, nc
+
+
+@njit(cache=True)
+def _enumerate(A, b, mu, dyn, d, x, modes, k):
+    """Step 3: mode combinations by increasing number of contacts whose mode differs from the
+    sweeps' (x, modes on entry), each solved and verified; the first valid one is returned."""
+    cand, nc = _candidates(mu, dyn, k)
+    total = 1
+    for i in range(k):
+        total *= nc[i]
+        if total > ENUM_MAX:
+            break
+    x0 = x.copy()
+    start = modes.copy()
+    trial = np.empty(k, dtype=np.int64)
+    y = np.empty_like(x)
+    tried = 0
+    for dist in range(1, k + 1):
+        for code in range(min(total, ENUM_MAX) if total <= ENUM_MAX else ENUM_MAX):
+            c = code
+            diff = 0
+            for i in range(k):
+                trial[i] = cand[i, c % nc[i]]
+                c //= nc[i]
+                if trial[i] != start[i]:
+                    diff += 1
+            if diff != dist:
+                continue
+            tried += 1
+            if _try(A, b, mu, d, trial, x0, k, y, TOL):
+                x[:] = y
+                modes[:] = trial
+                return 0
+    return NO_SOLUTION
