@@ -26,7 +26,9 @@ iota_n >= 0, xi_n iota_n = 0 (so v_n+ >= -e v_n-), friction in the cone, stickin
 for 0 <= e <= 1: with T = 1/2 qd^T H qd, T+ - T- = iota^T xi/(1 + e) - (1 - e)/(2 (1 + e)) iota^T A iota
 <= 0, because iota^T xi <= 0 by the conditions. (Newton's law on the normal alone with v_t+ = 0 can
 gain energy with friction; that is why the tangential part carries e too.) Contacts already leaving
-(v_n- > 0) take no impulse; if the others' impulses make one approach, a second impact includes it.
+(v_n- > 0) take no impulse, unless the others' impulses would make one approach: the impact is then
+solved again with that contact in it at restitution 0 (v_n+ >= 0, v_t+ = 0 when sticking). With
+e > 0 such a mixed impact has no energy guarantee (the proof needs one e for all); with e = 0 it has.
 """
 from __future__ import annotations
 
@@ -141,66 +143,61 @@ def sliding(v, mu, rest_speed):
 
 @njit(cache=True)
 def impact_stages(A, v, mu, e, imp, modes):
-    """Impulses imp (3k, local) on the contacts not leaving, and again (at most k times) on any that
-    the previous impulses made approach; modes[j] = SEP for contacts that took none."""
+    """Impulses imp (3k, local) of one simultaneous impact on the contacts not leaving (v_n- <= 0),
+    Moreau's law with e; a leaving contact that those impulses would make approach joins the set with
+    restitution 0 (v_n+ >= 0, sticking v_t+ = 0) and the impact is solved again, at most k times.
+    modes[j] = SEP for the contacts that take no impulse."""
     k = mu.shape[0]
-    vel = v.copy()
+    act = np.zeros(k, dtype=np.int64)
+    ej = np.full(k, e)
+    vs = 0.0
+    for r in range(3 * k):
+        vs = max(vs, abs(v[r]))
     for j in range(k):
         modes[j] = SEP
-    for _stage in range(k + 1):
-        act = np.zeros(k, dtype=np.int64)
+        if v[3 * j + 2] <= 0.0:
+            act[j] = 1
+    for _round in range(k + 1):
         na = 0
+        idx = np.empty(k, dtype=np.int64)
         for j in range(k):
-            if vel[3 * j + 2] < 0.0 or (vel[3 * j + 2] == 0.0 and _stage == 0):
-                act[na] = j
+            if act[j]:
+                idx[na] = j
                 na += 1
+        for r in range(3 * k):
+            imp[r] = 0.0
         if na == 0:
             return 0
         As = np.empty((3 * na, 3 * na))
         bs = np.empty(3 * na)
         mus = np.empty(na)
         for a in range(na):
-            ja = act[a]
+            ja = idx[a]
             mus[a] = mu[ja]
             for c in range(3):
-                bs[3 * a + c] = (1.0 + e) * vel[3 * ja + c]  # xi = A iota + (1 + e) v-
+                bs[3 * a + c] = (1.0 + ej[ja]) * v[3 * ja + c]  # xi = A iota + (1 + e) v-
                 for b2 in range(na):
                     for c2 in range(3):
-                        As[3 * a + c, 3 * b2 + c2] = A[3 * ja + c, 3 * act[b2] + c2]
+                        As[3 * a + c, 3 * b2 + c2] = A[3 * ja + c, 3 * idx[b2] + c2]
         x = np.empty(4 * na)
         ms = np.empty(na, dtype=np.int64)
         st = solve(As, bs, mus, np.zeros(na, dtype=np.int64), np.zeros((na, 2)), x, ms)
         if st != 0:
             return st
-        dv = A @ _scatter(x, act, na, k)
-        any_imp = False
         for a in range(na):
-            ja = act[a]
-            if ms[a] != SEP:
-                modes[ja] = ms[a]
-                any_imp = True
+            modes[idx[a]] = ms[a]
             for c in range(3):
-                imp[3 * ja + c] += x[3 * a + c]
-        for r in range(3 * k):
-            vel[r] += dv[r]
-        if not any_imp:
-            return 0
+                imp[3 * idx[a] + c] = x[3 * a + c]
+        vp = A @ imp + v
         again = False
         for j in range(k):
-            if vel[3 * j + 2] < -1e-12 * (1.0 + abs(v[3 * j + 2])):
+            if not act[j] and vp[3 * j + 2] < -1e-12 * vs:
+                act[j] = 1
+                ej[j] = 0.0
                 again = True
         if not again:
             return 0
     return 0
-
-
-@njit(cache=True)
-def _scatter(x, act, na, k):
-    out = np.zeros(3 * k)
-    for a in range(na):
-        for c in range(3):
-            out[3 * act[a] + c] = x[3 * a + c]
-    return out
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, I1, F1, F1, F1, types.float64, F1, F1, I1, F1, F1), cache=True)

@@ -345,6 +345,18 @@ def solve(A, b, mu, dyn, d, x, modes):
 
 
 @njit(cache=True)
+def _exact_zeros(modes, x, k):
+    """SEP contacts carry exactly no force (Newton's least-squares steps leave rounding there)."""
+    for i in range(k):
+        if modes[i] == SEP:
+            x[3 * i] = 0.0
+            x[3 * i + 1] = 0.0
+            x[3 * i + 2] = 0.0
+        if modes[i] != SLIP:
+            x[3 * k + i] = 0.0
+
+
+@njit(cache=True)
 def _settle(A, b, mu, d, modes, x, k):
     """A SLIP contact whose gamma is zero does not slip (a_t = 0): it sticks at the cone's edge. Such
     contacts are made STICK and the mode's minimum-norm (or nearest) solution taken when it is valid:
@@ -357,12 +369,12 @@ def _settle(A, b, mu, d, modes, x, k):
             m2[i] = STICK
             x[3 * k + i] = 0.0
             changed = True
-    if not changed:
-        return
-    y = np.empty_like(x)
-    if _try(A, b, mu, d, m2, x, k, y, TOL):
-        x[:] = y
-        modes[:] = m2
+    if changed:
+        y = np.empty_like(x)
+        if _try(A, b, mu, d, m2, x, k, y, TOL):
+            x[:] = y
+            modes[:] = m2
+    _exact_zeros(modes, x, k)
 
 
 @njit(cache=True)
