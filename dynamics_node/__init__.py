@@ -79,6 +79,7 @@ _LAZY = {
     # issue 23: contact and impact (Featherstone Ch. 11)
     "Contact": ".algorithms.contact_args", "contact_forward_dynamics": ".algorithms.contact",
     "impact": ".algorithms.contact",
+    "soft_contact_forces": ".algorithms.soft_contact", "simulate_step": ".algorithms.soft_contact",
 }
 
 __all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]

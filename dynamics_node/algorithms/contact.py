@@ -39,7 +39,7 @@ import numpy as np
 from .._jit import njit, types
 from ..errors import InputError
 from ..layout import HF_TOL, H_NVT
-from ._common import A_TAU, F1, I1, SINGULAR, check
+from ._common import A_Q, A_QD, A_TAU, F1, I1, SINGULAR, check
 from .contact_ncp import NO_SOLUTION, SEP, SLIDE, SLIP, STICK, solve
 from .crba import crba_kernel
 from .jacobians import _jdot
@@ -310,7 +310,19 @@ def _check_common(model, q, qd, contacts, name_qd="qd"):
     _length(model, q, "q", "q")
     qd = vec(qd, name_qd)
     _length(model, qd, name_qd, "v")
+    for nm, x, arg in (("q", q, A_Q), (name_qd, qd, A_QD)):
+        finite_or_raise(model, x, nm, arg)
     return q, qd, pack(model, contacts)
+
+
+def finite_or_raise(model, x, name, arg):
+    """InputError naming the first non-finite entry of x and its joint."""
+    from ..dispatch import finite
+    from ._common import coordinate_owner
+
+    if not finite(x):
+        i = int(np.nonzero(~np.isfinite(x))[0][0])
+        raise InputError(f"{name}[{i}] (joint '{coordinate_owner(model, arg, i, False)}') is not finite (NaN or inf)")
 
 
 def _raise(model, st, what, names, arrays):
@@ -377,11 +389,8 @@ def contact_forward_dynamics(model, q, qd, tau, contacts, f_ext=None, rest_speed
     w = check_data(model, data)
     k = packed.body.shape[0]
     what = "contact forward dynamics"
+    finite_or_raise(model, tau, "tau", A_TAU)
     if model.has_mimic:
-        for nm, x in (("q", q), ("qd", qd), ("tau", tau)):
-            if not np.all(np.isfinite(x)):
-                i = int(np.nonzero(~np.isfinite(x))[0][0])
-                raise InputError(f"{nm}[{i}] is not finite (NaN or inf)")
         A, b, v, qdd0, hs = _dense_terms(model, q, qd, tau, packed, f_ext)
         if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
             check_out(np.array([np.nan]), what, ("q", "qd", "tau"), (q, qd, tau))
@@ -426,10 +435,6 @@ def impact(model, q, qd_minus, contacts, restitution=0.0, data=None):
     modes = np.empty(k, dtype=np.int64)
     imp = np.zeros(3 * k)
     if model.has_mimic:
-        for nm, x in (("q", q), ("qd_minus", qd)):
-            if not np.all(np.isfinite(x)):
-                i = int(np.nonzero(~np.isfinite(x))[0][0])
-                raise InputError(f"{nm}[{i}] is not finite (NaN or inf)")
         A, _b, v, _q0, hs = _dense_terms(model, q, qd, np.zeros(model.nv), packed, None)
         st = impact_stages(A, v, packed.mu, e, imp, modes)
         if st:
