@@ -40,6 +40,9 @@ from .._jit import njit, types
 from ..errors import InputError
 from ..layout import HF_TOL, H_NVT
 from ._common import A_Q, A_QD, A_TAU, F1, I1, SINGULAR, check
+from ..dispatch import _conform
+from ..model import Model as _Model
+from .contact_args import ContactResult, cached_pack
 from .contact_ncp import NO_SOLUTION, SEP, SLIDE, SLIP, STICK, solve
 from .crba import crba_kernel
 from .jacobians import _jdot
@@ -47,7 +50,9 @@ from .ltdl import dl_solve, lt_solve, ltdl_factor
 from .operational_space import expanded_parents
 from .rnea import rnea_kernel
 
+_EMPTY = np.zeros(0)
 STATE_NAMES = ("separating", "sticking", "sliding")
+OVERFLOW_STATUS = 5 * 100000000  # dispatch.OVERFLOW: a finite input whose result is not finite
 FIXED_LINK = -8  # a contact on a link welded to the fixed base
 
 
@@ -200,11 +205,37 @@ def impact_stages(A, v, mu, e, imp, modes):
     return 0
 
 
-@njit(types.int64(I1, F1, F1, F1, F1, F1, I1, F1, F1, F1, types.float64, F1, F1, I1, F1, F1), cache=True)
-def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, qdd, f, modes, av, w):
-    """Contact forward dynamics of a tree without mimic joints: qdd (nvt), f (3k, local axes),
-    modes (k), av = [a (3k), v (3k)] the contact points' accelerations and velocities (local axes).
-    Returns a kernel status, FIXED_LINK or NO_SOLUTION."""
+@njit(cache=True)
+def finish(A, b, v, x, modes, mu, rest_speed, cR, out, nvt, k):
+    """out[nvt:nvt + 3k] = the forces in world axes (R_j f_j), out[nvt + 3k:] = the state codes
+    (0 separating, 1 sticking, 2 sliding; a frictionless contact at rest whose tangential
+    acceleration is zero sticks). Returns OVERFLOW_STATUS when anything in out is not finite."""
+    a = A @ x[:3 * k] + b
+    scale = 1e-300
+    for r in range(3 * k):
+        scale = max(scale, abs(a[r]))
+    for j in range(k):
+        for c in range(3):
+            s = 0.0
+            for c2 in range(3):
+                s += cR[9 * j + 3 * c + c2] * x[3 * j + c2]
+            out[nvt + 3 * j + c] = s
+        md = modes[j]
+        code = 0 if md == SEP else (1 if md == STICK else 2)
+        if code == 2 and mu[j] == 0.0 and math.hypot(v[3 * j], v[3 * j + 1]) <= rest_speed and \
+                math.hypot(a[3 * j], a[3 * j + 1]) <= 1e-9 * scale:
+            code = 1
+        out[nvt + 3 * k + j] = code
+    for r in range(nvt + 3 * k):
+        if not (out[r] - out[r] == 0.0):
+            return OVERFLOW_STATUS
+    return 0
+
+
+@njit(types.int64(I1, F1, F1, F1, F1, F1, I1, F1, F1, F1, types.float64, F1, F1), cache=True)
+def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, out, w):
+    """Contact forward dynamics of a tree without mimic joints: out = [qdd (nvt) | forces (3k, world)
+    | state codes (k), see finish]. Returns a kernel status, FIXED_LINK or NO_SOLUTION."""
     nvt = mi[H_NVT]
     k = cb.shape[0]
     H = np.empty(max(nvt * nvt, 1))
@@ -212,7 +243,7 @@ def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, qdd, f
     Yt = np.empty((3 * k, nvt))
     b = np.empty(3 * k)
     v = np.empty(3 * k)
-    st = contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, b, v, qdd, w)
+    st = contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, b, v, out[:nvt], w)  # qdd0 in out
     if st != 0:
         return st
     Hm = H[:nvt * nvt].reshape((nvt, nvt))
@@ -220,21 +251,18 @@ def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, qdd, f
     contact_A(Hm, Yt, A)
     dyn, d = sliding(v, mu, rest_speed)
     x = np.empty(4 * k)
+    modes = np.empty(k, dtype=np.int64)
     st = solve(A, b, mu, dyn, d, x, modes)
     if st != 0:
         return st
     y = np.zeros(nvt)
-    a = A @ x[:3 * k] + b
     for r in range(3 * k):
-        f[r] = x[r]
-        av[r] = a[r]
-        av[3 * k + r] = v[r]
         for e in range(nvt):
             y[e] += Yt[r, e] * x[r]
     dl_solve(Hm, lam, y)  # qdd = qdd0 + L^-1 D^-1 Y f
     for e in range(nvt):
-        qdd[e] += y[e]
-    return 0
+        out[e] += y[e]
+    return finish(A, b, v, x, modes, mu, rest_speed, cR, out, nvt, k)
 
 
 @njit(types.int64(I1, F1, F1, F1, I1, F1, F1, F1, types.float64, F1, F1, I1, F1), cache=True)
@@ -273,30 +301,12 @@ def impact_kernel(mi, mf, q, qd, cb, cp, cR, mu, e, qd_out, imp, modes, w):
     return 0
 
 
-NO_SOLUTION_CODE = NO_SOLUTION
 MODE_STATE = {SEP: 0, STICK: 1, SLIDE: 2, SLIP: 2}
+REST_SPEED = 1e-9  # m/s, the default of rest_speed
 
 
 # ---------------------------------------------------------------------------------------------
 # Python side: arguments, the dense route of models with mimic joints (H = G^T H_t G, §9.6), results
-
-def _state_names(modes, a, mu, v, rest_speed):
-    """'separating' / 'sticking' / 'sliding' per contact; a frictionless contact at rest whose
-    tangential acceleration is zero counts as sticking."""
-    out = []
-    scale = max(float(np.max(np.abs(a), initial=0.0)), 1e-300)
-    for j, md in enumerate(modes):
-        if md == SEP:
-            out.append(STATE_NAMES[0])
-        elif md == STICK:
-            out.append(STATE_NAMES[1])
-        elif mu[j] == 0.0 and math.hypot(v[3 * j], v[3 * j + 1]) <= rest_speed and \
-                math.hypot(a[3 * j], a[3 * j + 1]) <= 1e-9 * scale:
-            out.append(STATE_NAMES[1])
-        else:
-            out.append(STATE_NAMES[2])
-    return tuple(out)
-
 
 def _check_common(model, q, qd, contacts, name_qd="qd"):
     from ..dispatch import _length, check_model, vec
@@ -325,7 +335,7 @@ def finite_or_raise(model, x, name, arg):
         raise InputError(f"{name}[{i}] (joint '{coordinate_owner(model, arg, i, False)}') is not finite (NaN or inf)")
 
 
-def _raise(model, st, what, names, arrays):
+def _raise(model, st, what, names, arrays, f_ext=None):
     from ..dispatch import raise_status
     from ..layout import BODY_I, HEADER_I, J_VI
 
@@ -337,7 +347,7 @@ def _raise(model, st, what, names, arrays):
         k = st % 100000
         vi = model.mi[HEADER_I + J_VI::BODY_I]
         st = SINGULAR * 100000000 + int(np.searchsorted(vi, k, side="right") - 1)
-    raise_status(model, st, False, what, names, arrays)
+    raise_status(model, st, False, what, names, arrays, (("f_ext", f_ext),) if f_ext else ())
 
 
 def _dense_terms(model, q, qd, tau, packed, f_ext):
@@ -369,54 +379,73 @@ def _dense_terms(model, q, qd, tau, packed, f_ext):
     return Y.T @ Y, T @ qdd0 + jb, T @ qd, qdd0, lambda f: hsolve(T.T @ f)
 
 
-def contact_forward_dynamics(model, q, qd, tau, contacts, f_ext=None, rest_speed=1e-9, data=None):
+def contact_forward_dynamics(model, q, qd, tau, contacts, f_ext=None, rest_speed=REST_SPEED, data=None):
     """qdd, contact forces and states of a rigid-body system whose listed contacts touch (module
     docstring; Featherstone §11.3-11.5 with Coulomb friction on the circular cone).
 
     contacts: a list of dn.Contact; rest_speed (m/s): a contact whose tangential speed is at most this
     is at rest (it may stick), faster it slides. Returns ContactResult(qdd, forces (k x 3, world),
     states). InputError when no forces satisfy the conditions (see docs/API.md)."""
-    from ..dispatch import check_data, check_out, vec, wrenches
-    from .contact_args import ContactResult, _real, to_world
+    if (f_ext is None and rest_speed is REST_SPEED and data is None and type(model) is _Model
+            and model.loop_data is None and not model.has_mimic
+            and _conform(q) and _conform(qd) and _conform(tau)):  # the hot path: the kernel checks the rest
+        packed = cached_pack(model, contacts)
+        if packed is not None:
+            nvt, k = model.nvt, packed.k
+            out = np.empty(nvt + 4 * k)
+            st = contact_fd_kernel(model._kmi, model._kmf, q, qd, tau, _EMPTY, packed.body, packed.point,
+                                   packed.frame, packed.mu, REST_SPEED, out, np.empty(model.work_size))
+            if st == 0:
+                return ContactResult(out[:nvt], out[nvt:nvt + 3 * k].reshape(k, 3), _states(out[nvt + 3 * k:]))
+    return _contact_fd_checked(model, q, qd, tau, contacts, f_ext, rest_speed, data)
+
+
+def _contact_fd_checked(model, q, qd, tau, contacts, f_ext, rest_speed, data):
+    """contact_forward_dynamics with every argument checked, every error explained."""
+    from ..dispatch import _length, check_data, vec, wrenches
+    from .contact_args import _real
 
     q, qd, packed = _check_common(model, q, qd, contacts)
     tau = vec(tau, "tau")
-    from ..dispatch import _length
-
     _length(model, tau, "tau", "v")
+    finite_or_raise(model, tau, "tau", A_TAU)
     rest_speed = _real(rest_speed, "rest_speed")
     fx = wrenches(model, f_ext)
     w = check_data(model, data)
     k = packed.body.shape[0]
-    what = "contact forward dynamics"
-    finite_or_raise(model, tau, "tau", A_TAU)
+    nvt = model.nv if model.has_mimic else model.nvt
+    out = np.empty(nvt + 4 * k)
     if model.has_mimic:
         A, b, v, qdd0, hs = _dense_terms(model, q, qd, tau, packed, f_ext)
-        if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
-            check_out(np.array([np.nan]), what, ("q", "qd", "tau"), (q, qd, tau))
-        dyn, d = sliding(v, packed.mu, rest_speed)
-        x = np.empty(4 * k)
-        modes = np.empty(k, dtype=np.int64)
-        st = solve(A, b, packed.mu, dyn, d, x, modes)
-        if st:
-            _raise(model, st, what, ("q", "qd", "tau"), (q, qd, tau))
-        f = x[:3 * k]
-        qdd = qdd0 + hs(f)
-        a = A @ f + b
+        st = 0 if np.all(np.isfinite(A)) and np.all(np.isfinite(b)) else OVERFLOW_STATUS
+        if st == 0:
+            dyn, d = sliding(v, packed.mu, rest_speed)
+            x = np.empty(4 * k)
+            modes = np.empty(k, dtype=np.int64)
+            st = solve(A, b, packed.mu, dyn, d, x, modes)
+        if st == 0:
+            out[:nvt] = qdd0 + hs(x[:3 * k])
+            st = finish(A, b, v, x, modes, packed.mu, rest_speed, packed.frame, out, nvt, k)
     else:
-        qdd = np.empty(model.nvt)
-        f = np.empty(3 * k)
-        modes = np.empty(k, dtype=np.int64)
-        av = np.empty(6 * k)
         st = contact_fd_kernel(model._kmi, model._kmf, q, qd, tau, fx, packed.body, packed.point, packed.frame,
-                               packed.mu, rest_speed, qdd, f, modes, av,
-                               w if w is not None else np.empty(model.work_size))
-        if st:
-            _raise(model, st, what, ("q", "qd", "tau"), (q, qd, tau))
-        a, v = av[:3 * k], av[3 * k:]
-    forces = to_world(packed, f)
-    check_out((qdd, forces), what, ("q", "qd", "tau"), (q, qd, tau))
-    return ContactResult(qdd, forces, _state_names(modes, a, packed.mu, v, rest_speed))
+                               packed.mu, rest_speed, out, w if w is not None else np.empty(model.work_size))
+    if st:
+        _raise(model, st, "contact forward dynamics", ("q", "qd", "tau"), (q, qd, tau), f_ext)
+    return ContactResult(out[:nvt], out[nvt:nvt + 3 * k].reshape(k, 3), _states(out[nvt + 3 * k:]))
+
+
+_STATES: dict = {}
+
+
+def _states(codes):
+    """The state names of the codes (0 separating, 1 sticking, 2 sliding), one tuple per pattern."""
+    key = codes.tobytes()
+    t = _STATES.get(key)
+    if t is None:
+        t = tuple([STATE_NAMES[int(c)] for c in codes])
+        if len(_STATES) < 4096:
+            _STATES[key] = t
+    return t
 
 
 def impact(model, q, qd_minus, contacts, restitution=0.0, data=None):

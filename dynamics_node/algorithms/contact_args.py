@@ -108,6 +108,32 @@ class Packed(NamedTuple):
     point: np.ndarray   # (3k,) body coordinates
     frame: np.ndarray   # (9k,) R_j row-major, columns [t1 t2 n] (world)
     mu: np.ndarray      # (k,)
+    k: int
+
+
+_CACHE: dict = {}
+_CACHE_MAX = 256
+
+
+def cached_pack(model, contacts):
+    """pack() of a list of contacts already seen on this model (a contact is immutable, so the
+    packing of the same objects is the same), or None when the argument is not a plain list or tuple
+    of dn.Contact or fails to pack (the checked route then says why). The cache keeps at most
+    _CACHE_MAX entries, and its keys hold the model and the contacts."""
+    t = type(contacts)
+    if t is not list and t is not tuple:
+        return None
+    key = (model, *contacts)
+    p = _CACHE.get(key)
+    if p is None:
+        try:
+            p = pack(model, contacts)
+        except InputError:
+            return None
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        _CACHE[key] = p
+    return p
 
 
 def pack(model, contacts, name="contacts") -> Packed:
@@ -134,7 +160,7 @@ def pack(model, contacts, name="contacts") -> Packed:
         point[3 * j:3 * j + 3] = pb
         frame[9 * j:9 * j + 9] = c.frame.reshape(-1)
         mu[j] = c.friction
-    return Packed(cs, body, point, frame, mu)
+    return Packed(cs, body, point, frame, mu, k)  # shared by the cache: never written
 
 
 def to_world(packed, f_local):

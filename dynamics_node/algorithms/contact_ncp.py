@@ -40,10 +40,10 @@ from .._jit import njit
 SEP, STICK, SLIDE, SLIP = 0, 1, 2, 3
 TOL = 1e-10  # acceptance of a solution, relative to the force and acceleration scales
 NO_SOLUTION = -7
-SWEEPS = (2, 6, 16, 40, 100)  # Gauss-Seidel sweeps after which the settled modes are solved exactly
+SWEEPS = (1, 3, 8, 20, 50, 100)  # Gauss-Seidel sweeps after which the settled modes are solved exactly
 ENUM_MAX = 729  # mode combinations tried at most in step 3 (3^6)
 NEWTON_ITER = 40
-ANGLES = 72  # samples of the slip direction's angle in single()
+ANGLES = 24  # samples of the slip direction's angle in single()
 
 
 @njit(cache=True)
@@ -60,7 +60,7 @@ def _slip_single(Ai, r, mu):
         g, s, fn, valid = _slip_residual(Ai, r, mu, th)
         if valid and prev_valid and (g == 0.0 or (g > 0.0) != (prev_g > 0.0)):
             lo, hi, glo = prev_th, th, prev_g
-            for _ in range(60):  # bisection on the sign change of g
+            for _ in range(40):  # bisection on the sign change of g (to 2e-12 rad; step 2 refines)
                 mid = 0.5 * (lo + hi)
                 gm, _s, _f, vm = _slip_residual(Ai, r, mu, mid)
                 if (gm > 0.0) == (glo > 0.0):
@@ -91,26 +91,24 @@ def _slip_residual(Ai, r, mu, th):
     return a0 * u1 - a1 * u0, a0 * u0 + a1 * u1, fn, True
 
 
-@njit(cache=True)
-def _solve3(M, r, out):
-    """out = M^-1 r for a 3 x 3 M (Cramer); False when M is singular."""
+@njit(cache=True, inline="always")
+def _solve3(M, r0, r1, r2):
+    """(ok, M^-1 r) for a 3 x 3 M (Cramer); ok False when M is singular."""
     c00 = M[1, 1] * M[2, 2] - M[1, 2] * M[2, 1]
     c01 = M[1, 2] * M[2, 0] - M[1, 0] * M[2, 2]
     c02 = M[1, 0] * M[2, 1] - M[1, 1] * M[2, 0]
     det = M[0, 0] * c00 + M[0, 1] * c01 + M[0, 2] * c02
     scale = abs(M[0, 0]) + abs(M[1, 1]) + abs(M[2, 2])
     if not abs(det) > 1e-14 * scale * scale * scale:
-        return False
+        return False, 0.0, 0.0, 0.0
     c10 = M[0, 2] * M[2, 1] - M[0, 1] * M[2, 2]
     c11 = M[0, 0] * M[2, 2] - M[0, 2] * M[2, 0]
     c12 = M[0, 1] * M[2, 0] - M[0, 0] * M[2, 1]
     c20 = M[0, 1] * M[1, 2] - M[0, 2] * M[1, 1]
     c21 = M[0, 2] * M[1, 0] - M[0, 0] * M[1, 2]
     c22 = M[0, 0] * M[1, 1] - M[0, 1] * M[1, 0]
-    out[0] = (c00 * r[0] + c10 * r[1] + c20 * r[2]) / det
-    out[1] = (c01 * r[0] + c11 * r[1] + c21 * r[2]) / det
-    out[2] = (c02 * r[0] + c12 * r[1] + c22 * r[2]) / det
-    return True
+    return (True, (c00 * r0 + c10 * r1 + c20 * r2) / det, (c01 * r0 + c11 * r1 + c21 * r2) / det,
+            (c02 * r0 + c12 * r1 + c22 * r2) / det)
 
 
 @njit(cache=True)
@@ -131,11 +129,9 @@ def single(Ai, r, mu, dyn, d0, d1, f):
                 f[0] = -mu * fn * d0
                 f[1] = -mu * fn * d1
         return SLIDE
-    st = np.empty(3)
-    nr = np.empty(3)
-    nr[0], nr[1], nr[2] = -r[0], -r[1], -r[2]
-    if _solve3(Ai, nr, st) and st[2] >= 0.0 and (math.hypot(st[0], st[1]) <= mu * st[2]):
-        f[0], f[1], f[2] = st[0], st[1], st[2]
+    ok, s0, s1, s2 = _solve3(Ai, -r[0], -r[1], -r[2])
+    if ok and s2 >= 0.0 and (mu == np.inf or math.hypot(s0, s1) <= mu * s2):
+        f[0], f[1], f[2] = s0, s1, s2
         return STICK
     if mu == np.inf:
         return STICK  # no solution for this contact alone: leave it at zero this sweep
@@ -211,39 +207,48 @@ def _scales(A, b, x, k):
 @njit(cache=True)
 def valid(A, b, mu, d, modes, x, k, tol):
     """Every condition of the modes (module docstring) holds to tol relative to the scales."""
-    F = np.empty(4 * k)
-    Jm = np.empty((4 * k, 4 * k))
-    a = _residual(A, b, mu, d, modes, x, F, Jm, k)
-    sf, sa = _scales(A, b, x, k)
+    n3 = 3 * k
+    for j in range(x.shape[0]):
+        if not (x[j] - x[j] == 0.0):
+            return False
+    a = np.empty(n3)
+    sf = 0.0
+    sa = 0.0
+    for r in range(n3):
+        s = b[r]
+        t = 0.0
+        for c in range(n3):
+            t += A[r, c] * x[c]
+        a[r] = s + t
+        sa = max(sa, abs(s), abs(t))
+        sf = max(sf, abs(x[r]))
     tf = tol * sf + 1e-300
     ta = tol * sa + 1e-300
     for i in range(k):
         o = 3 * i
         md = modes[i]
-        for j in range(x.shape[0]):
-            if not (x[j] - x[j] == 0.0):
-                return False
         if md == SEP:
-            if not a[o + 2] >= -ta:
-                return False
+            if not (a[o + 2] >= -ta and x[o] == 0.0 and x[o + 1] == 0.0 and x[o + 2] == 0.0):
+                if not (a[o + 2] >= -ta and abs(x[o]) <= tf and abs(x[o + 1]) <= tf and abs(x[o + 2]) <= tf):
+                    return False
             continue
         fn = x[o + 2]
         ft = math.hypot(x[o], x[o + 1])
-        if not fn >= -tf:
+        if not (fn >= -tf and abs(a[o + 2]) <= ta):
             return False
         if md == STICK:
-            if not (abs(a[o]) <= ta and abs(a[o + 1]) <= ta and abs(a[o + 2]) <= ta):
+            if not (abs(a[o]) <= ta and abs(a[o + 1]) <= ta):
                 return False
             if mu[i] != np.inf and not ft <= mu[i] * fn + tf:
                 return False
         elif md == SLIDE:
-            if not (abs(F[o]) <= tf and abs(F[o + 1]) <= tf and abs(a[o + 2]) <= ta):
+            if not (abs(x[o] + mu[i] * fn * d[i, 0]) <= tf and abs(x[o + 1] + mu[i] * fn * d[i, 1]) <= tf):
                 return False
         else:
-            gam = x[3 * k + i]
-            if not (abs(a[o + 2]) <= ta and abs(F[3 * k + i]) <= tf and gam * sf >= -ta):
+            gam = x[n3 + i]
+            if not (abs(ft - mu[i] * fn) <= tf and gam * sf >= -ta):
                 return False
-            if not (abs(F[o]) <= ta and abs(F[o + 1]) <= ta):
+            if not (abs(a[o] + gam * x[o]) <= ta and abs(a[o + 1] + gam * x[o + 1]) <= ta):
                 return False
     return True
 
@@ -282,15 +287,136 @@ def mode_solve(A, b, mu, d, modes, x0, k, x):
 
 
 @njit(cache=True)
+def psd_minnorm(M, r, x):
+    """x = the minimum-norm solution of M x = r for symmetric positive semidefinite M (n x n): Cholesky
+    with diagonal pivoting M = P L L^T P^T of rank m, the basic solution, then its component in the
+    null space N = P [-L11^-T L21^T; 1] removed. Returns False when r is not in M's range."""
+    n = M.shape[0]
+    L = M.copy()
+    piv = np.arange(n)
+    big = 0.0
+    for i in range(n):
+        big = max(big, M[i, i])
+    tol = 1e-13 * big + 1e-300
+    m = 0
+    for j in range(n):  # outer-product Cholesky with diagonal pivoting, in place (lower part)
+        p = j
+        for i in range(j + 1, n):
+            if L[i, i] > L[p, p]:
+                p = i
+        if not L[p, p] > tol:
+            break
+        if p != j:
+            for c in range(n):
+                L[j, c], L[p, c] = L[p, c], L[j, c]
+            for c in range(n):
+                L[c, j], L[c, p] = L[c, p], L[c, j]
+            piv[j], piv[p] = piv[p], piv[j]
+        L[j, j] = math.sqrt(L[j, j])
+        for i in range(j + 1, n):
+            L[i, j] /= L[j, j]
+        for i in range(j + 1, n):  # the whole trailing block (both triangles: the swaps read both)
+            for c in range(j + 1, n):
+                L[i, c] -= L[i, j] * L[c, j]
+        m += 1
+    y = np.zeros(n)
+    for i in range(m):  # L11 L11^T y = (P^T r)[:m]
+        s = r[piv[i]]
+        for c in range(i):
+            s -= L[i, c] * y[c]
+        y[i] = s / L[i, i]
+    for i in range(m - 1, -1, -1):
+        s = y[i]
+        for c in range(i + 1, m):
+            s -= L[c, i] * y[c]
+        y[i] = s / L[i, i]
+    nn = n - m
+    if nn > 0:  # Z = [-L11^-T L21^T; 1] (n x nn, pivoted order); y -= Z (Z^T Z)^-1 Z^T y
+        Z = np.zeros((n, nn))
+        for c in range(nn):
+            Z[m + c, c] = 1.0
+            for i in range(m - 1, -1, -1):
+                s = -L[m + c, i]
+                for t in range(i + 1, m):
+                    s -= L[t, i] * Z[t, c]
+                Z[i, c] = s / L[i, i]
+        G = Z.T @ Z
+        g = Z.T @ y
+        for c in range(nn):  # G is symmetric positive definite: Cholesky in place
+            for t in range(c):
+                G[c, c] -= G[c, t] * G[c, t]
+            G[c, c] = math.sqrt(G[c, c])
+            for i in range(c + 1, nn):
+                for t in range(c):
+                    G[i, c] -= G[i, t] * G[c, t]
+                G[i, c] /= G[c, c]
+        for c in range(nn):
+            for t in range(c):
+                g[c] -= G[c, t] * g[t]
+            g[c] /= G[c, c]
+        for c in range(nn - 1, -1, -1):
+            for t in range(c + 1, nn):
+                g[c] -= G[t, c] * g[t]
+            g[c] /= G[c, c]
+        y -= Z @ g
+    for i in range(n):
+        x[piv[i]] = y[i]
+    res = 0.0
+    rs = 0.0
+    xs = 0.0
+    for i in range(n):
+        t = -r[i]
+        for c in range(n):
+            t += M[i, c] * x[c]
+        res = max(res, abs(t))
+        rs = max(rs, abs(r[i]))
+        xs = max(xs, abs(x[i]))
+    return res <= 1e-11 * (rs + big * xs + 1e-300)
+
+
+@njit(cache=True)
+def _stick_minnorm(A, b, mu, d, modes, k, x, tol):
+    """Modes of SEP and STICK only: f = 0 on SEP, A_SS f_S = -b_S of minimum norm (psd_minnorm);
+    True when that is valid."""
+    n = 0
+    idx = np.empty(3 * k, dtype=np.int64)
+    for i in range(k):
+        if modes[i] == STICK:
+            for c in range(3):
+                idx[n] = 3 * i + c
+                n += 1
+    M = np.empty((n, n))
+    r = np.empty(n)
+    for a in range(n):
+        r[a] = -b[idx[a]]
+        for c in range(n):
+            M[a, c] = A[idx[a], idx[c]]
+    fs = np.empty(n)
+    if not psd_minnorm(M, r, fs):
+        return False
+    x[:] = 0.0
+    for a in range(n):
+        x[idx[a]] = fs[a]
+    return valid(A, b, mu, d, modes, x, k, tol)
+
+
+@njit(cache=True)
 def _try(A, b, mu, d, modes, x0, k, x, tol):
     """mode_solve from x0, and from zero (the minimum-norm solution, preferred when valid)."""
     z = np.zeros_like(x0)
     y = np.empty_like(x0)
     linear = True
+    symmetric = True
     for i in range(k):
         if modes[i] == SLIP:
             linear = False
-    if linear:
+        if modes[i] != SEP and modes[i] != STICK:
+            symmetric = False
+    if symmetric:
+        if _stick_minnorm(A, b, mu, d, modes, k, y, tol):
+            x[:] = y
+            return True
+    elif linear:
         mode_solve(A, b, mu, d, modes, z, k, y)
         if valid(A, b, mu, d, modes, y, k, tol):
             x[:] = y
@@ -334,6 +460,9 @@ def solve(A, b, mu, dyn, d, x, modes):
                 modes[i] = single(Ai, r, mu[i], dyn[i] != 0, d[i, 0], d[i, 1], fi)
                 f[o], f[o + 1], f[o + 2] = fi[0], fi[1], fi[2]
         _gammas(A, b, x, modes, k)
+        if valid(A, b, mu, d, modes, x, k, TOL):  # the sweep is exact already (one contact, say)
+            _settle(A, b, mu, d, modes, x, k)
+            return 0
         if _try(A, b, mu, d, modes, x, k, y, TOL):
             x[:] = y
             _settle(A, b, mu, d, modes, x, k)
@@ -361,6 +490,12 @@ def _settle(A, b, mu, d, modes, x, k):
     """A SLIP contact whose gamma is zero does not slip (a_t = 0): it sticks at the cone's edge. Such
     contacts are made STICK and the mode's minimum-norm (or nearest) solution taken when it is valid:
     with a singular A the sweeps can leave internal forces that only this removes."""
+    slip = False
+    for i in range(k):
+        slip = slip or modes[i] == SLIP
+    if not slip:
+        _exact_zeros(modes, x, k)
+        return
     sf, sa = _scales(A, b, x, k)
     m2 = modes.copy()
     changed = False
