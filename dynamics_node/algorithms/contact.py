@@ -45,7 +45,7 @@ from ..model import Model as _Model
 from .contact_args import ContactResult, cached_pack
 from .contact_ncp import NO_SOLUTION, SEP, SLIDE, SLIP, STICK, solve
 from .crba import crba_kernel
-from .jacobians import _jdot
+from .jacobians import ROWS, R_VX, R_VY, R_VZ, _jdot
 from .ltdl import dl_solve, lt_solve, ltdl_factor
 from .operational_space import expanded_parents
 from .rnea import rnea_kernel
@@ -93,11 +93,12 @@ def contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, bias, vloc, qd
         qdd0[d] = tau[d] - C[d]
     lt_solve(Hm, lam, qdd0)  # Table 6.5
     dl_solve(Hm, lam, qdd0)
-    out = np.empty(12 * nvt)
+    dJ = ROWS * nvt  # out = [J; J̇] (jacobians._jdot), row r of J at r nvt, of J̇ at dJ + r nvt
+    out = np.empty(dJ + dJ)
     for j in range(k):
         if cb[j] < 0:
             return FIXED_LINK
-        _jdot(mi, mf, q, qd, cb[j], cp[3 * j:3 * j + 3], out, 6 * nvt, w)  # [J; J̇], rows [v; omega]
+        _jdot(mi, mf, q, qd, cb[j], cp[3 * j:3 * j + 3], out, dJ, w)  # rows [v; omega], world axes
         for c in range(3):  # local axis c = column c of R_j (world)
             r = 3 * j + c
             e0, e1, e2 = cR[9 * j + c], cR[9 * j + 3 + c], cR[9 * j + 6 + c]
@@ -105,11 +106,12 @@ def contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, bias, vloc, qd
             v = 0.0
             b = 0.0
             for d in range(nvt):
-                t = e0 * out[d] + e1 * out[nvt + d] + e2 * out[2 * nvt + d]
+                t = e0 * out[R_VX * nvt + d] + e1 * out[R_VY * nvt + d] + e2 * out[R_VZ * nvt + d]
                 Yt[r, d] = t
                 v += t * qd[d]
                 b += t * qdd0[d]
-                jb += (e0 * out[6 * nvt + d] + e1 * out[7 * nvt + d] + e2 * out[8 * nvt + d]) * qd[d]
+                jb += (e0 * out[dJ + R_VX * nvt + d] + e1 * out[dJ + R_VY * nvt + d]
+                       + e2 * out[dJ + R_VZ * nvt + d]) * qd[d]
             vloc[r] = v
             bias[r] = b + jb
     for r in range(3 * k):

@@ -17,8 +17,7 @@ f the impulse, every contact "at rest" (SEP, STICK, SLIP).
 
 Method (one place, three steps):
 1. projected block Gauss-Seidel: each contact in turn solved exactly against the others' forces
-   (``single``: the four modes of a 3 x 3 problem; the start of slipping is a 1-D root in the
-   slip direction's angle), a few sweeps;
+   (contact_single.single: §11.1's single contact with friction), a few sweeps;
 2. the modes that sweep settled on are solved exactly (``mode_solve``: Newton on the mode's
    equations, least-squares steps of minimum norm, so with a singular A, as for a box on four
    corners, the solution nearest the sweep's, or the minimum-norm one when that is valid, is taken)
@@ -36,113 +35,15 @@ import math
 import numpy as np
 
 from .._jit import njit
+from .contact_single import SEP, SLIDE, SLIP, STICK, single
+from .ltdl import psd_minnorm
 
-SEP, STICK, SLIDE, SLIP = 0, 1, 2, 3
 TOL = 1e-10  # acceptance of a solution, relative to the force and acceleration scales
 NO_SOLUTION = -7
+NONFINITE = 5 * 100000000  # A or b not finite (dispatch.OVERFLOW: the inputs' magnitudes are at fault)
 SWEEPS = (1, 3, 8, 20, 50, 100)  # Gauss-Seidel sweeps after which the settled modes are solved exactly
 ENUM_MAX = 729  # mode combinations tried at most in step 3 (3^6)
 NEWTON_ITER = 40
-ANGLES = 24  # samples of the slip direction's angle in single()
-
-
-@njit(cache=True)
-def _slip_single(Ai, r, mu):
-    """Contact at rest starting to slide, alone (A_ii, rest r): f = f_n (-mu u, 1), a_n = 0, a_t = s u
-    with s >= 0, u = (cos th, sin th). Returns (ok, f_n, u0, u1)."""
-    best_ok = False
-    bf, b0, b1 = 0.0, 0.0, 0.0
-    prev_g = 0.0
-    prev_th = 0.0
-    prev_valid = False
-    for k in range(ANGLES + 1):
-        th = 2.0 * math.pi * k / ANGLES
-        g, s, fn, valid = _slip_residual(Ai, r, mu, th)
-        if valid and prev_valid and (g == 0.0 or (g > 0.0) != (prev_g > 0.0)):
-            lo, hi, glo = prev_th, th, prev_g
-            for _ in range(40):  # bisection on the sign change of g (to 2e-12 rad; step 2 refines)
-                mid = 0.5 * (lo + hi)
-                gm, _s, _f, vm = _slip_residual(Ai, r, mu, mid)
-                if (gm > 0.0) == (glo > 0.0):
-                    lo, glo = mid, gm
-                else:
-                    hi = mid
-            th0 = 0.5 * (lo + hi)
-            g0, s0, fn0, v0 = _slip_residual(Ai, r, mu, th0)
-            if v0 and s0 >= 0.0 and (not best_ok or fn0 > bf):
-                best_ok = True
-                bf, b0, b1 = fn0, math.cos(th0), math.sin(th0)
-        prev_g, prev_th, prev_valid = g, th, valid
-    return best_ok, bf, b0, b1
-
-
-@njit(cache=True, inline="always")
-def _slip_residual(Ai, r, mu, th):
-    """g = a_t x u (zero when a_t is parallel to u), s = a_t . u, f_n, valid (f_n > 0 finite)."""
-    u0, u1 = math.cos(th), math.sin(th)
-    m = Ai[2, 2] - mu * (Ai[2, 0] * u0 + Ai[2, 1] * u1)
-    if not m > 0.0:
-        return 0.0, 0.0, 0.0, False
-    fn = -r[2] / m
-    if not fn > 0.0:
-        return 0.0, 0.0, 0.0, False
-    a0 = fn * (Ai[0, 2] - mu * (Ai[0, 0] * u0 + Ai[0, 1] * u1)) + r[0]
-    a1 = fn * (Ai[1, 2] - mu * (Ai[1, 0] * u0 + Ai[1, 1] * u1)) + r[1]
-    return a0 * u1 - a1 * u0, a0 * u0 + a1 * u1, fn, True
-
-
-@njit(cache=True, inline="always")
-def _solve3(M, r0, r1, r2):
-    """(ok, M^-1 r) for a 3 x 3 M (Cramer); ok False when M is singular."""
-    c00 = M[1, 1] * M[2, 2] - M[1, 2] * M[2, 1]
-    c01 = M[1, 2] * M[2, 0] - M[1, 0] * M[2, 2]
-    c02 = M[1, 0] * M[2, 1] - M[1, 1] * M[2, 0]
-    det = M[0, 0] * c00 + M[0, 1] * c01 + M[0, 2] * c02
-    scale = abs(M[0, 0]) + abs(M[1, 1]) + abs(M[2, 2])
-    if not abs(det) > 1e-14 * scale * scale * scale:
-        return False, 0.0, 0.0, 0.0
-    c10 = M[0, 2] * M[2, 1] - M[0, 1] * M[2, 2]
-    c11 = M[0, 0] * M[2, 2] - M[0, 2] * M[2, 0]
-    c12 = M[0, 1] * M[2, 0] - M[0, 0] * M[2, 1]
-    c20 = M[0, 1] * M[1, 2] - M[0, 2] * M[1, 1]
-    c21 = M[0, 2] * M[1, 0] - M[0, 0] * M[1, 2]
-    c22 = M[0, 0] * M[1, 1] - M[0, 1] * M[1, 0]
-    return (True, (c00 * r0 + c10 * r1 + c20 * r2) / det, (c01 * r0 + c11 * r1 + c21 * r2) / det,
-            (c02 * r0 + c12 * r1 + c22 * r2) / det)
-
-
-@njit(cache=True)
-def single(Ai, r, mu, dyn, d0, d1, f):
-    """One contact against a known rest r (a = A_ii f + r): its force f (3) by the modes in the module
-    docstring, tried in the order SEP, STICK, SLIDE/SLIP. Returns the mode."""
-    f[0] = 0.0
-    f[1] = 0.0
-    f[2] = 0.0
-    if r[2] >= 0.0:
-        return SEP  # f = 0 leaves a_n = r_n >= 0 (Eq. 11.10)
-    if mu == 0.0 or dyn:  # frictionless, or sliding: f_t = -mu f_n d, a_n = 0
-        m = Ai[2, 2] - (mu * (Ai[2, 0] * d0 + Ai[2, 1] * d1) if dyn else 0.0)
-        if m > 0.0:
-            fn = -r[2] / m
-            f[2] = fn
-            if dyn:
-                f[0] = -mu * fn * d0
-                f[1] = -mu * fn * d1
-        return SLIDE
-    ok, s0, s1, s2 = _solve3(Ai, -r[0], -r[1], -r[2])
-    if ok and s2 >= 0.0 and (mu == np.inf or math.hypot(s0, s1) <= mu * s2):
-        f[0], f[1], f[2] = s0, s1, s2
-        return STICK
-    if mu == np.inf:
-        return STICK  # no solution for this contact alone: leave it at zero this sweep
-    ok, fn, u0, u1 = _slip_single(Ai, r, mu)
-    if ok:
-        f[0], f[1], f[2] = -mu * fn * u0, -mu * fn * u1, fn
-        return SLIP
-    m = Ai[2, 2]  # fallback: frictionless normal force, friction clipped to the cone
-    if m > 0.0:
-        f[2] = -r[2] / m
-    return SLIP
 
 
 @njit(cache=True)
@@ -287,94 +188,6 @@ def mode_solve(A, b, mu, d, modes, x0, k, x):
 
 
 @njit(cache=True)
-def psd_minnorm(M, r, x):
-    """x = the minimum-norm solution of M x = r for symmetric positive semidefinite M (n x n): Cholesky
-    with diagonal pivoting M = P L L^T P^T of rank m, the basic solution, then its component in the
-    null space N = P [-L11^-T L21^T; 1] removed. Returns False when r is not in M's range."""
-    n = M.shape[0]
-    L = M.copy()
-    piv = np.arange(n)
-    big = 0.0
-    for i in range(n):
-        big = max(big, M[i, i])
-    tol = 1e-13 * big + 1e-300
-    m = 0
-    for j in range(n):  # outer-product Cholesky with diagonal pivoting, in place (lower part)
-        p = j
-        for i in range(j + 1, n):
-            if L[i, i] > L[p, p]:
-                p = i
-        if not L[p, p] > tol:
-            break
-        if p != j:
-            for c in range(n):
-                L[j, c], L[p, c] = L[p, c], L[j, c]
-            for c in range(n):
-                L[c, j], L[c, p] = L[c, p], L[c, j]
-            piv[j], piv[p] = piv[p], piv[j]
-        L[j, j] = math.sqrt(L[j, j])
-        for i in range(j + 1, n):
-            L[i, j] /= L[j, j]
-        for i in range(j + 1, n):  # the whole trailing block (both triangles: the swaps read both)
-            for c in range(j + 1, n):
-                L[i, c] -= L[i, j] * L[c, j]
-        m += 1
-    y = np.zeros(n)
-    for i in range(m):  # L11 L11^T y = (P^T r)[:m]
-        s = r[piv[i]]
-        for c in range(i):
-            s -= L[i, c] * y[c]
-        y[i] = s / L[i, i]
-    for i in range(m - 1, -1, -1):
-        s = y[i]
-        for c in range(i + 1, m):
-            s -= L[c, i] * y[c]
-        y[i] = s / L[i, i]
-    nn = n - m
-    if nn > 0:  # Z = [-L11^-T L21^T; 1] (n x nn, pivoted order); y -= Z (Z^T Z)^-1 Z^T y
-        Z = np.zeros((n, nn))
-        for c in range(nn):
-            Z[m + c, c] = 1.0
-            for i in range(m - 1, -1, -1):
-                s = -L[m + c, i]
-                for t in range(i + 1, m):
-                    s -= L[t, i] * Z[t, c]
-                Z[i, c] = s / L[i, i]
-        G = Z.T @ Z
-        g = Z.T @ y
-        for c in range(nn):  # G is symmetric positive definite: Cholesky in place
-            for t in range(c):
-                G[c, c] -= G[c, t] * G[c, t]
-            G[c, c] = math.sqrt(G[c, c])
-            for i in range(c + 1, nn):
-                for t in range(c):
-                    G[i, c] -= G[i, t] * G[c, t]
-                G[i, c] /= G[c, c]
-        for c in range(nn):
-            for t in range(c):
-                g[c] -= G[c, t] * g[t]
-            g[c] /= G[c, c]
-        for c in range(nn - 1, -1, -1):
-            for t in range(c + 1, nn):
-                g[c] -= G[t, c] * g[t]
-            g[c] /= G[c, c]
-        y -= Z @ g
-    for i in range(n):
-        x[piv[i]] = y[i]
-    res = 0.0
-    rs = 0.0
-    xs = 0.0
-    for i in range(n):
-        t = -r[i]
-        for c in range(n):
-            t += M[i, c] * x[c]
-        res = max(res, abs(t))
-        rs = max(rs, abs(r[i]))
-        xs = max(xs, abs(x[i]))
-    return res <= 1e-11 * (rs + big * xs + 1e-300)
-
-
-@njit(cache=True)
 def _stick_minnorm(A, b, mu, d, modes, k, x, tol):
     """Modes of SEP and STICK only: f = 0 on SEP, A_SS f_S = -b_S of minimum norm (psd_minnorm);
     True when that is valid."""
@@ -438,6 +251,12 @@ def solve(A, b, mu, dyn, d, x, modes):
     x[:] = 0.0
     if k == 0:
         return 0
+    for r in range(n3):
+        if not (b[r] - b[r] == 0.0):
+            return NONFINITE
+        for c in range(n3):
+            if not (A[r, c] - A[r, c] == 0.0):
+                return NONFINITE
     f = x[:n3]
     r = np.empty(3)
     fi = np.empty(3)

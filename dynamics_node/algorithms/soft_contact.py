@@ -44,6 +44,7 @@ import numpy as np
 from .._jit import njit, types
 from ..layout import H_NB, W_PW, W_PW_N, W_RW, W_RW_N
 from ._common import F1, I1
+from .jacobians import ROWS
 from .kinematics import jacobian_kernel
 from .ltdl import dl_solve
 
@@ -75,7 +76,7 @@ def points_kernel(mi, mf, q, qd, cb, cp, pos, vel, Jt, w):
     nb = mi[H_NB]
     k = cb.shape[0]
     nvt = qd.shape[0]
-    J = np.empty(6 * nvt)
+    J = np.empty(ROWS * nvt)
     for j in range(k):
         st = jacobian_kernel(mi, mf, q, cb[j], cp[3 * j:3 * j + 3], J, w)
         if st != 0:
@@ -87,7 +88,7 @@ def points_kernel(mi, mf, q, qd, cb, cp, pos, vel, Jt, w):
                               + w[R + 3 * r + 2] * cp[3 * j + 2])
             s = 0.0
             for d in range(nvt):
-                x = J[r * nvt + d]
+                x = J[r * nvt + d]  # rows R_VX, R_VY, R_VZ = 0, 1, 2: the linear ones
                 Jt[(3 * j + r) * nvt + d] = x
                 s += x * qd[d]
             vel[3 * j + r] = s
