@@ -78,7 +78,7 @@ _LAZY = {
     "MomentumObserver": ".observer", "external_wrench": ".observer",
     # issue 23: contact and impact (Featherstone Ch. 11)
     "Contact": ".algorithms.contact_args", "contact_forward_dynamics": ".algorithms.contact",
-    "impact": ".algorithms.contact",
+    "impact": ".algorithms.impact",
     "soft_contact_forces": ".algorithms.soft_contact", "simulate_step": ".algorithms.soft_contact",
 }
 

@@ -12,23 +12,11 @@ those axes are T_i^T = R_i^T J_i (Eq. 11.25 for the three directions), so that
     A = T^T H^-1 T,   b = T^T H^-1 (tau - C) + (dT/dt)^T qd     (Eqs. 11.35-11.36)
 
 with a the contact points' classical accelerations in the local axes ((dT/dt)^T qd = R^T J̇ qd, the
-point's J̇q̇ including omega x v, jacobians._jdot; the normals are fixed, so n-dot is 0). H = L^T D L
+point's J̇q̇ including omega x v, from the RNEA's outward pass; the normals are fixed, so n-dot is 0). H = L^T D L
 is factored sparsely (Table 6.3) and Y = L^-T T (Table 6.5) gives A = Y^T D^-1 Y; qdd0 = H^-1 (tau - C)
 and, once f is known, qdd = qdd0 + L^-1 D^-1 Y f. The conditions on (f, a) and how they are solved:
 contact_ncp.py. Tangential velocities decide which contacts slide: |v_t| > rest_speed.
-
-Impact (§11.7, Eqs. 11.57-11.59 and 11.68-11.72 for several contacts and friction): an impulse
-iota changes qd by H^-1 T iota, the contact velocities by A iota. Moreau's law with one coefficient e
-for the whole contact velocity (what Pinocchio's impulseDynamics imposes, J v+ = -e J v-): with
-xi = v+ + e v- = A iota + (1 + e) v-, the same problem as above holds on (iota, xi): xi_n >= 0,
-iota_n >= 0, xi_n iota_n = 0 (so v_n+ >= -e v_n-), friction in the cone, sticking xi_t = 0
-(v_t+ = -e v_t-, 0 for e = 0), else iota_t = -mu iota_n xi_t/|xi_t|. Kinetic energy never grows
-for 0 <= e <= 1: with T = 1/2 qd^T H qd, T+ - T- = iota^T xi/(1 + e) - (1 - e)/(2 (1 + e)) iota^T A iota
-<= 0, because iota^T xi <= 0 by the conditions. (Newton's law on the normal alone with v_t+ = 0 can
-gain energy with friction; that is why the tangential part carries e too.) Contacts already leaving
-(v_n- > 0) take no impulse, unless the others' impulses would make one approach: the impact is then
-solved again with that contact in it at restitution 0 (v_n+ >= 0, v_t+ = 0 when sticking). With
-e > 0 such a mixed impact has no energy guarantee (the proof needs one e for all); with e = 0 it has.
+Impact: impact.py.
 """
 from __future__ import annotations
 
@@ -38,14 +26,15 @@ import numpy as np
 
 from .._jit import njit, types
 from ..errors import InputError
-from ..layout import HF_TOL, H_NVT
+from ..layout import (BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, HF_GRAVITY, HF_TOL, H_NB, H_NVT, J_NV,
+                      J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V,
+                      W_V_N)
 from ._common import A_Q, A_QD, A_TAU, F1, I1, SINGULAR, check
 from ..dispatch import _conform
 from ..model import Model as _Model
 from .contact_args import ContactResult, cached_pack
-from .contact_ncp import NO_SOLUTION, SEP, SLIDE, SLIP, STICK, solve
+from .contact_ncp import NO_SOLUTION, SEP, STICK, solve
 from .crba import crba_kernel
-from .jacobians import ROWS, R_VX, R_VY, R_VZ, _jdot
 from .ltdl import dl_solve, lt_solve, ltdl_factor
 from .operational_space import expanded_parents
 from .rnea import rnea_kernel
@@ -66,11 +55,42 @@ def tangent_frame(n):
     return np.column_stack((t1, np.cross(n, t1), n))
 
 
+@njit(cache=True, inline="always")
+def _pose_from_x(mi, w, i):
+    """World axes R_i and origin p_i of body i (W_RW, W_PW) from its parent's and ^iX_λ(i) = (E, r)
+    already in the work array (W_E, W_R, left by the RNEA): R_i = R_λ(i) E^T, p_i = p_λ(i) + R_λ(i) r
+    (kinematics._pose without recomputing the joint transform)."""
+    nb = mi[H_NB]
+    p = mi[HEADER_I + BODY_I * i + J_PARENT]
+    eo = W_E * nb + W_E_N * i
+    ro = W_R * nb + W_R_N * i
+    Ro = W_RW * nb + W_RW_N * i
+    po = W_PW * nb + W_PW_N * i
+    if p >= 0:
+        Rp = W_RW * nb + W_RW_N * p
+        pp = W_PW * nb + W_PW_N * p
+        for a in range(3):
+            for c in range(3):
+                w[Ro + 3 * a + c] = (w[Rp + 3 * a] * w[eo + 3 * c] + w[Rp + 3 * a + 1] * w[eo + 3 * c + 1]
+                                     + w[Rp + 3 * a + 2] * w[eo + 3 * c + 2])
+            w[po + a] = (w[pp + a] + w[Rp + 3 * a] * w[ro] + w[Rp + 3 * a + 1] * w[ro + 1]
+                         + w[Rp + 3 * a + 2] * w[ro + 2])
+    else:
+        for a in range(3):
+            for c in range(3):
+                w[Ro + 3 * a + c] = w[eo + 3 * c + a]
+            w[po + a] = w[ro + a]
+
+
 @njit(cache=True)
 def contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, bias, vloc, qdd0, w):
     """H factored in place (L^T D L over lam), qdd0 = H^-1 (tau - C), and per contact j (3 rows
     3j..3j+2, local axes [t1 t2 n]): Yt[r] = L^-T T_r, bias[r] = (dT/dt)_r^T qd + T_r^T qdd0 (b of
-    Eq. 11.36), vloc[r] = T_r^T qd. Returns a kernel status."""
+    Eq. 11.36), vloc[r] = T_r^T qd. One RNEA pass gives C, the joint transforms (hence the world
+    poses) and v_i, a_i at qdd = 0, whose a_i is J̇q̇ plus the fictitious base acceleration -a_g
+    (§5.3): the point's J̇q̇ is the classical acceleration a + alpha x p + omega x v_P (Eq. 2.48) of
+    that, plus a_g. Returns a kernel status."""
+    nb = mi[H_NB]
     nvt = mi[H_NVT]
     k = cb.shape[0]
     st = crba_kernel(mi, mf, q, H, w)
@@ -93,27 +113,65 @@ def contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, bias, vloc, qd
         qdd0[d] = tau[d] - C[d]
     lt_solve(Hm, lam, qdd0)  # Table 6.5
     dl_solve(Hm, lam, qdd0)
-    dJ = ROWS * nvt  # out = [J; J̇] (jacobians._jdot), row r of J at r nvt, of J̇ at dJ + r nvt
-    out = np.empty(dJ + dJ)
+    top = -1
     for j in range(k):
         if cb[j] < 0:
             return FIXED_LINK
-        _jdot(mi, mf, q, qd, cb[j], cp[3 * j:3 * j + 3], out, dJ, w)  # rows [v; omega], world axes
-        for c in range(3):  # local axis c = column c of R_j (world)
+        top = max(top, cb[j])
+    for i in range(top + 1):  # a parent's index is below its children's
+        _pose_from_x(mi, w, i)
+    do0 = HEADER_F + BODY_F * nb
+    g = HF_GRAVITY
+    for j in range(k):
+        bj = cb[j]
+        Rb = W_RW * nb + W_RW_N * bj
+        pb = W_PW * nb + W_PW_N * bj
+        l0, l1, l2 = cp[3 * j], cp[3 * j + 1], cp[3 * j + 2]
+        P0 = w[pb] + w[Rb] * l0 + w[Rb + 1] * l1 + w[Rb + 2] * l2
+        P1 = w[pb + 1] + w[Rb + 3] * l0 + w[Rb + 4] * l1 + w[Rb + 5] * l2
+        P2 = w[pb + 2] + w[Rb + 6] * l0 + w[Rb + 7] * l1 + w[Rb + 8] * l2
+        vo = W_V * nb + W_V_N * bj
+        ao = W_A * nb + W_A_N * bj
+        o0, o1, o2 = w[vo], w[vo + 1], w[vo + 2]  # the body's omega, v_O, alpha, a_O (body axes)
+        vp0 = w[vo + 3] + o1 * l2 - o2 * l1
+        vp1 = w[vo + 4] + o2 * l0 - o0 * l2
+        vp2 = w[vo + 5] + o0 * l1 - o1 * l0
+        ab0 = w[ao + 3] + w[ao + 1] * l2 - w[ao + 2] * l1 + o1 * vp2 - o2 * vp1
+        ab1 = w[ao + 4] + w[ao + 2] * l0 - w[ao] * l2 + o2 * vp0 - o0 * vp2
+        ab2 = w[ao + 5] + w[ao] * l1 - w[ao + 1] * l0 + o0 * vp1 - o1 * vp0
+        jq0 = w[Rb] * ab0 + w[Rb + 1] * ab1 + w[Rb + 2] * ab2 + mf[g]  # J̇q̇ of the point, world
+        jq1 = w[Rb + 3] * ab0 + w[Rb + 4] * ab1 + w[Rb + 5] * ab2 + mf[g + 1]
+        jq2 = w[Rb + 6] * ab0 + w[Rb + 7] * ab1 + w[Rb + 8] * ab2 + mf[g + 2]
+        for r in range(3 * j, 3 * j + 3):
+            for d in range(nvt):
+                Yt[r, d] = 0.0
+        i = bj
+        while i >= 0:  # the support: T^T rows = R_j^T [omega_d x (P - p_i) + v_d] (jacobian_kernel)
+            ii = HEADER_I + BODY_I * i
+            Ri = W_RW * nb + W_RW_N * i
+            pi = W_PW * nb + W_PW_N * i
+            d0, d1, d2 = P0 - w[pi], P1 - w[pi + 1], P2 - w[pi + 2]
+            vi = mi[ii + J_VI]
+            for dof in range(vi, vi + mi[ii + J_NV]):
+                so = do0 + DOF_F * dof + D_S
+                w0 = w[Ri] * mf[so] + w[Ri + 1] * mf[so + 1] + w[Ri + 2] * mf[so + 2]
+                w1 = w[Ri + 3] * mf[so] + w[Ri + 4] * mf[so + 1] + w[Ri + 5] * mf[so + 2]
+                w2 = w[Ri + 6] * mf[so] + w[Ri + 7] * mf[so + 1] + w[Ri + 8] * mf[so + 2]
+                x0 = w[Ri] * mf[so + 3] + w[Ri + 1] * mf[so + 4] + w[Ri + 2] * mf[so + 5] + w1 * d2 - w2 * d1
+                x1 = w[Ri + 3] * mf[so + 3] + w[Ri + 4] * mf[so + 4] + w[Ri + 5] * mf[so + 5] + w2 * d0 - w0 * d2
+                x2 = w[Ri + 6] * mf[so + 3] + w[Ri + 7] * mf[so + 4] + w[Ri + 8] * mf[so + 5] + w0 * d1 - w1 * d0
+                for c in range(3):  # local axis c = column c of R_j (world)
+                    Yt[3 * j + c, dof] = cR[9 * j + c] * x0 + cR[9 * j + 3 + c] * x1 + cR[9 * j + 6 + c] * x2
+            i = mi[ii + J_PARENT]
+        for c in range(3):
             r = 3 * j + c
-            e0, e1, e2 = cR[9 * j + c], cR[9 * j + 3 + c], cR[9 * j + 6 + c]
-            jb = 0.0
             v = 0.0
             b = 0.0
             for d in range(nvt):
-                t = e0 * out[R_VX * nvt + d] + e1 * out[R_VY * nvt + d] + e2 * out[R_VZ * nvt + d]
-                Yt[r, d] = t
-                v += t * qd[d]
-                b += t * qdd0[d]
-                jb += (e0 * out[dJ + R_VX * nvt + d] + e1 * out[dJ + R_VY * nvt + d]
-                       + e2 * out[dJ + R_VZ * nvt + d]) * qd[d]
+                v += Yt[r, d] * qd[d]
+                b += Yt[r, d] * qdd0[d]
             vloc[r] = v
-            bias[r] = b + jb
+            bias[r] = b + cR[9 * j + c] * jq0 + cR[9 * j + 3 + c] * jq1 + cR[9 * j + 6 + c] * jq2
     for r in range(3 * k):
         lt_solve(Hm, lam, Yt[r])  # Y = L^-T T
     return 0
@@ -146,65 +204,6 @@ def sliding(v, mu, rest_speed):
             d[j, 0] = v[3 * j] / s
             d[j, 1] = v[3 * j + 1] / s
     return dyn, d
-
-
-@njit(cache=True)
-def impact_stages(A, v, mu, e, imp, modes):
-    """Impulses imp (3k, local) of one simultaneous impact on the contacts not leaving (v_n- <= 0),
-    Moreau's law with e; a leaving contact that those impulses would make approach joins the set with
-    restitution 0 (v_n+ >= 0, sticking v_t+ = 0) and the impact is solved again, at most k times.
-    modes[j] = SEP for the contacts that take no impulse."""
-    k = mu.shape[0]
-    act = np.zeros(k, dtype=np.int64)
-    ej = np.full(k, e)
-    vs = 0.0
-    for r in range(3 * k):
-        vs = max(vs, abs(v[r]))
-    for j in range(k):
-        modes[j] = SEP
-        if v[3 * j + 2] <= 0.0:
-            act[j] = 1
-    for _round in range(k + 1):
-        na = 0
-        idx = np.empty(k, dtype=np.int64)
-        for j in range(k):
-            if act[j]:
-                idx[na] = j
-                na += 1
-        for r in range(3 * k):
-            imp[r] = 0.0
-        if na == 0:
-            return 0
-        As = np.empty((3 * na, 3 * na))
-        bs = np.empty(3 * na)
-        mus = np.empty(na)
-        for a in range(na):
-            ja = idx[a]
-            mus[a] = mu[ja]
-            for c in range(3):
-                bs[3 * a + c] = (1.0 + ej[ja]) * v[3 * ja + c]  # xi = A iota + (1 + e) v-
-                for b2 in range(na):
-                    for c2 in range(3):
-                        As[3 * a + c, 3 * b2 + c2] = A[3 * ja + c, 3 * idx[b2] + c2]
-        x = np.empty(4 * na)
-        ms = np.empty(na, dtype=np.int64)
-        st = solve(As, bs, mus, np.zeros(na, dtype=np.int64), np.zeros((na, 2)), x, ms)
-        if st != 0:
-            return st
-        for a in range(na):
-            modes[idx[a]] = ms[a]
-            for c in range(3):
-                imp[3 * idx[a] + c] = x[3 * a + c]
-        vp = A @ imp + v
-        again = False
-        for j in range(k):
-            if not act[j] and vp[3 * j + 2] < -1e-12 * vs:
-                act[j] = 1
-                ej[j] = 0.0
-                again = True
-        if not again:
-            return 0
-    return 0
 
 
 @njit(cache=True)
@@ -267,43 +266,6 @@ def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, out, w
     return finish(A, b, v, x, modes, mu, rest_speed, cR, out, nvt, k)
 
 
-@njit(types.int64(I1, F1, F1, F1, I1, F1, F1, F1, types.float64, F1, F1, I1, F1), cache=True)
-def impact_kernel(mi, mf, q, qd, cb, cp, cR, mu, e, qd_out, imp, modes, w):
-    """The impact of the module docstring on a tree without mimic joints: qd_out (nvt), imp (3k,
-    local axes), modes (k). Returns a kernel status, FIXED_LINK or NO_SOLUTION."""
-    nvt = mi[H_NVT]
-    k = cb.shape[0]
-    H = np.empty(max(nvt * nvt, 1))
-    lam = np.empty(max(nvt, 1), dtype=np.int64)
-    Yt = np.empty((3 * k, nvt))
-    b = np.empty(3 * k)
-    v = np.empty(3 * k)
-    tau = np.zeros(nvt)
-    qdd0 = np.empty(nvt)
-    st = contact_terms(mi, mf, q, qd, tau, mf[0:0], cb, cp, cR, H, lam, Yt, b, v, qdd0, w)
-    if st != 0:
-        return st
-    Hm = H[:nvt * nvt].reshape((nvt, nvt))
-    A = np.empty((3 * k, 3 * k))
-    contact_A(Hm, Yt, A)
-    for r in range(3 * k):
-        imp[r] = 0.0
-    for e2 in range(nvt):
-        qd_out[e2] = qd[e2]
-    st = impact_stages(A, v, mu, e, imp, modes)
-    if st != 0:
-        return st
-    y = np.zeros(nvt)
-    for r in range(3 * k):
-        for e2 in range(nvt):
-            y[e2] += Yt[r, e2] * imp[r]
-    dl_solve(Hm, lam, y)  # qd+ = qd- + H^-1 T iota (Eqs. 11.57-11.58)
-    for e2 in range(nvt):
-        qd_out[e2] += y[e2]
-    return 0
-
-
-MODE_STATE = {SEP: 0, STICK: 1, SLIDE: 2, SLIP: 2}
 REST_SPEED = 1e-9  # m/s, the default of rest_speed
 
 
@@ -448,36 +410,3 @@ def _states(codes):
         if len(_STATES) < 4096:
             _STATES[key] = t
     return t
-
-
-def impact(model, q, qd_minus, contacts, restitution=0.0, data=None):
-    """The velocity after an impact at the listed contacts (module docstring; Featherstone §11.7):
-    ImpactResult(qd, impulses (k x 3, world, N s), states). restitution: e in [0, 1]."""
-    from ..dispatch import check_data, check_out
-    from .contact_args import ImpactResult, _real, to_world
-
-    q, qd, packed = _check_common(model, q, qd_minus, contacts, "qd_minus")
-    e = _real(restitution, "restitution")
-    if e > 1.0:
-        raise InputError(f"restitution must be in [0, 1], got {e:g}")
-    w = check_data(model, data)
-    k = packed.body.shape[0]
-    what = "the impact"
-    modes = np.empty(k, dtype=np.int64)
-    imp = np.zeros(3 * k)
-    if model.has_mimic:
-        A, _b, v, _q0, hs = _dense_terms(model, q, qd, np.zeros(model.nv), packed, None)
-        st = impact_stages(A, v, packed.mu, e, imp, modes)
-        if st:
-            _raise(model, st, what, ("q", "qd_minus"), (q, qd))
-        qd_out = qd + hs(imp)
-    else:
-        qd_out = np.empty(model.nvt)
-        st = impact_kernel(model._kmi, model._kmf, q, qd, packed.body, packed.point, packed.frame, packed.mu, e,
-                           qd_out, imp, modes, w if w is not None else np.empty(model.work_size))
-        if st:
-            _raise(model, st, what, ("q", "qd_minus"), (q, qd))
-    impulses = to_world(packed, imp)
-    check_out((qd_out, impulses), what, ("q", "qd_minus"), (q, qd))
-    states = tuple(STATE_NAMES[MODE_STATE[int(m)]] for m in modes)
-    return ImpactResult(qd_out, impulses, states)
