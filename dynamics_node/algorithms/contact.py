@@ -29,7 +29,7 @@ from ..errors import InputError
 from ..layout import (BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, HF_GRAVITY, HF_TOL, H_NB, H_NVT, J_NV,
                       J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V,
                       W_V_N)
-from ._common import A_Q, A_QD, A_TAU, F1, I1, SINGULAR, check
+from ._common import A_Q, A_QD, A_TAU, F1, F2, I1, SINGULAR, check
 from ..dispatch import _conform
 from ..model import Model as _Model
 from .contact_args import ContactResult, cached_pack
@@ -207,36 +207,38 @@ def sliding(v, mu, rest_speed):
 
 
 @njit(cache=True)
-def finish(A, b, v, x, modes, mu, rest_speed, cR, out, nvt, k):
-    """out[nvt:nvt + 3k] = the forces in world axes (R_j f_j), out[nvt + 3k:] = the state codes
-    (0 separating, 1 sticking, 2 sliding; a frictionless contact at rest whose tangential
-    acceleration is zero sticks). Returns OVERFLOW_STATUS when anything in out is not finite."""
+def finish(A, b, v, x, modes, mu, rest_speed, cR, qdd, F, codes):
+    """F[j] = the force of contact j in world axes (R_j f_j), codes[j] its state (0 separating,
+    1 sticking, 2 sliding; a frictionless contact at rest whose tangential acceleration is zero
+    sticks). Returns OVERFLOW_STATUS when qdd or F is not finite."""
+    k = codes.shape[0]
     a = A @ x[:3 * k] + b
     scale = 1e-300
     for r in range(3 * k):
         scale = max(scale, abs(a[r]))
+    ok = True
     for j in range(k):
         for c in range(3):
             s = 0.0
             for c2 in range(3):
                 s += cR[9 * j + 3 * c + c2] * x[3 * j + c2]
-            out[nvt + 3 * j + c] = s
+            F[j, c] = s
+            ok = ok and s - s == 0.0
         md = modes[j]
         code = 0 if md == SEP else (1 if md == STICK else 2)
         if code == 2 and mu[j] == 0.0 and math.hypot(v[3 * j], v[3 * j + 1]) <= rest_speed and \
                 math.hypot(a[3 * j], a[3 * j + 1]) <= 1e-9 * scale:
             code = 1
-        out[nvt + 3 * k + j] = code
-    for r in range(nvt + 3 * k):
-        if not (out[r] - out[r] == 0.0):
-            return OVERFLOW_STATUS
-    return 0
+        codes[j] = code
+    for e in range(qdd.shape[0]):
+        ok = ok and qdd[e] - qdd[e] == 0.0
+    return 0 if ok else OVERFLOW_STATUS
 
 
-@njit(types.int64(I1, F1, F1, F1, F1, F1, I1, F1, F1, F1, types.float64, F1, F1), cache=True)
-def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, out, w):
-    """Contact forward dynamics of a tree without mimic joints: out = [qdd (nvt) | forces (3k, world)
-    | state codes (k), see finish]. Returns a kernel status, FIXED_LINK or NO_SOLUTION."""
+@njit(types.int64(I1, F1, F1, F1, F1, F1, I1, F1, F1, F1, types.float64, F1, F2, I1, F1), cache=True)
+def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, qdd, F, codes, w):
+    """Contact forward dynamics of a tree without mimic joints: qdd (nvt), F (k x 3, world), codes
+    (k, see finish). Returns a kernel status, FIXED_LINK or NO_SOLUTION."""
     nvt = mi[H_NVT]
     k = cb.shape[0]
     H = np.empty(max(nvt * nvt, 1))
@@ -244,7 +246,7 @@ def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, out, w
     Yt = np.empty((3 * k, nvt))
     b = np.empty(3 * k)
     v = np.empty(3 * k)
-    st = contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, b, v, out[:nvt], w)  # qdd0 in out
+    st = contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, b, v, qdd, w)  # qdd0 in qdd
     if st != 0:
         return st
     Hm = H[:nvt * nvt].reshape((nvt, nvt))
@@ -262,8 +264,8 @@ def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, out, w
             y[e] += Yt[r, e] * x[r]
     dl_solve(Hm, lam, y)  # qdd = qdd0 + L^-1 D^-1 Y f
     for e in range(nvt):
-        out[e] += y[e]
-    return finish(A, b, v, x, modes, mu, rest_speed, cR, out, nvt, k)
+        qdd[e] += y[e]
+    return finish(A, b, v, x, modes, mu, rest_speed, cR, qdd, F, codes)
 
 
 REST_SPEED = 1e-9  # m/s, the default of rest_speed
@@ -355,12 +357,12 @@ def contact_forward_dynamics(model, q, qd, tau, contacts, f_ext=None, rest_speed
             and _conform(q) and _conform(qd) and _conform(tau)):  # the hot path: the kernel checks the rest
         packed = cached_pack(model, contacts)
         if packed is not None:
-            nvt, k = model.nvt, packed.k
-            out = np.empty(nvt + 4 * k)
+            k = packed.k
+            qdd, F, codes = np.empty(model.nvt), np.empty((k, 3)), np.empty(k, dtype=np.int64)
             st = contact_fd_kernel(model._kmi, model._kmf, q, qd, tau, _EMPTY, packed.body, packed.point,
-                                   packed.frame, packed.mu, REST_SPEED, out, np.empty(model.work_size))
+                                   packed.frame, packed.mu, REST_SPEED, qdd, F, codes, np.empty(model.work_size))
             if st == 0:
-                return ContactResult(out[:nvt], out[nvt:nvt + 3 * k].reshape(k, 3), _states(out[nvt + 3 * k:]))
+                return ContactResult(qdd, F, _states(codes))
     return _contact_fd_checked(model, q, qd, tau, contacts, f_ext, rest_speed, data)
 
 
@@ -377,8 +379,7 @@ def _contact_fd_checked(model, q, qd, tau, contacts, f_ext, rest_speed, data):
     fx = wrenches(model, f_ext)
     w = check_data(model, data)
     k = packed.body.shape[0]
-    nvt = model.nv if model.has_mimic else model.nvt
-    out = np.empty(nvt + 4 * k)
+    qdd, F, codes = np.empty(model.nv if model.has_mimic else model.nvt), np.empty((k, 3)), np.empty(k, dtype=np.int64)
     if model.has_mimic:
         A, b, v, qdd0, hs = _dense_terms(model, q, qd, tau, packed, f_ext)
         st = 0 if np.all(np.isfinite(A)) and np.all(np.isfinite(b)) else OVERFLOW_STATUS
@@ -388,14 +389,14 @@ def _contact_fd_checked(model, q, qd, tau, contacts, f_ext, rest_speed, data):
             modes = np.empty(k, dtype=np.int64)
             st = solve(A, b, packed.mu, dyn, d, x, modes)
         if st == 0:
-            out[:nvt] = qdd0 + hs(x[:3 * k])
-            st = finish(A, b, v, x, modes, packed.mu, rest_speed, packed.frame, out, nvt, k)
+            qdd[:] = qdd0 + hs(x[:3 * k])
+            st = finish(A, b, v, x, modes, packed.mu, rest_speed, packed.frame, qdd, F, codes)
     else:
         st = contact_fd_kernel(model._kmi, model._kmf, q, qd, tau, fx, packed.body, packed.point, packed.frame,
-                               packed.mu, rest_speed, out, w if w is not None else np.empty(model.work_size))
+                               packed.mu, rest_speed, qdd, F, codes, w if w is not None else np.empty(model.work_size))
     if st:
         _raise(model, st, "contact forward dynamics", ("q", "qd", "tau"), (q, qd, tau), f_ext)
-    return ContactResult(out[:nvt], out[nvt:nvt + 3 * k].reshape(k, 3), _states(out[nvt + 3 * k:]))
+    return ContactResult(qdd, F, _states(codes))
 
 
 _STATES: dict = {}
