@@ -378,8 +378,8 @@ def contact_bench(b):
         print("contact forward dynamics: MISSING (or not the arm)\n")
         return
     print("Contact forward dynamics (issue 23), ours vs Pinocchio, paired; arm at rest, contacts sticking")
-    print(f"{'contacts':<10} {'ours':>12} {'constraintDynamics':>19} {'ratio':>7} {'forwardDynamics(J)':>19} {'ratio':>7}"
-          "  max |qdd - pin|")
+    print(f"{'contacts':<10} {'ours':>12} {'constraintDynamics':>19} {'ratio':>7} {'forwardDynamics(J)':>19} "
+          f"{'ratio':>7}  max |qdd - pin|")
     print("-" * 100)
     pm, pd = b.pm, b.pd
     q, qd = b.q, np.zeros(m.nv)

@@ -44,6 +44,7 @@ NONFINITE = 5 * 100000000  # A or b not finite (dispatch.OVERFLOW: the inputs' m
 SWEEPS = (1, 3, 8, 20, 50, 100)  # Gauss-Seidel sweeps after which the settled modes are solved exactly
 ENUM_MAX = 729  # mode combinations tried at most in step 3 (3^6)
 NEWTON_ITER = 40
+STALL_AFTER = 4  # Newton iterations after which a residual that no longer halves means: give up
 
 
 @njit(cache=True)
@@ -170,7 +171,7 @@ def mode_solve(A, b, mu, d, modes, x0, k, x):
             if not x[3 * k + i] > 0.0:
                 x[3 * k + i] = 0.0
     prev = np.inf
-    for _ in range(NEWTON_ITER):
+    for it in range(NEWTON_ITER):
         _residual(A, b, mu, d, modes, x, F, Jm, k)
         sf, sa = _scales(A, b, x, k)
         nrm = 0.0
@@ -178,11 +179,13 @@ def mode_solve(A, b, mu, d, modes, x0, k, x):
             nrm = max(nrm, abs(F[j]))
         if nrm <= 1e-15 * (sf + sa) or not (nrm < np.inf):
             return nrm < np.inf
+        if nrm >= prev and nrm <= 1e-12 * (sf + sa):
+            return True  # rounding level
+        if it >= STALL_AFTER and nrm > 0.5 * prev:
+            return False  # not converging (Newton near a solution at least halves it): a wrong mode
         step = np.linalg.lstsq(Jm, -F, 1e-13)[0]
         for j in range(m):
             x[j] += step[j]
-        if nrm >= prev and nrm <= 1e-12 * (sf + sa):
-            return True
         prev = nrm
     return True
 
@@ -276,6 +279,7 @@ def solve(A, b, mu, dyn, d, x, modes):
                     r[c] = s
                     for c2 in range(3):
                         Ai[c, c2] = A[o + c, o + c2]
+                fi[0], fi[1], fi[2] = f[o], f[o + 1], f[o + 2]
                 modes[i] = single(Ai, r, mu[i], dyn[i] != 0, d[i, 0], d[i, 1], fi)
                 f[o], f[o + 1], f[o + 2] = fi[0], fi[1], fi[2]
         _gammas(A, b, x, modes, k)

@@ -21,7 +21,27 @@ from .._jit import njit
 
 SEP, STICK, SLIDE, SLIP = 0, 1, 2, 3
 ANGLES = 24  # samples of the slip direction's angle
+WARM_STEPS = 8  # secant steps from the previous direction
 BISECTIONS = 40  # halvings of a bracket (to 2e-12 rad; contact_ncp.py refines the mode exactly)
+
+
+@njit(cache=True)
+def _slip_warm(Ai, r, mu, th):
+    """_slip_single's root by a few secant steps from th (the previous sweep's direction); (ok, f_n, u0, u1)."""
+    g0, _s, _f, v0 = _slip_residual(Ai, r, mu, th)
+    if not v0:
+        return False, 0.0, 0.0, 0.0
+    t1 = th + 1e-3
+    for _ in range(WARM_STEPS):
+        g1, s1, f1, v1 = _slip_residual(Ai, r, mu, t1)
+        if not v1:
+            return False, 0.0, 0.0, 0.0
+        if abs(g1) <= 1e-13 * (abs(s1) + 1e-300):
+            return s1 >= 0.0, f1, math.cos(t1), math.sin(t1)
+        if g1 == g0:
+            return False, 0.0, 0.0, 0.0
+        th, t1, g0 = t1, t1 - g1 * (t1 - th) / (g1 - g0), g1
+    return False, 0.0, 0.0, 0.0
 
 
 @njit(cache=True)
@@ -90,9 +110,10 @@ def _solve3(M, r0, r1, r2):
 
 
 @njit(cache=True)
-def single(Ai, r, mu, dyn, d0, d1, f):
+def single(Ai, r, mu, dyn, d0, d1, f):  # f: the previous sweep's force on entry
     """One contact against a known rest r (a = A_ii f + r): its force f (3) by the modes in the module
     docstring, tried in the order SEP, STICK, SLIDE/SLIP. Returns the mode."""
+    p0, p1 = f[0], f[1]
     f[0] = 0.0
     f[1] = 0.0
     f[2] = 0.0
@@ -113,7 +134,11 @@ def single(Ai, r, mu, dyn, d0, d1, f):
         return STICK
     if mu == np.inf:
         return STICK  # no solution for this contact alone: leave it at zero this sweep
-    ok, fn, u0, u1 = _slip_single(Ai, r, mu)
+    ok = False
+    if p0 != 0.0 or p1 != 0.0:  # it slipped in the previous sweep: start from that direction
+        ok, fn, u0, u1 = _slip_warm(Ai, r, mu, math.atan2(-p1, -p0))
+    if not ok:
+        ok, fn, u0, u1 = _slip_single(Ai, r, mu)
     if ok:
         f[0], f[1], f[2] = -mu * fn * u0, -mu * fn * u1, fn
         return SLIP
