@@ -156,3 +156,29 @@ def test_arm_collapsing_on_the_floor_stays_stable():
     assert np.all(np.isfinite(q)) and np.max(np.abs(qd)) < 0.5
     for l in links:
         assert dn.link_pose(m, q, l)[2, 3] > -0.05
+
+
+@pytest.mark.parametrize("floating,n_mimic", [(False, 0), (True, 0), (True, 1)])
+def test_step_obeys_the_equation_of_motion_on_random_trees(floating, n_mimic):
+    """simulate_step on random trees (floating bases, mimic joints), every link's origin below a
+    plane: its qdd satisfies H qdd + C = tau + J^T f with its own forces
+    (Pinocchio's H, C and point Jacobians), each force lies in its cone and pushes, and qd, q follow
+    by semi-implicit Euler."""
+    import urdfgen as ug
+
+    xml, _ = ug.random_urdf(40 + n_mimic, n_links=6, n_mimic=n_mimic)
+    m = dn.load_model(xml, floating_base=floating)
+    rng = np.random.default_rng(3)
+    links = [l for l in m.link_names if m.body_of(l) >= 0]
+    cs = [dn.Contact(l, normal=(0.1, 0.0, 1.0), friction=0.6, surface_point=(0, 0, 3.0)) for l in links]
+    orc = Oracle(xml, m, cs, floating=floating)
+    for step in range(5):
+        q, qd, _, tau = ug.random_state(m, rng)
+        s = dn.simulate_step(m, q, qd, tau, cs, 1e-3)
+        H, C, J, _, _ = orc.terms(q, qd)
+        assert_close(H @ s.qdd + C, tau + J.T @ s.forces.reshape(-1), 1e-9, "H qdd + C = tau + J^T f")
+        assert_close(s.qd, qd + 1e-3 * s.qdd, 1e-12)
+        for c, F in zip(cs, s.forces):
+            fn = F @ c.normal
+            assert fn >= 0 and np.linalg.norm(F - fn * c.normal) <= c.friction * fn * (1 + 1e-9) + 1e-12
+        assert np.any(np.linalg.norm(s.forces, axis=1) > 0)
