@@ -49,7 +49,7 @@ class Contact:
     Featherstone Eqs. 11.75-11.79). Immutable once made."""
 
     __slots__ = ("link", "point", "normal", "friction", "surface_point", "stiffness", "damping", "frame",
-                 "_model", "_packed")
+                 "_resolved")
 
     def __init__(self, link, point=(0.0, 0.0, 0.0), normal=(0.0, 0.0, 1.0), friction=0.5, *,
                  surface_point=(0.0, 0.0, 0.0), stiffness=DEFAULT_STIFFNESS, damping=DEFAULT_DAMPING):
@@ -79,8 +79,7 @@ class Contact:
         fr = tangent_frame(n)
         fr.flags.writeable = False
         setattr_(self, "frame", fr)  # [t1 t2 n] as columns, world
-        setattr_(self, "_model", None)
-        setattr_(self, "_packed", None)
+        setattr_(self, "_resolved", (None, None))
 
     def __setattr__(self, name, value):
         raise AttributeError("a dn.Contact is immutable: make a new one")
@@ -90,15 +89,16 @@ class Contact:
                 f"friction={self.friction!r})")
 
     def resolve(self, model):
-        """(body index, point in body coordinates) on ``model`` (cached for the last model)."""
-        if self._model is model:
-            return self._packed
+        """(body index, point in body coordinates) on ``model``, cached for the last model as one
+        (model, answer) pair, so that threads resolving on different models never mix them."""
+        m, out = self._resolved
+        if m is model:
+            return out
         k = model.link_index(self.link)
         b = int(model.link_body[k])
         pb = np.array(model.link_p[3 * k:3 * k + 3]) + model.link_R[9 * k:9 * k + 9].reshape(3, 3) @ self.point
         out = (b, pb)
-        object.__setattr__(self, "_packed", out)
-        object.__setattr__(self, "_model", model)
+        object.__setattr__(self, "_resolved", (model, out))
         return out
 
 
