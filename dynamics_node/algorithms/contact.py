@@ -212,10 +212,15 @@ def finish(A, b, v, x, modes, mu, rest_speed, cR, qdd, F, codes):
     1 sticking, 2 sliding; a frictionless contact at rest whose tangential acceleration is zero
     sticks). Returns OVERFLOW_STATUS when qdd or F is not finite."""
     k = codes.shape[0]
-    a = A @ x[:3 * k] + b
     scale = 1e-300
-    for r in range(3 * k):
-        scale = max(scale, abs(a[r]))
+    frictionless = False
+    for j in range(k):
+        frictionless = frictionless or mu[j] == 0.0
+    a = b
+    if frictionless:  # the tangential accelerations are needed only to name frictionless contacts
+        a = A @ x[:3 * k] + b
+        for r in range(3 * k):
+            scale = max(scale, abs(a[r]))
     ok = True
     for j in range(k):
         for c in range(3):
@@ -241,24 +246,34 @@ def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, qdd, F
     (k, see finish). Returns a kernel status, FIXED_LINK or NO_SOLUTION."""
     nvt = mi[H_NVT]
     k = cb.shape[0]
-    H = np.empty(max(nvt * nvt, 1))
-    lam = np.empty(max(nvt, 1), dtype=np.int64)
-    Yt = np.empty((3 * k, nvt))
-    b = np.empty(3 * k)
-    v = np.empty(3 * k)
+    n3 = 3 * k
+    # one allocation for the floats, one for the ints (each small array would cost one):
+    # [H (nvt^2) | Y^T (3k nvt) | b (3k) | v (3k) | A (9k^2) | x (4k) | y (nvt)], [lam (nvt) | modes (k)]
+    buf = np.empty(nvt * nvt + n3 * nvt + n3 + n3 + n3 * n3 + 4 * k + nvt)
+    ibuf = np.empty(nvt + k, dtype=np.int64)
+    o = nvt * nvt
+    H = buf[:o]
+    Yt = buf[o:o + n3 * nvt].reshape((n3, nvt))
+    o += n3 * nvt
+    b = buf[o:o + n3]
+    v = buf[o + n3:o + n3 + n3]
+    o += n3 + n3
+    A = buf[o:o + n3 * n3].reshape((n3, n3))
+    o += n3 * n3
+    x = buf[o:o + 4 * k]
+    y = buf[o + 4 * k:o + 4 * k + nvt]
+    lam = ibuf[:nvt]
+    modes = ibuf[nvt:]
     st = contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, b, v, qdd, w)  # qdd0 in qdd
     if st != 0:
         return st
-    Hm = H[:nvt * nvt].reshape((nvt, nvt))
-    A = np.empty((3 * k, 3 * k))
+    Hm = H.reshape((nvt, nvt))
     contact_A(Hm, Yt, A)
     dyn, d = sliding(v, mu, rest_speed)
-    x = np.empty(4 * k)
-    modes = np.empty(k, dtype=np.int64)
     st = solve(A, b, mu, dyn, d, x, modes)
     if st != 0:
         return st
-    y = np.zeros(nvt)
+    y[:] = 0.0
     for r in range(3 * k):
         for e in range(nvt):
             y[e] += Yt[r, e] * x[r]

@@ -110,36 +110,39 @@ def _scales(A, b, x, k):
 def valid(A, b, mu, d, modes, x, k, tol):
     """Every condition of the modes (module docstring) holds to tol relative to the scales."""
     n3 = 3 * k
+    sf = 0.0
+    sa = 0.0
     for j in range(x.shape[0]):
         if not (x[j] - x[j] == 0.0):
             return False
-    a = np.empty(n3)
-    sf = 0.0
-    sa = 0.0
     for r in range(n3):
-        s = b[r]
         t = 0.0
         for c in range(n3):
             t += A[r, c] * x[c]
-        a[r] = s + t
-        sa = max(sa, abs(s), abs(t))
+        sa = max(sa, abs(b[r]), abs(t))
         sf = max(sf, abs(x[r]))
     tf = tol * sf + 1e-300
     ta = tol * sa + 1e-300
     for i in range(k):
         o = 3 * i
+        a0 = b[o]
+        a1 = b[o + 1]
+        a2 = b[o + 2]
+        for c in range(n3):
+            a0 += A[o, c] * x[c]
+            a1 += A[o + 1, c] * x[c]
+            a2 += A[o + 2, c] * x[c]
         md = modes[i]
         if md == SEP:
-            if not (a[o + 2] >= -ta and x[o] == 0.0 and x[o + 1] == 0.0 and x[o + 2] == 0.0):
-                if not (a[o + 2] >= -ta and abs(x[o]) <= tf and abs(x[o + 1]) <= tf and abs(x[o + 2]) <= tf):
-                    return False
+            if not (a2 >= -ta and abs(x[o]) <= tf and abs(x[o + 1]) <= tf and abs(x[o + 2]) <= tf):
+                return False
             continue
         fn = x[o + 2]
         ft = math.hypot(x[o], x[o + 1])
-        if not (fn >= -tf and abs(a[o + 2]) <= ta):
+        if not (fn >= -tf and abs(a2) <= ta):
             return False
         if md == STICK:
-            if not (abs(a[o]) <= ta and abs(a[o + 1]) <= ta):
+            if not (abs(a0) <= ta and abs(a1) <= ta):
                 return False
             if mu[i] != np.inf and not ft <= mu[i] * fn + tf:
                 return False
@@ -150,7 +153,7 @@ def valid(A, b, mu, d, modes, x, k, tol):
             gam = x[n3 + i]
             if not (abs(ft - mu[i] * fn) <= tf and gam * sf >= -ta):
                 return False
-            if not (abs(a[o] + gam * x[o]) <= ta and abs(a[o + 1] + gam * x[o + 1]) <= ta):
+            if not (abs(a0 + gam * x[o]) <= ta and abs(a1 + gam * x[o + 1]) <= ta):
                 return False
     return True
 
@@ -261,10 +264,10 @@ def solve(A, b, mu, dyn, d, x, modes):
             if not (A[r, c] - A[r, c] == 0.0):
                 return NONFINITE
     f = x[:n3]
-    r = np.empty(3)
-    fi = np.empty(3)
-    Ai = np.empty((3, 3))
-    y = np.empty(4 * k)
+    scratch = np.empty(15)  # the rest r, the contact's force, its 3 x 3 block
+    r = scratch[0:3]
+    fi = scratch[3:6]
+    Ai = scratch[6:15].reshape((3, 3))
     sweep = 0
     for target in SWEEPS:
         while sweep < target:
@@ -286,6 +289,7 @@ def solve(A, b, mu, dyn, d, x, modes):
         if valid(A, b, mu, d, modes, x, k, TOL):  # the sweep is exact already (one contact, say)
             _settle(A, b, mu, d, modes, x, k)
             return 0
+        y = np.empty(4 * k)
         if _try(A, b, mu, d, modes, x, k, y, TOL):
             x[:] = y
             _settle(A, b, mu, d, modes, x, k)
@@ -339,14 +343,18 @@ def _settle(A, b, mu, d, modes, x, k):
 def _gammas(A, b, x, modes, k):
     """gamma of the SLIP contacts from the sweep's forces: a_t = -gamma f_t in least squares."""
     n3 = 3 * k
-    a = A @ x[:n3] + b
     for i in range(k):
         o = 3 * i
         g = 0.0
         if modes[i] == SLIP:
             ff = x[o] * x[o] + x[o + 1] * x[o + 1]
             if ff > 0.0:
-                g = max(0.0, -(a[o] * x[o] + a[o + 1] * x[o + 1]) / ff)
+                a0 = b[o]
+                a1 = b[o + 1]
+                for c in range(n3):
+                    a0 += A[o, c] * x[c]
+                    a1 += A[o + 1, c] * x[c]
+                g = max(0.0, -(a0 * x[o] + a1 * x[o + 1]) / ff)
         x[n3 + i] = g
 
 
