@@ -1,5 +1,5 @@
 """Point contacts with Coulomb friction on a rigid-body system: the contact forces and the
-acceleration (Featherstone §11.3, Eqs. 11.23-11.36, with friction), and the impact (§11.7).
+acceleration (Featherstone §11.3, Eqs. 11.23-11.36, with friction). The impact: impact.py.
 
 A contact i is a point P_i of a link (``dn.Contact``: point in the link frame) touching a fixed
 surface with unit normal n_i (world, pointing toward the robot). Its local axes are [t1 t2 n]
@@ -11,12 +11,12 @@ those axes are T_i^T = R_i^T J_i (Eq. 11.25 for the three directions), so that
     a = T^T qdd + (dT/dt)^T qd = A f + b                        (Eqs. 11.33-11.34)
     A = T^T H^-1 T,   b = T^T H^-1 (tau - C) + (dT/dt)^T qd     (Eqs. 11.35-11.36)
 
-with a the contact points' classical accelerations in the local axes ((dT/dt)^T qd = R^T J̇ qd, the
-point's J̇q̇ including omega x v, from the RNEA's outward pass; the normals are fixed, so n-dot is 0). H = L^T D L
-is factored sparsely (Table 6.3) and Y = L^-T T (Table 6.5) gives A = Y^T D^-1 Y; qdd0 = H^-1 (tau - C)
-and, once f is known, qdd = qdd0 + L^-1 D^-1 Y f. The conditions on (f, a) and how they are solved:
-contact_ncp.py. Tangential velocities decide which contacts slide: |v_t| > rest_speed.
-Impact: impact.py.
+with a the contact points' classical accelerations in the local axes: (dT/dt)^T qd = R^T J̇q̇ of the
+point, omega x v included, from the RNEA's outward pass (the normals are fixed, so n-dot is 0).
+H = L^T D L is factored sparsely (Table 6.3) and Y = L^-T T (Table 6.5) gives A = Y^T D^-1 Y;
+qdd0 = H^-1 (tau - C) and, once f is known, qdd = qdd0 + L^-1 D^-1 Y f. The conditions on (f, a)
+and how they are solved: contact_ncp.py. Tangential velocities decide which contacts slide:
+|v_t| > rest_speed.
 """
 from __future__ import annotations
 
