@@ -11,11 +11,13 @@ Measured in one run, on the same model and the same state:
      over pin.rnea (per-state time and ratio);
   3. scaling: serial chains of 2..60 joints and branched trees, time per call vs number of joints,
      written as a plot to bench/out/scaling.png (and the numbers to bench/out/scaling.csv);
-  4. bench/bench_identify.py: dynamics_identify fit on a 60 s, 1 kHz, 7-DoF recording and its regressor
+  4. contact forward dynamics of the arm with 1 and 4 contacts against Pinocchio's constraintDynamics
+     and forwardDynamics with contact Jacobians (issue 23);
+  5. bench/bench_identify.py: dynamics_identify fit on a 60 s, 1 kHz, 7-DoF recording and its regressor
      stacking against Pinocchio's computeJointTorqueRegressor looped over the same samples;
-  5. bench/bench_stream.py: the 1 kHz stream end to end as a busy client sees it (p50/p99/max alone, under
+  6. bench/bench_stream.py: the 1 kHz stream end to end as a busy client sees it (p50/p99/max alone, under
      service load, with the cores loaded by other processes);
-  6. bench/bench_node.py, if it exists.
+  7. bench/bench_node.py, if it exists.
 Functions not (yet) in the core are reported as "missing". No assertion: this only prints.
 """
 from __future__ import annotations
@@ -365,6 +367,69 @@ def controller_terms(benches):
     print()
 
 
+CONTACT_POINTS = [("tool0", (0.0, 0.02, 0.05)), ("link6", (0.02, 0.0, 0.05)), ("link5", (0.0, 0.03, 0.1)),
+                  ("link4", (0.03, 0.0, 0.1))]
+
+
+def contact_bench(b):
+    """Issue 23: contact_forward_dynamics on the arm with 1 and 4 point contacts against Pinocchio's
+    constraintDynamics (CONTACT_3D RigidConstraintModels at the same points, LOCAL_WORLD_ALIGNED, the
+    proximal solver at 10 iterations) and forwardDynamics with the points' Jacobians and drifts
+    (KKT). The contacts are made active and sticking so that both solve the same problem: the arm at
+    rest, each normal along Pinocchio's bilateral force, mu = 2 (our result is checked to equal it)."""
+    dn, m = b.dn, b.model
+    if getattr(dn, "contact_forward_dynamics", None) is None or any(l not in m.link_names for l, _ in CONTACT_POINTS):
+        print("contact forward dynamics: MISSING (or not the arm)\n")
+        return
+    print("Contact forward dynamics (issue 23), ours vs Pinocchio, paired; arm at rest, contacts sticking")
+    print(f"{'contacts':<10} {'ours':>12} {'constraintDynamics':>19} {'ratio':>7} {'forwardDynamics(J)':>19} "
+          f"{'ratio':>7}  max |qdd - pin|")
+    print("-" * 100)
+    pm, pd = b.pm, b.pd
+    q, qd = b.q, np.zeros(m.nv)
+    tau = dn.gravity(m, q) * 0.3
+    pq, pv, pt = b.oracle.q(q), b.oracle.v(qd), b.oracle.v(tau)
+    G = b.oracle.G
+    for k in (1, 4):
+        cms = pin.StdVec_RigidConstraintModel()
+        fm = pin.Model(pm)
+        fids = []
+        for link, p in CONTACT_POINTS[:k]:
+            fid = pm.getFrameId(link, pin.FrameType.BODY)
+            fr = pm.frames[fid]
+            P = fr.placement * pin.SE3(np.eye(3), np.array(p))
+            cms.append(pin.RigidConstraintModel(pin.ContactType.CONTACT_3D, pm, fr.parentJoint, P,
+                                                pin.ReferenceFrame.LOCAL_WORLD_ALIGNED))
+            fids.append(fm.addFrame(pin.Frame(f"c{len(fids)}", fr.parentJoint, fid, P, pin.FrameType.OP_FRAME)))
+        cds = pin.StdVec_RigidConstraintData()
+        for cm in cms:
+            cds.append(cm.createData())
+        pin.initConstraintDynamics(pm, pd, cms, cds)
+        prox = pin.ProximalSettings(1e-12, 1e-12, 10)
+        a = pin.constraintDynamics(pm, pd, pq, pv, pt, cms, cds, prox)
+        contacts = [dn.Contact(link, p, normal=np.asarray(cd.contact_force.linear), friction=2.0)
+                    for (link, p), cd in zip(CONTACT_POINTS[:k], cds)]
+        fd = fm.createData()
+        pin.forwardKinematics(fm, fd, pq, pv, np.zeros(fm.nv))
+        pin.updateFramePlacements(fm, fd)
+        pin.computeJointJacobians(fm, fd, pq)
+        J = np.vstack([pin.getFrameJacobian(fm, fd, f, pin.LOCAL_WORLD_ALIGNED)[:3] for f in fids])
+        gam = np.concatenate([pin.getFrameClassicalAcceleration(fm, fd, f, pin.LOCAL_WORLD_ALIGNED).linear
+                              for f in fids])
+        try:
+            r = dn.contact_forward_dynamics(m, q, qd, tau, contacts)
+            err = float(np.max(np.abs(r.qdd - G.T @ a)))
+            ours, theirs = paired(lambda: dn.contact_forward_dynamics(m, q, qd, tau, contacts),
+                                  lambda: pin.constraintDynamics(pm, pd, pq, pv, pt, cms, cds, prox))
+            _, kkt = paired(lambda: dn.contact_forward_dynamics(m, q, qd, tau, contacts),
+                            lambda: pin.forwardDynamics(fm, fd, pq, pv, pt, J, gam, 1e-12))
+            print(f"{k:<10} {fmt_t(ours):>12} {fmt_t(theirs):>19} {ours / theirs:7.2f} {fmt_t(kkt):>19} "
+                  f"{ours / kkt:7.2f}  {err:.1e} ({', '.join(r.states)})")
+        except Exception as e:  # report, never hide
+            print(f"{k:<10} error: {type(e).__name__}: {str(e)[:80]}")
+    print()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer scaling points")
@@ -403,6 +468,8 @@ def main(argv=None):
     print()
     table(benches)
     controller_terms(benches)
+    if benches and not benches[0].model.floating_base:
+        contact_bench(benches[0])
     for b in benches:
         batch(b)
     if benches and not benches[0].model.floating_base:

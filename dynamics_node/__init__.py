@@ -76,6 +76,10 @@ _LAZY = {
     "operational_space_inertia": ".algorithms.operational_space",
     # issue 10 §3: the momentum observer of external torques
     "MomentumObserver": ".observer", "external_wrench": ".observer",
+    # issue 23: contact and impact (Featherstone Ch. 11)
+    "Contact": ".algorithms.contact_args", "contact_forward_dynamics": ".algorithms.contact",
+    "impact": ".algorithms.impact",
+    "soft_contact_forces": ".algorithms.soft_contact", "simulate_step": ".algorithms.soft_contact",
 }
 
 __all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]

@@ -41,6 +41,7 @@ EXEMPT = {  # public names that are not computations on arrays, with the reason
     "inertial_parameters": "takes the model alone (no arrays)", "Payload": "class (identify_payload's result)",
     "MomentumObserver": "a stateful class (samples in stamp order): its input checks are in test_observer_core",
     "external_wrench": "a least-squares solve on the observer's r (no data=): its checks are in test_observer_core",
+    "Contact": "class (checked when made: test_core_contact_errors)",
 }
 
 
@@ -118,6 +119,14 @@ CALLS = {
     "manipulability": ("arm", "q", lambda m, q: dn.manipulability(m, q, _link(m))),
     "jacobian_singular_values": ("arm", "q", lambda m, q: dn.jacobian_singular_values(m, q, _link(m))),
     "analytic_jacobian": ("arm", "q", lambda m, q: dn.analytic_jacobian(m, q, _link(m), "zyz")),
+    # issue 23: contact and impact
+    "contact_forward_dynamics": ("arm", "qvv", lambda m, q, qd, tau: dn.contact_forward_dynamics(
+        m, q, qd, tau, [dn.Contact(_link(m), (0, 0, 0.05), friction=0.5)])),
+    "impact": ("arm", "qv", lambda m, q, qd: dn.impact(m, q, qd, [dn.Contact(_link(m), friction=0.5)], 0.5)),
+    "soft_contact_forces": ("arm", "qv", lambda m, q, qd: dn.soft_contact_forces(
+        m, q, qd, [dn.Contact(_link(m), surface_point=(0, 0, 2.0))])),
+    "simulate_step": ("arm", "qvv", lambda m, q, qd, tau: dn.simulate_step(
+        m, q, qd, tau, [dn.Contact(_link(m), surface_point=(0, 0, 2.0))], 1e-3)),
 }
 NAMES = {  # the public argument names of the arrays, in order
     "inverse_dynamics": "q qd qdd", "gravity": "q", "bias_forces": "q qd", "mass_matrix": "q",
@@ -135,6 +144,8 @@ NAMES = {  # the public argument names of the arrays, in order
     "regressor_batch": "Q QD QDD",
     "coriolis_matrix": "q qd", "jacobian_derivative": "q qd point", "operational_space_inertia": "q point",
     "manipulability": "q", "jacobian_singular_values": "q", "analytic_jacobian": "q",
+    "contact_forward_dynamics": "q qd tau", "impact": "q qd_minus", "soft_contact_forces": "q qd",
+    "simulate_step": "q qd tau",
 }
 DATA_FUNCS = ["inverse_dynamics", "gravity", "bias_forces", "mass_matrix", "forward_dynamics", "hybrid_dynamics",
               "floating_base_inverse_dynamics", "jacobian", "link_pose", "link_poses", "link_velocity",

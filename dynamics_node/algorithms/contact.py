@@ -1,0 +1,428 @@
+"""Point contacts with Coulomb friction on a rigid-body system: the contact forces and the
+acceleration (Featherstone §11.3, Eqs. 11.23-11.36, with friction). The impact: impact.py.
+
+A contact i is a point P_i of a link (``dn.Contact``: point in the link frame) touching a fixed
+surface with unit normal n_i (world, pointing toward the robot). Its local axes are [t1 t2 n]
+(t1, t2 any orthonormal tangents), columns of R_i; the force the environment exerts on the robot at
+P_i is f_i = R_i [f_t1 f_t2 f_n] (world). Per contact, the rows of the point's linear Jacobian in
+those axes are T_i^T = R_i^T J_i (Eq. 11.25 for the three directions), so that
+
+    H qdd + C = tau + T f                                      (Eqs. 11.23, 11.32)
+    a = T^T qdd + (dT/dt)^T qd = A f + b                        (Eqs. 11.33-11.34)
+    A = T^T H^-1 T,   b = T^T H^-1 (tau - C) + (dT/dt)^T qd     (Eqs. 11.35-11.36)
+
+with a the contact points' classical accelerations in the local axes: (dT/dt)^T qd = R^T J̇q̇ of the
+point, omega x v included, from the RNEA's outward pass (the normals are fixed, so n-dot is 0).
+H = L^T D L is factored sparsely (Table 6.3) and Y = L^-T T (Table 6.5) gives A = Y^T D^-1 Y;
+qdd0 = H^-1 (tau - C) and, once f is known, qdd = qdd0 + L^-1 D^-1 Y f. The conditions on (f, a)
+and how they are solved: contact_ncp.py. Tangential velocities decide which contacts slide:
+|v_t| > rest_speed.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._jit import njit, types
+from ..errors import InputError
+from ..layout import (BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, HF_GRAVITY, HF_TOL, H_NB, H_NVT, J_NV,
+                      J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V,
+                      W_V_N)
+from ._common import A_Q, A_QD, A_TAU, F1, F2, I1, SINGULAR, check
+from ..dispatch import _conform
+from ..model import Model as _Model
+from .contact_args import ContactResult, cached_pack
+from .contact_ncp import NO_SOLUTION, SEP, STICK, solve
+from .crba import crba_kernel
+from .ltdl import dl_solve, lt_solve, ltdl_factor
+from .operational_space import expanded_parents
+from .rnea import rnea_kernel
+
+_EMPTY = np.zeros(0)
+STATE_NAMES = ("separating", "sticking", "sliding")
+OVERFLOW_STATUS = 5 * 100000000  # dispatch.OVERFLOW: a finite input whose result is not finite
+FIXED_LINK = -8  # a contact on a link welded to the fixed base
+
+
+def tangent_frame(n):
+    """R = [t1 t2 n] (columns, world) for a unit normal n: t1 along the world axis least aligned with
+    n, made orthogonal to it."""
+    e = np.zeros(3)
+    e[int(np.argmin(np.abs(n)))] = 1.0
+    t1 = e - n * float(n @ e)
+    t1 /= np.linalg.norm(t1)
+    return np.column_stack((t1, np.cross(n, t1), n))
+
+
+@njit(cache=True, inline="always")
+def _pose_from_x(mi, w, i):
+    """World axes R_i and origin p_i of body i (W_RW, W_PW) from its parent's and ^iX_λ(i) = (E, r)
+    already in the work array (W_E, W_R, left by the RNEA): R_i = R_λ(i) E^T, p_i = p_λ(i) + R_λ(i) r
+    (kinematics._pose without recomputing the joint transform)."""
+    nb = mi[H_NB]
+    p = mi[HEADER_I + BODY_I * i + J_PARENT]
+    eo = W_E * nb + W_E_N * i
+    ro = W_R * nb + W_R_N * i
+    Ro = W_RW * nb + W_RW_N * i
+    po = W_PW * nb + W_PW_N * i
+    if p >= 0:
+        Rp = W_RW * nb + W_RW_N * p
+        pp = W_PW * nb + W_PW_N * p
+        for a in range(3):
+            for c in range(3):
+                w[Ro + 3 * a + c] = (w[Rp + 3 * a] * w[eo + 3 * c] + w[Rp + 3 * a + 1] * w[eo + 3 * c + 1]
+                                     + w[Rp + 3 * a + 2] * w[eo + 3 * c + 2])
+            w[po + a] = (w[pp + a] + w[Rp + 3 * a] * w[ro] + w[Rp + 3 * a + 1] * w[ro + 1]
+                         + w[Rp + 3 * a + 2] * w[ro + 2])
+    else:
+        for a in range(3):
+            for c in range(3):
+                w[Ro + 3 * a + c] = w[eo + 3 * c + a]
+            w[po + a] = w[ro + a]
+
+
+@njit(cache=True)
+def contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, bias, vloc, qdd0, w):
+    """H factored in place (L^T D L over lam), qdd0 = H^-1 (tau - C), and per contact j (3 rows
+    3j..3j+2, local axes [t1 t2 n]): Yt[r] = L^-T T_r, bias[r] = (dT/dt)_r^T qd + T_r^T qdd0 (b of
+    Eq. 11.36), vloc[r] = T_r^T qd. One RNEA pass gives C, the joint transforms (hence the world
+    poses) and v_i, a_i at qdd = 0, whose a_i is J̇q̇ plus the fictitious base acceleration -a_g
+    (§5.3): the point's J̇q̇ is the classical acceleration a + alpha x p + omega x v_P (Eq. 2.48) of
+    that, plus a_g. Returns a kernel status."""
+    nb = mi[H_NB]
+    nvt = mi[H_NVT]
+    k = cb.shape[0]
+    st = crba_kernel(mi, mf, q, H, w)
+    if st != 0:
+        return st
+    st = check(tau, nvt, A_TAU)
+    if st != 0:
+        return st
+    z = np.zeros(nvt)
+    C = np.empty(nvt)
+    st = rnea_kernel(mi, mf, q, qd, z, fx, C, w)  # C = ID(q, qd, 0, f_ext) (Eq. 6.2)
+    if st != 0:
+        return st
+    Hm = H[:nvt * nvt].reshape((nvt, nvt))
+    expanded_parents(mi, lam)
+    kk = ltdl_factor(Hm, lam, mf[HF_TOL])  # Table 6.3
+    if kk >= 0:
+        return SINGULAR * 100000000 + kk  # the caller names the body of dof kk
+    for d in range(nvt):
+        qdd0[d] = tau[d] - C[d]
+    lt_solve(Hm, lam, qdd0)  # Table 6.5
+    dl_solve(Hm, lam, qdd0)
+    top = -1
+    for j in range(k):
+        if cb[j] < 0:
+            return FIXED_LINK
+        top = max(top, cb[j])
+    for i in range(top + 1):  # a parent's index is below its children's
+        _pose_from_x(mi, w, i)
+    do0 = HEADER_F + BODY_F * nb
+    g = HF_GRAVITY
+    for j in range(k):
+        bj = cb[j]
+        Rb = W_RW * nb + W_RW_N * bj
+        pb = W_PW * nb + W_PW_N * bj
+        l0, l1, l2 = cp[3 * j], cp[3 * j + 1], cp[3 * j + 2]
+        P0 = w[pb] + w[Rb] * l0 + w[Rb + 1] * l1 + w[Rb + 2] * l2
+        P1 = w[pb + 1] + w[Rb + 3] * l0 + w[Rb + 4] * l1 + w[Rb + 5] * l2
+        P2 = w[pb + 2] + w[Rb + 6] * l0 + w[Rb + 7] * l1 + w[Rb + 8] * l2
+        vo = W_V * nb + W_V_N * bj
+        ao = W_A * nb + W_A_N * bj
+        o0, o1, o2 = w[vo], w[vo + 1], w[vo + 2]  # the body's omega, v_O, alpha, a_O (body axes)
+        vp0 = w[vo + 3] + o1 * l2 - o2 * l1
+        vp1 = w[vo + 4] + o2 * l0 - o0 * l2
+        vp2 = w[vo + 5] + o0 * l1 - o1 * l0
+        ab0 = w[ao + 3] + w[ao + 1] * l2 - w[ao + 2] * l1 + o1 * vp2 - o2 * vp1
+        ab1 = w[ao + 4] + w[ao + 2] * l0 - w[ao] * l2 + o2 * vp0 - o0 * vp2
+        ab2 = w[ao + 5] + w[ao] * l1 - w[ao + 1] * l0 + o0 * vp1 - o1 * vp0
+        jq0 = w[Rb] * ab0 + w[Rb + 1] * ab1 + w[Rb + 2] * ab2 + mf[g]  # J̇q̇ of the point, world
+        jq1 = w[Rb + 3] * ab0 + w[Rb + 4] * ab1 + w[Rb + 5] * ab2 + mf[g + 1]
+        jq2 = w[Rb + 6] * ab0 + w[Rb + 7] * ab1 + w[Rb + 8] * ab2 + mf[g + 2]
+        for r in range(3 * j, 3 * j + 3):
+            for d in range(nvt):
+                Yt[r, d] = 0.0
+        i = bj
+        while i >= 0:  # the support: T^T rows = R_j^T [omega_d x (P - p_i) + v_d] (jacobian_kernel)
+            ii = HEADER_I + BODY_I * i
+            Ri = W_RW * nb + W_RW_N * i
+            pi = W_PW * nb + W_PW_N * i
+            d0, d1, d2 = P0 - w[pi], P1 - w[pi + 1], P2 - w[pi + 2]
+            vi = mi[ii + J_VI]
+            for dof in range(vi, vi + mi[ii + J_NV]):
+                so = do0 + DOF_F * dof + D_S
+                w0 = w[Ri] * mf[so] + w[Ri + 1] * mf[so + 1] + w[Ri + 2] * mf[so + 2]
+                w1 = w[Ri + 3] * mf[so] + w[Ri + 4] * mf[so + 1] + w[Ri + 5] * mf[so + 2]
+                w2 = w[Ri + 6] * mf[so] + w[Ri + 7] * mf[so + 1] + w[Ri + 8] * mf[so + 2]
+                x0 = w[Ri] * mf[so + 3] + w[Ri + 1] * mf[so + 4] + w[Ri + 2] * mf[so + 5] + w1 * d2 - w2 * d1
+                x1 = w[Ri + 3] * mf[so + 3] + w[Ri + 4] * mf[so + 4] + w[Ri + 5] * mf[so + 5] + w2 * d0 - w0 * d2
+                x2 = w[Ri + 6] * mf[so + 3] + w[Ri + 7] * mf[so + 4] + w[Ri + 8] * mf[so + 5] + w0 * d1 - w1 * d0
+                for c in range(3):  # local axis c = column c of R_j (world)
+                    Yt[3 * j + c, dof] = cR[9 * j + c] * x0 + cR[9 * j + 3 + c] * x1 + cR[9 * j + 6 + c] * x2
+            i = mi[ii + J_PARENT]
+        for c in range(3):
+            r = 3 * j + c
+            v = 0.0
+            b = 0.0
+            for d in range(nvt):
+                v += Yt[r, d] * qd[d]
+                b += Yt[r, d] * qdd0[d]
+            vloc[r] = v
+            bias[r] = b + cR[9 * j + c] * jq0 + cR[9 * j + 3 + c] * jq1 + cR[9 * j + 6 + c] * jq2
+    for r in range(3 * k):
+        lt_solve(Hm, lam, Yt[r])  # Y = L^-T T
+    return 0
+
+
+@njit(cache=True)
+def contact_A(Hm, Yt, A):
+    """A = Y^T D^-1 Y (Eq. 11.35; D on the diagonal of the factored H)."""
+    n = Yt.shape[0]
+    nvt = Yt.shape[1]
+    for r in range(n):
+        for c in range(r, n):
+            s = 0.0
+            for d in range(nvt):
+                s += Yt[r, d] * Yt[c, d] / Hm[d, d]
+            A[r, c] = s
+            A[c, r] = s
+
+
+@njit(cache=True)
+def sliding(v, mu, rest_speed):
+    """(dyn, d): contact j slides when |v_t| > rest_speed (and 0 < mu < inf), in direction d = v_t/|v_t|."""
+    k = mu.shape[0]
+    dyn = np.zeros(k, dtype=np.int64)
+    d = np.zeros((k, 2))
+    for j in range(k):
+        s = math.hypot(v[3 * j], v[3 * j + 1])
+        if s > rest_speed and 0.0 < mu[j] < np.inf:
+            dyn[j] = 1
+            d[j, 0] = v[3 * j] / s
+            d[j, 1] = v[3 * j + 1] / s
+    return dyn, d
+
+
+@njit(cache=True)
+def finish(A, b, v, x, modes, mu, rest_speed, cR, qdd, F, codes):
+    """F[j] = the force of contact j in world axes (R_j f_j), codes[j] its state (0 separating,
+    1 sticking, 2 sliding; a frictionless contact at rest whose tangential acceleration is zero
+    sticks). Returns OVERFLOW_STATUS when qdd or F is not finite."""
+    k = codes.shape[0]
+    scale = 1e-300
+    frictionless = False
+    for j in range(k):
+        frictionless = frictionless or mu[j] == 0.0
+    a = b
+    if frictionless:  # the tangential accelerations are needed only to name frictionless contacts
+        a = A @ x[:3 * k] + b
+        for r in range(3 * k):
+            scale = max(scale, abs(a[r]))
+    ok = True
+    for j in range(k):
+        for c in range(3):
+            s = 0.0
+            for c2 in range(3):
+                s += cR[9 * j + 3 * c + c2] * x[3 * j + c2]
+            F[j, c] = s
+            ok = ok and s - s == 0.0
+        md = modes[j]
+        code = 0 if md == SEP else (1 if md == STICK else 2)
+        if code == 2 and mu[j] == 0.0 and math.hypot(v[3 * j], v[3 * j + 1]) <= rest_speed and \
+                math.hypot(a[3 * j], a[3 * j + 1]) <= 1e-9 * scale:
+            code = 1
+        codes[j] = code
+    for e in range(qdd.shape[0]):
+        ok = ok and qdd[e] - qdd[e] == 0.0
+    return 0 if ok else OVERFLOW_STATUS
+
+
+@njit(types.int64(I1, F1, F1, F1, F1, F1, I1, F1, F1, F1, types.float64, F1, F2, I1, F1), cache=True)
+def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, qdd, F, codes, w):
+    """Contact forward dynamics of a tree without mimic joints: qdd (nvt), F (k x 3, world), codes
+    (k, see finish). Returns a kernel status, FIXED_LINK or NO_SOLUTION."""
+    nvt = mi[H_NVT]
+    k = cb.shape[0]
+    n3 = 3 * k
+    # one allocation for the floats, one for the ints (each small array would cost one):
+    # [H (nvt^2) | Y^T (3k nvt) | b (3k) | v (3k) | A (9k^2) | x (4k) | y (nvt)], [lam (nvt) | modes (k)]
+    buf = np.empty(nvt * nvt + n3 * nvt + n3 + n3 + n3 * n3 + 4 * k + nvt)
+    ibuf = np.empty(nvt + k, dtype=np.int64)
+    o = nvt * nvt
+    H = buf[:o]
+    Yt = buf[o:o + n3 * nvt].reshape((n3, nvt))
+    o += n3 * nvt
+    b = buf[o:o + n3]
+    v = buf[o + n3:o + n3 + n3]
+    o += n3 + n3
+    A = buf[o:o + n3 * n3].reshape((n3, n3))
+    o += n3 * n3
+    x = buf[o:o + 4 * k]
+    y = buf[o + 4 * k:o + 4 * k + nvt]
+    lam = ibuf[:nvt]
+    modes = ibuf[nvt:]
+    st = contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, b, v, qdd, w)  # qdd0 in qdd
+    if st != 0:
+        return st
+    Hm = H.reshape((nvt, nvt))
+    contact_A(Hm, Yt, A)
+    dyn, d = sliding(v, mu, rest_speed)
+    st = solve(A, b, mu, dyn, d, x, modes)
+    if st != 0:
+        return st
+    y[:] = 0.0
+    for r in range(3 * k):
+        for e in range(nvt):
+            y[e] += Yt[r, e] * x[r]
+    dl_solve(Hm, lam, y)  # qdd = qdd0 + L^-1 D^-1 Y f
+    for e in range(nvt):
+        qdd[e] += y[e]
+    return finish(A, b, v, x, modes, mu, rest_speed, cR, qdd, F, codes)
+
+
+REST_SPEED = 1e-9  # m/s, the default of rest_speed
+
+
+# ---------------------------------------------------------------------------------------------
+# Python side: arguments, the dense route of models with mimic joints (H = G^T H_t G, §9.6), results
+
+def _check_common(model, q, qd, contacts, name_qd="qd"):
+    from ..dispatch import _length, check_model, vec
+    from .contact_args import pack
+
+    check_model(model)
+    if model.loops:
+        raise InputError(f"model '{model.name}' has loop joints ({', '.join(model.loop_joints)}): contact dynamics "
+                         "is implemented for trees (fixed or floating base, mimic joints) only")
+    q = vec(q, "q")
+    _length(model, q, "q", "q")
+    qd = vec(qd, name_qd)
+    _length(model, qd, name_qd, "v")
+    for nm, x, arg in (("q", q, A_Q), (name_qd, qd, A_QD)):
+        finite_or_raise(model, x, nm, arg)
+    return q, qd, pack(model, contacts)
+
+
+def finite_or_raise(model, x, name, arg):
+    """InputError naming the first non-finite entry of x and its joint."""
+    from ..dispatch import finite
+    from ._common import coordinate_owner
+
+    if not finite(x):
+        i = int(np.nonzero(~np.isfinite(x))[0][0])
+        raise InputError(f"{name}[{i}] (joint '{coordinate_owner(model, arg, i, False)}') is not finite (NaN or inf)")
+
+
+def _raise(model, st, what, names, arrays, f_ext=None):
+    from ..dispatch import raise_status
+    from ..layout import BODY_I, HEADER_I, J_VI
+
+    if st == NO_SOLUTION:
+        raise InputError(f"{what}: no contact forces satisfy the contact conditions here (with Coulomb friction "
+                         "the problem may have no solution, Painlevé's paradox, or one that the solver did not "
+                         "find): lower the friction coefficients or drop contacts")
+    if st // 100000000 == SINGULAR:
+        k = st % 100000
+        vi = model.mi[HEADER_I + J_VI::BODY_I]
+        st = SINGULAR * 100000000 + int(np.searchsorted(vi, k, side="right") - 1)
+    raise_status(model, st, False, what, names, arrays, (("f_ext", f_ext),) if f_ext else ())
+
+
+def _dense_terms(model, q, qd, tau, packed, f_ext):
+    """(A, b, v, qdd0, solve) by dense linear algebra on the reduced coordinates (mimic models)."""
+    from .crba import mass_matrix
+    from .jacobians import jacobian, jacobian_derivative
+    from .ltdl import singular_mass_matrix
+    from .rnea import inverse_dynamics
+
+    H = mass_matrix(model, q)
+    C = inverse_dynamics(model, q, qd, np.zeros(model.nv), f_ext=f_ext)
+    k = packed.body.shape[0]
+    T = np.empty((3 * k, model.nv))
+    jb = np.empty(3 * k)
+    for j, c in enumerate(packed.contacts):
+        R = c.frame
+        T[3 * j:3 * j + 3] = R.T @ jacobian(model, q, c.link, c.point)[:3]
+        jb[3 * j:3 * j + 3] = R.T @ (jacobian_derivative(model, q, qd, c.link, c.point)[:3] @ qd)
+    try:
+        L = np.linalg.cholesky(H)
+    except np.linalg.LinAlgError:
+        raise singular_mass_matrix(model, H, "contact dynamics") from None
+
+    def hsolve(x):
+        return np.linalg.solve(L.T, np.linalg.solve(L, x))
+
+    qdd0 = hsolve(tau - C)
+    Y = np.linalg.solve(L, T.T)
+    return Y.T @ Y, T @ qdd0 + jb, T @ qd, qdd0, lambda f: hsolve(T.T @ f)
+
+
+def contact_forward_dynamics(model, q, qd, tau, contacts, f_ext=None, rest_speed=REST_SPEED, data=None):
+    """qdd, contact forces and states of a rigid-body system whose listed contacts touch (module
+    docstring; Featherstone §11.3-11.5 with Coulomb friction on the circular cone).
+
+    contacts: a list of dn.Contact; rest_speed (m/s): a contact whose tangential speed is at most this
+    is at rest (it may stick), faster it slides. Returns ContactResult(qdd, forces (k x 3, world),
+    states). InputError when no forces satisfy the conditions (see docs/API.md)."""
+    if (f_ext is None and rest_speed is REST_SPEED and data is None and type(model) is _Model
+            and model.loop_data is None and not model.has_mimic
+            and _conform(q) and _conform(qd) and _conform(tau)):  # the hot path: the kernel checks the rest
+        packed = cached_pack(model, contacts)
+        if packed is not None:
+            k = packed.k
+            qdd, F, codes = np.empty(model.nvt), np.empty((k, 3)), np.empty(k, dtype=np.int64)
+            st = contact_fd_kernel(model._kmi, model._kmf, q, qd, tau, _EMPTY, packed.body, packed.point,
+                                   packed.frame, packed.mu, REST_SPEED, qdd, F, codes, np.empty(model.work_size))
+            if st == 0:
+                return ContactResult(qdd, F, _states(codes))
+    return _contact_fd_checked(model, q, qd, tau, contacts, f_ext, rest_speed, data)
+
+
+def _contact_fd_checked(model, q, qd, tau, contacts, f_ext, rest_speed, data):
+    """contact_forward_dynamics with every argument checked, every error explained."""
+    from ..dispatch import _length, check_data, vec, wrenches
+    from .contact_args import _real
+
+    q, qd, packed = _check_common(model, q, qd, contacts)
+    tau = vec(tau, "tau")
+    _length(model, tau, "tau", "v")
+    finite_or_raise(model, tau, "tau", A_TAU)
+    rest_speed = _real(rest_speed, "rest_speed")
+    fx = wrenches(model, f_ext)
+    w = check_data(model, data)
+    k = packed.body.shape[0]
+    qdd, F, codes = np.empty(model.nv if model.has_mimic else model.nvt), np.empty((k, 3)), np.empty(k, dtype=np.int64)
+    if model.has_mimic:
+        A, b, v, qdd0, hs = _dense_terms(model, q, qd, tau, packed, f_ext)
+        st = 0 if np.all(np.isfinite(A)) and np.all(np.isfinite(b)) else OVERFLOW_STATUS
+        if st == 0:
+            dyn, d = sliding(v, packed.mu, rest_speed)
+            x = np.empty(4 * k)
+            modes = np.empty(k, dtype=np.int64)
+            st = solve(A, b, packed.mu, dyn, d, x, modes)
+        if st == 0:
+            qdd[:] = qdd0 + hs(x[:3 * k])
+            st = finish(A, b, v, x, modes, packed.mu, rest_speed, packed.frame, qdd, F, codes)
+    else:
+        st = contact_fd_kernel(model._kmi, model._kmf, q, qd, tau, fx, packed.body, packed.point, packed.frame,
+                               packed.mu, rest_speed, qdd, F, codes, w if w is not None else np.empty(model.work_size))
+    if st:
+        _raise(model, st, "contact forward dynamics", ("q", "qd", "tau"), (q, qd, tau), f_ext)
+    return ContactResult(qdd, F, _states(codes))
+
+
+_STATES: dict = {}
+
+
+def _states(codes):
+    """The state names of the codes (0 separating, 1 sticking, 2 sliding), one tuple per pattern."""
+    key = codes.tobytes()
+    t = _STATES.get(key)
+    if t is None:
+        t = tuple([STATE_NAMES[int(c)] for c in codes])
+        if len(_STATES) < 4096:
+            _STATES[key] = t
+    return t

@@ -1,0 +1,184 @@
+"""Issue 23: soft contact with Coulomb friction (Featherstone §11.8, Eqs. 11.73-11.79) and the
+simulation step built on it.
+
+Oracles: the book's equations evaluated by hand on known positions and velocities (the contact point's
+position and velocity from Pinocchio), closed forms of the simulation (a box dropped on the floor at
+1 kHz comes to rest carrying m g, each corner sunk m g / (4 K); pushed below mu m g it stays, above it
+slides with (F - mu m g)/m), energy (never above the initial), and a free body's motion without
+contact against the analytic ballistic flight.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from conftest import assert_close
+from test_core_contact import M_BOX, G, Oracle, box_urdf, corners
+
+import dynamics_node as dn
+
+pin = pytest.importorskip("pinocchio")
+K, D = 1e4, 100.0
+
+
+def _box():
+    xml = box_urdf(M_BOX)
+    return dn.load_model(xml, floating_base=True), xml
+
+
+def test_soft_forces_follow_the_book():
+    """Eqs. 11.75-11.79 at a penetrated, moving pose: normal max(0, -K p - D pdot), friction the
+    sticking force clipped to the circular cone, rates Eqs. 11.76-11.77."""
+    m, xml = _box()
+    mu = 0.4
+    cs = [dn.Contact("box", p, friction=mu, stiffness=K, damping=D) for p in corners()]
+    q = np.array([0.01, 0.0, 0.1 - 0.003, 0.02, -0.01, 0.0, 1.0])
+    q[3:] /= np.linalg.norm(q[3:])
+    qd = np.array([0.05, -0.02, -0.01, 0.1, 0.2, -0.05])
+    state = np.array([[1e-4, 0, 0], [0, 0, 0], [-2e-3, 5e-4, 0], [0, 0, 0]])
+    r = dn.soft_contact_forces(m, q, qd, cs, state=state)
+    orc = Oracle(xml, m, cs, floating=True)
+    _, _, J, _, v = orc.terms(q, qd)
+    orc_pos = [orc.pd.oMf[f].translation.copy() for f in orc.fids]
+    for j, c in enumerate(cs):
+        p = orc_pos[j][2]
+        pdot = v[3 * j + 2]
+        R = c.frame
+        vt = R.T @ v[3 * j:3 * j + 3]
+        assert_close(r.distance[j], p, 1e-12)
+        if p > state[j, 2]:  # apart
+            assert np.all(r.forces[j] == 0) and not r.touching[j]
+            assert_close(r.state_rate[j], -K / D * state[j], 1e-12)
+            continue
+        assert r.touching[j]
+        fn = max(0.0, -K * p - D * pdot)
+        fs = -K * state[j, :2] - D * vt[:2]
+        ft = fs if np.linalg.norm(fs) <= mu * fn else mu * fn * fs / np.linalg.norm(fs)
+        assert_close(r.forces[j], R @ np.r_[ft, fn], 1e-9, f"contact {j}")
+        assert_close(r.state_rate[j, :2], -(K * state[j, :2] + ft) / D, 1e-9)
+        assert_close(r.state_rate[j, 2], pdot if fn > 0 else -K * p / D, 1e-9)
+    assert r.touching.sum() >= 2
+    assert_close(r.tau, J.T @ r.forces.reshape(-1), 1e-9, "tau = J^T f")
+
+
+def test_apart_no_force_and_the_surface_recovers():
+    m, _ = _box()
+    cs = [dn.Contact("box", p, stiffness=K, damping=D) for p in corners()]
+    q = np.array([0, 0, 0.2, 0, 0, 0, 1.0])
+    state = np.full((4, 3), -1e-3)
+    r = dn.soft_contact_forces(m, q, np.zeros(6), cs, state=state)
+    assert np.all(r.forces == 0) and not r.touching.any()
+    assert_close(r.state_rate, -K / D * state, 1e-12)
+
+
+def _run(m, cs, q, qd, steps, dt=1e-3, f_ext=None):
+    state = None
+    traj = []
+    for _ in range(steps):
+        s = dn.simulate_step(m, q, qd, np.zeros(m.nv), cs, dt, state=state, f_ext=f_ext)
+        q, qd, state = s.q, s.qd, s.state
+        traj.append((q, qd, s.forces))
+    return q, qd, state, traj
+
+
+def test_box_dropped_at_1khz_comes_to_rest_carrying_mg():
+    m, _ = _box()
+    cs = [dn.Contact("box", p, friction=0.8) for p in corners()]  # default K = 1e4, D = 100
+    q = np.array([0, 0, 0.15, 0, 0, 0, 1.0])  # 5 cm above the floor
+    qd = np.zeros(6)
+    E0 = M_BOX * G * q[2]
+    q, qd, state, traj = _run(m, cs, q, qd, 1500)
+    v_hit = math.sqrt(2 * G * 0.05)
+    slack = 4 * 0.5 * K * (v_hit * 1e-3) ** 2  # a contact is found up to v dt inside: its spring's energy
+    for qq, vv, _ in traj:  # energy never above the initial beyond that (the damping only takes)
+        H = dn.mass_matrix(m, qq)
+        E = 0.5 * vv @ H @ vv + M_BOX * G * qq[2]
+        assert E <= E0 + slack
+    F = traj[-1][2]
+    assert_close(F.sum(0), [0, 0, M_BOX * G], 1e-6, "carries m g")
+    assert_close(q[2], 0.1 - M_BOX * G / (4 * K), 1e-6, "sinks m g / (4 K)")
+    assert np.max(np.abs(qd)) < 1e-6
+
+
+@pytest.mark.parametrize("push", [0.5, 2.0])
+def test_box_pushed_on_the_soft_floor(push):
+    mu = 0.5
+    m, _ = _box()
+    cs = [dn.Contact("box", p, friction=mu) for p in corners()]
+    q = np.array([0, 0, 0.1 - M_BOX * G / (4 * K), 0, 0, 0, 1.0])
+    q, qd, state, _ = _run(m, cs, q, np.zeros(6), 300)  # settle
+    F = push * mu * M_BOX * G
+    x0, v0 = q[0], qd[0]
+    T = 0.5
+    q, qd, state, traj = _run(m, cs, q, qd, int(T / 1e-3), f_ext={"box": (F, 0, 0, 0, 0, 0)})
+    if push < 1:
+        assert abs(q[0] - x0) < 1e-3 and abs(qd[0]) < 1e-3  # held by the friction springs: F / (4 K) ~ 1e-4 m
+    else:
+        a = (F - mu * M_BOX * G) / M_BOX
+        assert_close((qd[0] - v0) / T, a, 0.02, "sliding: (F - mu m g)/m")
+
+
+def test_free_flight_is_ballistic():
+    m, _ = _box()
+    q = np.array([0, 0, 1.0, 0, 0, 0, 1.0])
+    qd = np.array([1.0, 0, 2.0, 0, 0, 0])
+    dt, n = 1e-3, 200
+    q1, qd1, _, _ = _run(m, [], q, qd, n, dt)
+    t = n * dt
+    assert_close(qd1[:3], [1.0, 0, 2.0 - G * t], 1e-12)
+    # semi-implicit Euler: z_n = z0 + v0 t - g dt^2 n (n + 1) / 2
+    assert_close(q1[:3], [t, 0, 1.0 + 2.0 * t - G * dt * dt * n * (n + 1) / 2], 1e-12)
+
+
+def test_arm_collapsing_on_the_floor_stays_stable():
+    """arm7 with only joint damping (tau = -qd) falls onto the floor z = 0 with a contact at each moving
+    link's origin (the later simulated robot's setup): at 1 kHz nothing diverges, the arm's energy never
+    rises above its start (beyond the integrator's error), it settles (|qd| < 0.5 rad/s after 3 s: the
+    wrist turns slowly on its axis for longer), and no link origin sinks more than a few centimetres.
+    (Undamped, the wrist keeps swinging as a pendulum: its CoM is off its axis.)"""
+    m = dn.load_model("urdf/arm7.urdf")
+    links = [l for l in m.link_names if m.body_of(l) >= 0]
+    cs = [dn.Contact(l, friction=0.8) for l in links]
+    q = np.array([0.0, 1.2, 0.0, 0.5, 0.0, 0.3, 0.0])
+    qd = np.zeros(7)
+    com0 = dn.center_of_mass(m, q)
+    E0 = m.total_mass() * G * com0[2]
+    state = None
+    for step in range(3000):
+        s = dn.simulate_step(m, q, qd, -qd, cs, 1e-3, state=state)
+        q, qd, state = s.q, s.qd, s.state
+        if step % 50 == 0:
+            H = dn.mass_matrix(m, q)
+            E = 0.5 * qd @ H @ qd + m.total_mass() * G * dn.center_of_mass(m, q)[2]
+            assert E <= E0 * (1 + 1e-3)  # semi-implicit Euler's own error in the fall: O(m g^2 dt t)
+    assert np.all(np.isfinite(q)) and np.max(np.abs(qd)) < 0.5
+    for l in links:
+        assert dn.link_pose(m, q, l)[2, 3] > -0.05
+
+
+@pytest.mark.parametrize("floating,n_mimic", [(False, 0), (True, 0), (True, 1)])
+def test_step_obeys_the_equation_of_motion_on_random_trees(floating, n_mimic):
+    """simulate_step on random trees (floating bases, mimic joints), every link's origin below a
+    plane: its qdd satisfies H qdd + C = tau + J^T f with its own forces
+    (Pinocchio's H, C and point Jacobians), each force lies in its cone and pushes, and qd, q follow
+    by semi-implicit Euler."""
+    import urdfgen as ug
+
+    xml, _ = ug.random_urdf(40 + n_mimic, n_links=6, n_mimic=n_mimic)
+    m = dn.load_model(xml, floating_base=floating)
+    rng = np.random.default_rng(3)
+    links = [l for l in m.link_names if m.body_of(l) >= 0]
+    cs = [dn.Contact(l, normal=(0.1, 0.0, 1.0), friction=0.6, surface_point=(0, 0, 3.0)) for l in links]
+    orc = Oracle(xml, m, cs, floating=floating)
+    for step in range(5):
+        q, qd, _, tau = ug.random_state(m, rng)
+        s = dn.simulate_step(m, q, qd, tau, cs, 1e-3)
+        H, C, J, _, _ = orc.terms(q, qd)
+        assert_close(H @ s.qdd + C, tau + J.T @ s.forces.reshape(-1), 1e-9, "H qdd + C = tau + J^T f")
+        assert_close(s.qd, qd + 1e-3 * s.qdd, 1e-12)
+        for c, F in zip(cs, s.forces):
+            fn = F @ c.normal
+            assert fn >= 0 and np.linalg.norm(F - fn * c.normal) <= c.friction * fn * (1 + 1e-9) + 1e-12
+        assert np.any(np.linalg.norm(s.forces, axis=1) > 0)
