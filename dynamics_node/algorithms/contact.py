@@ -45,16 +45,6 @@ OVERFLOW_STATUS = 5 * 100000000  # dispatch.OVERFLOW: a finite input whose resul
 FIXED_LINK = -8  # a contact on a link welded to the fixed base
 
 
-def tangent_frame(n):
-    """R = [t1 t2 n] (columns, world) for a unit normal n: t1 along the world axis least aligned with
-    n, made orthogonal to it."""
-    e = np.zeros(3)
-    e[int(np.argmin(np.abs(n)))] = 1.0
-    t1 = e - n * float(n @ e)
-    t1 /= np.linalg.norm(t1)
-    return np.column_stack((t1, np.cross(n, t1), n))
-
-
 @njit(cache=True, inline="always")
 def _pose_from_x(mi, w, i):
     """World axes R_i and origin p_i of body i (W_RW, W_PW) from its parent's and ^iX_λ(i) = (E, r)

@@ -16,6 +16,17 @@ DEFAULT_STIFFNESS = 1e4  # N/m: soft contact, normal and tangential (soft_contac
 DEFAULT_DAMPING = 100.0  # N s/m
 
 
+def tangent_frame(n):
+    """R = [t1 t2 n] (columns, world) for a unit normal n: t1 along the world axis least aligned with
+    n, made orthogonal to it."""
+    e = np.zeros(3)
+    e[int(np.argmin(np.abs(n)))] = 1.0
+    t1 = e - n * float(n @ e)
+    t1 /= np.linalg.norm(t1)
+    return np.column_stack((t1, np.cross(n, t1), n))
+
+
+
 def _real(x, name, *, lo=0.0, allow_inf=False):
     if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
         raise InputError(f"{name} must be a real number, got {type(x).__name__}")
@@ -74,7 +85,6 @@ class Contact:
             raise InputError(f"stiffness and damping must be > 0, got {self.stiffness:g}, {self.damping:g}")
         for a in (p, n, s):
             a.flags.writeable = False
-        from .contact import tangent_frame
 
         fr = tangent_frame(n)
         fr.flags.writeable = False
