@@ -34,6 +34,7 @@ import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
+from bench_node import LOAD, _env  # noqa: E402 - the node bench's environment and service load
 
 CLIENT = r"""
 import json, sys, time
@@ -98,14 +99,6 @@ print(json.dumps({"sent": len(stamps), "lat_ms": lat}))
 BURN = "import os, time\nend = time.monotonic() + float(os.sys.argv[1])\nwhile time.monotonic() < end: pass\n"
 
 
-def _env(domain):
-    env = dict(os.environ)
-    env["ROS_DOMAIN_ID"] = str(domain)
-    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
 def _client(env, messages):
     p = subprocess.run([sys.executable, "-c", CLIENT, str(messages)], env=env, capture_output=True, text=True,
                        timeout=messages / 1000.0 + 120)
@@ -123,7 +116,6 @@ def _client(env, messages):
 
 def _load(kind, env, seconds):
     if kind == "service load":
-        from bench_node import LOAD
         return [subprocess.Popen([sys.executable, "-c", LOAD, "dynamics_node", str(seconds), "5000"], env=env,
                                  cwd=str(REPO), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                  start_new_session=True) for _ in range(2)]
