@@ -32,7 +32,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 import dynamics_node as dn
-from .errors import InputError
+from .errors import InputError, clip
 
 WRENCH_RCOND = 1e-6   # singular values of J below this fraction of the largest count as lost rank
                       # (the kernel resolves them to about 1e-8 of the largest: eig of J Jᵀ)
@@ -74,12 +74,21 @@ class MomentumObserver:
                              "observer needs the dynamics of independent coordinates)")
         self.model = model
         self.nv = model.nv
-        k = np.asarray(gain, dtype=float).reshape(-1)
+        try:
+            k = np.asarray(gain, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            raise InputError(f"momentum observer: gain must be one number or {self.nv} numbers (1/s), got "
+                             f"{type(gain).__name__} {clip(repr(gain))}") from None
         if k.size == 1:
             k = np.full(self.nv, float(k[0]))
         if k.size != self.nv or not (np.isfinite(k).all() and (k > 0).all()):
             raise InputError(f"momentum observer: gain must be one value or {self.nv} values, each "
                              f"finite and > 0 (1/s), got {np.asarray(gain).tolist()}")
+        try:
+            timeout = float(timeout)
+        except (TypeError, ValueError):
+            raise InputError(f"momentum observer: timeout must be a number of seconds > 0, got "
+                             f"{type(timeout).__name__} {clip(repr(timeout))}") from None
         if not (timeout > 0):
             raise InputError(f"momentum observer: timeout must be > 0 s, got {timeout!r}")
         self.gain = k
@@ -103,7 +112,11 @@ class MomentumObserver:
         (the stream uses the first sample's), not as seconds since 1970, whose float spacing of
         0.2 µs would be a visible error in (p_k − p_{k−1}) / dt at 1 kHz."""
         m, nv = self.model, self.nv
-        stamp = float(stamp)
+        try:
+            stamp = float(stamp)
+        except (TypeError, ValueError):
+            raise InputError(f"momentum observer: stamp must be a number of seconds, got {type(stamp).__name__} "
+                             f"{clip(repr(stamp))}") from None
         if not math.isfinite(stamp):
             raise InputError(f"momentum observer: stamp {stamp} is not finite")
         q, qd, tau = _arg(q, m.nq, "q"), _arg(qd, nv, "qd"), _arg(tau, nv, "tau")

@@ -144,3 +144,48 @@ def test_xacro_find_without_an_ament_prefix_names_the_package(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert "my_robot_description" in p.stdout and "AMENT_PREFIX_PATH" in p.stdout, p.stdout
     assert "$(find my_robot_description)" in p.stdout and "robot.urdf.xacro" in p.stdout, p.stdout
+
+
+def _kw_cases(m, four):
+    q, z = np.zeros(7), np.zeros(7)
+    lq, lz = np.asarray(four.neutral(), float), np.zeros(four.nv)
+    C = dn.Contact
+    return {
+        "jacobian link int": lambda: dn.jacobian(m, q, 5),
+        "jacobian point text": lambda: dn.jacobian(m, q, "tool0", point="abc"),
+        "f_ext value text": lambda: dn.inverse_dynamics(m, q, z, z, f_ext={"tool0": "abc"}),
+        "f_ext a list": lambda: dn.inverse_dynamics(m, q, z, z, f_ext=[1, 2]),
+        "f_ext key int": lambda: dn.inverse_dynamics(m, q, z, z, f_ext={5: (0,) * 6}),
+        "forward_joints int": lambda: dn.hybrid_dynamics(m, q, z, z, z, forward_joints=5),
+        "method int": lambda: dn.forward_dynamics(m, q, z, z, method=5),
+        "rows int": lambda: dn.operational_space_inertia(m, q, "tool0", rows=5),
+        "stabilization_time text": lambda: dn.closed_loop_forward_dynamics(four, lq, lz, lz, stabilization_time="x"),
+        "actuated int": lambda: dn.closed_loop_inverse_dynamics(four, lq, lz, lz, actuated=5),
+        "independent int": lambda: dn.close_loops(four, lq, 5),
+        "load_model source int": lambda: dn.load_model(5),
+        "load_model gravity text": lambda: dn.load_model(str(REPO / "urdf" / "arm7.urdf"), gravity="x"),
+        "load_model armature text": lambda: dn.load_model(str(REPO / "urdf" / "arm7.urdf"), armature="x"),
+        "Contact friction text": lambda: C("tool0", friction="x"),
+        "Contact normal None": lambda: C("tool0", normal=None),
+        "contacts int": lambda: dn.contact_forward_dynamics(m, q, z, z, 5),
+        "restitution text": lambda: dn.impact(m, q, z, [C("tool0")], restitution="x"),
+        "observer gain text": lambda: dn.MomentumObserver(m, "x"),
+        "observer timeout text": lambda: dn.MomentumObserver(m, 1.0, timeout="x"),
+        "observer stamp text": lambda: dn.MomentumObserver(m, 1.0).update("x", q, z, z),
+        "external_wrench link int": lambda: dn.external_wrench(m, q, 5, z),
+        "Data of text": lambda: dn.Data("x"),
+        "data= text": lambda: dn.gravity(m, q, data="x"),
+    }
+
+
+@pytest.mark.parametrize("what", ["jacobian link int", "jacobian point text", "f_ext value text", "f_ext a list",
+                                  "f_ext key int", "forward_joints int", "method int", "rows int",
+                                  "stabilization_time text", "actuated int", "independent int",
+                                  "load_model source int", "load_model gravity text", "load_model armature text",
+                                  "Contact friction text", "Contact normal None", "contacts int", "restitution text",
+                                  "observer gain text", "observer timeout text", "observer stamp text",
+                                  "external_wrench link int", "Data of text", "data= text"])
+def test_a_wrong_type_for_any_argument_is_an_input_error(arm, fourbar, what):
+    """Not a TypeError or a bare ValueError from numpy or float(): dn's own error, naming the argument."""
+    with pytest.raises(dn.DynamicsError):
+        _kw_cases(arm, fourbar)[what]()
