@@ -241,6 +241,29 @@ def test_box_pushed_stays_below_mu_mg_slides_above(push):
     check_conditions(Oracle(xml, m, cs, floating=True), q, qd, np.zeros(6), r, f_ext=f_ext)
 
 
+@pytest.mark.parametrize("mu", [0.2, 0.3, 0.6, 1.0])
+def test_box_on_a_slope_rests_when_mu_exceeds_tan_theta_else_slides_at_g_sin_minus_mu_cos(mu):
+    """A box at rest on a plane tilted by theta = 20 deg about y (world normal (sin, 0, cos)): with
+    mu >= tan theta it stays and the floor carries m g (opposite to gravity); below, it slides down
+    the slope, along the box's x axis, at g (sin theta - mu cos theta) (the textbook incline)."""
+    th = math.radians(20.0)
+    m, xml = _box()
+    n = (math.sin(th), 0.0, math.cos(th))
+    cs = [dn.Contact("box", p, normal=n, friction=mu) for p in corners()]
+    q = np.array([0, 0, 0.1, 0, math.sin(th / 2), 0, math.cos(th / 2)])   # rotated about y by theta
+    qd = np.zeros(6)
+    r = dn.contact_forward_dynamics(m, q, qd, np.zeros(6), cs)
+    expect = np.zeros(6)
+    if mu >= math.tan(th):
+        assert r.states == ("sticking",) * 4
+        assert_close(r.forces.sum(0), [0, 0, M_BOX * G], TOL, "the floor carries m g")
+    else:
+        assert r.states == ("sliding",) * 4
+        expect[0] = G * (math.sin(th) - mu * math.cos(th))   # root-frame linear acceleration: x is downhill
+    assert_close(r.qdd, expect, TOL, "box on the slope")
+    check_conditions(Oracle(xml, m, cs, floating=True), q, qd, np.zeros(6), r)
+
+
 @pytest.mark.parametrize("push", [0.0, 0.5, 1.5])
 def test_sliding_box_friction_opposes_velocity(push):
     mu = 0.4
