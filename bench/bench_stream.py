@@ -45,6 +45,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 
 n_msgs = int(sys.argv[1])
+depth = int(sys.argv[2]) if len(sys.argv) > 2 else 10
 rclpy.init()
 node = Node("bench_stream_client")
 pub = node.create_publisher(JointState, "/joint_states", 10)
@@ -55,7 +56,7 @@ def on_torques(msg):
     t = clock.now().nanoseconds
     got[msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec] = t
 
-node.create_subscription(JointState, "/dynamics_node/gravity_torques", on_torques, 10)
+node.create_subscription(JointState, "/dynamics_node/gravity_torques", on_torques, depth)
 ex = SingleThreadedExecutor()
 ex.add_node(node)
 msg = JointState()
@@ -99,9 +100,9 @@ print(json.dumps({"sent": len(stamps), "lat_ms": lat}))
 BURN = "import os, time\nend = time.monotonic() + float(os.sys.argv[1])\nwhile time.monotonic() < end: pass\n"
 
 
-def _client(env, messages):
-    p = subprocess.run([sys.executable, "-c", CLIENT, str(messages)], env=env, capture_output=True, text=True,
-                       timeout=messages / 1000.0 + 120)
+def _client(env, messages, depth=10):
+    p = subprocess.run([sys.executable, "-c", CLIENT, str(messages), str(depth)], env=env, capture_output=True,
+                       text=True, timeout=messages / 1000.0 + 120)
     try:
         out = json.loads(p.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
