@@ -172,6 +172,10 @@ def test_bilateral_equals_pinocchio_constraint_dynamics():
 
 @pytest.mark.parametrize("e", [0.0, 0.4, 1.0])
 def test_impact_equals_pinocchio_impulse_dynamics(e):
+    """Pinocchio's impulseDynamics imposes J v+ = -e J v- (bilateral). Our law is Newton's on the normal
+    with v_t+ = 0 when sticking: the same equations when the contact approaches along its normal
+    (v_t- = 0), which the normal is chosen for here; the impulse has a positive normal component
+    (A is positive definite) and no slip is allowed (friction inf), so it is compressive and sticking."""
     m, xml = _arm()
     q, qd, _, _ = ug.random_state(m, np.random.default_rng(5))
     probe = [dn.Contact("tool0", point=(0, 0.02, 0.05))]
@@ -181,8 +185,8 @@ def test_impact_equals_pinocchio_impulse_dynamics(e):
     P = np.asarray(orc.pd.impulse_c).copy()
     qd_pin = orc.o.G.T @ vp
     assert_close(H @ (qd_pin - qd), J.T @ P, 1e-8, "pinocchio impulse balance")
-    c = dn.Contact("tool0", point=(0, 0.02, 0.05), normal=P, friction=1.0)
-    assert (J @ qd) @ c.normal < 0  # approaching
+    c = dn.Contact("tool0", point=(0, 0.02, 0.05), normal=-(J @ qd), friction=math.inf)
+    assert P @ c.normal > 0
     r = dn.impact(m, q, qd, [c], restitution=e)
     assert r.states == ("sticking",)
     assert_close(r.qd, qd_pin, TOL, "qd+ vs impulseDynamics")
@@ -308,6 +312,24 @@ def test_leaving_contact_gets_no_impulse():
     r = dn.impact(m, q, qd, [dn.Contact("ball", (0, 0, -0.1))], restitution=0.5)
     assert r.states == ("separating",)
     assert np.all(r.impulses == 0.0) and np.array_equal(r.qd, qd)
+
+
+@pytest.mark.parametrize("e", [0.0, 0.5, 1.0])
+def test_oblique_ball_impact_sticks_with_newton_restitution_on_the_normal(e):
+    """A ball hits the floor obliquely, enough friction to stick: Newton's law on the normal
+    (v_n+ = -e v_n-) and the contact point's tangential velocity stopped (v_t+ = 0). For a solid ball
+    (I = 2/5 m r^2) the centre keeps 5/7 of its tangential speed and spins to roll: omega = v_x+ / r.
+    Kinetic energy never grows."""
+    m, _ = _ball()
+    q = np.array([0, 0, 0.1, 0, 0, 0, 1.0])
+    qd = np.array([1.0, 0, -2.0, 0, 0, 0])
+    r = dn.impact(m, q, qd, [dn.Contact("ball", (0, 0, -0.1), friction=2.0)], restitution=e)
+    assert r.states == ("sticking",)
+    assert_close(r.qd[2], 2.0 * e, TOL, "v_n+ = -e v_n-")
+    assert_close(r.qd[0], 5.0 / 7.0, TOL, "tangential: 5/7 of the speed kept")
+    assert_close(r.qd[4], r.qd[0] / 0.1, TOL, "the point of contact at rest: rolling")
+    H = dn.mass_matrix(m, q)
+    assert r.qd @ H @ r.qd <= qd @ H @ qd * (1 + 1e-12)
 
 
 def test_oblique_ball_impact_slides_when_the_cone_is_too_narrow():

@@ -1,16 +1,23 @@
 """Impact at point contacts with Coulomb friction (Featherstone §11.7, Eqs. 11.55-11.72, for several
 contacts on a rigid-body system: Eqs. 11.57-11.59 with T of contact.py): an impulse iota changes qd
-by H^-1 T iota, the contact velocities by A iota (A = T^T H^-1 T, contact.py). Moreau's law with one coefficient e
-for the whole contact velocity (what Pinocchio's impulseDynamics imposes, J v+ = -e J v-): with
-xi = v+ + e v- = A iota + (1 + e) v-, the contact problem of contact_ncp.py holds on (iota, xi): xi_n >= 0,
-iota_n >= 0, xi_n iota_n = 0 (so v_n+ >= -e v_n-), friction in the cone, sticking xi_t = 0
-(v_t+ = -e v_t-, 0 for e = 0), else iota_t = -mu iota_n xi_t/|xi_t|. Kinetic energy never grows
-for 0 <= e <= 1: with T = 1/2 qd^T H qd, T+ - T- = iota^T xi/(1 + e) - (1 - e)/(2 (1 + e)) iota^T A iota
-<= 0, because iota^T xi <= 0 by the conditions. (Newton's law on the normal alone with v_t+ = 0 can
-gain energy with friction; that is why the tangential part carries e too.) Contacts already leaving
-(v_n- > 0) take no impulse, unless the others' impulses would make one approach: the impact is then
-solved again with that contact in it at restitution 0 (v_n+ >= 0, v_t+ = 0 when sticking). With
-e > 0 such a mixed impact has no energy guarantee (the proof needs one e for all); with e = 0 it has.
+by H^-1 T iota, the contact velocities by A iota (A = T^T H^-1 T, contact.py).
+
+The law (issue 23): Newton's restitution on the normal component and Coulomb friction on the
+tangential velocity after the impact. With xi = A iota + b, b = ((v_t-), (1 + e) v_n-), the contact
+problem of contact_ncp.py holds on (iota, xi): xi_n = v_n+ + e v_n- >= 0, iota_n >= 0,
+xi_n iota_n = 0 (so v_n+ >= -e v_n-, complementary), friction in the cone, sticking xi_t = v_t+ = 0
+when the impulse it needs lies in the cone, else sliding with iota_t = -mu iota_n v_t+/|v_t+|
+(maximum dissipation). For e = 0 this is the perfectly plastic impact, and kinetic energy never grows.
+For e > 0 with friction, Newton's law can raise the kinetic energy (the normal and tangential
+directions coupled through A: Kane's paradox); where it would, the impact is solved by Moreau's law
+instead, b = (1 + e) v- on every component (what Pinocchio's impulseDynamics imposes, J v+ = -e J v-),
+under which it never grows for 0 <= e <= 1: with T = 1/2 qd^T H qd, T+ - T- = iota^T xi/(1 + e) -
+(1 - e)/(2 (1 + e)) iota^T A iota <= 0, because iota^T xi <= 0 by the conditions. So energy never
+increases, and v_t+ = 0 for a sticking contact whenever that is possible without a gain.
+
+Contacts already leaving (v_n- > 0) take no impulse, unless the others' impulses would make one
+approach: the impact is then solved again with that contact in it at restitution 0 (v_n+ >= 0,
+v_t+ = 0 when sticking).
 """
 from __future__ import annotations
 
@@ -28,10 +35,11 @@ MODE_STATE = {SEP: 0, STICK: 1, SLIDE: 2, SLIP: 2}
 
 
 @njit(cache=True)
-def impact_stages(A, v, mu, e, imp, modes):
+def impact_stages(A, v, mu, e, moreau, imp, modes):
     """Impulses imp (3k, local) of one simultaneous impact on the contacts not leaving (v_n- <= 0),
-    Moreau's law with e; a leaving contact that those impulses would make approach joins the set with
-    restitution 0 (v_n+ >= 0, sticking v_t+ = 0) and the impact is solved again, at most k times.
+    Newton's law with e on the normal (moreau = 0) or Moreau's on every component (moreau = 1); a
+    leaving contact that those impulses would make approach joins the set with restitution 0
+    (v_n+ >= 0, sticking v_t+ = 0) and the impact is solved again, at most k times.
     modes[j] = SEP for the contacts that take no impulse."""
     k = mu.shape[0]
     act = np.zeros(k, dtype=np.int64)
@@ -60,8 +68,9 @@ def impact_stages(A, v, mu, e, imp, modes):
         for a in range(na):
             ja = idx[a]
             mus[a] = mu[ja]
-            for c in range(3):
-                bs[3 * a + c] = (1.0 + ej[ja]) * v[3 * ja + c]  # xi = A iota + (1 + e) v-
+            for c in range(3):  # xi = A iota + b: b_n = (1 + e) v_n-, b_t = v_t- (Newton) or (1 + e) v_t- (Moreau)
+                f = 1.0 + ej[ja] if (c == 2 or moreau) else 1.0
+                bs[3 * a + c] = f * v[3 * ja + c]
                 for b2 in range(na):
                     for c2 in range(3):
                         As[3 * a + c, 3 * b2 + c2] = A[3 * ja + c, 3 * idx[b2] + c2]
@@ -83,6 +92,27 @@ def impact_stages(A, v, mu, e, imp, modes):
                 again = True
         if not again:
             return 0
+    return 0
+
+
+@njit(cache=True)
+def impact_law(A, v, mu, e, imp, modes):
+    """The module docstring's law: Newton's; Moreau's where Newton's would raise the kinetic energy
+    (T+ - T- = iota^T v- + 1/2 iota^T A iota in contact space, Eqs. 11.57-11.59)."""
+    st = impact_stages(A, v, mu, e, 0, imp, modes)
+    if st != 0 or e == 0.0:
+        return st
+    k3 = imp.shape[0]
+    gain = 0.0
+    scale = 0.0
+    for r in range(k3):
+        ai = 0.0
+        for c in range(k3):
+            ai += A[r, c] * imp[c]
+        gain += imp[r] * (v[r] + 0.5 * ai)
+        scale += abs(imp[r] * v[r])
+    if gain > 1e-12 * scale:
+        return impact_stages(A, v, mu, e, 1, imp, modes)
     return 0
 
 
@@ -109,7 +139,7 @@ def impact_kernel(mi, mf, q, qd, cb, cp, cR, mu, e, qd_out, imp, modes, w):
         imp[r] = 0.0
     for e2 in range(nvt):
         qd_out[e2] = qd[e2]
-    st = impact_stages(A, v, mu, e, imp, modes)
+    st = impact_law(A, v, mu, e, imp, modes)
     if st != 0:
         return st
     y = np.zeros(nvt)
@@ -139,7 +169,7 @@ def impact(model, q, qd_minus, contacts, restitution=0.0, data=None):
     imp = np.zeros(3 * k)
     if model.has_mimic:
         A, _b, v, _q0, hs = _dense_terms(model, q, qd, np.zeros(model.nv), packed, None)
-        st = impact_stages(A, v, packed.mu, e, imp, modes)
+        st = impact_law(A, v, packed.mu, e, imp, modes)
         if st:
             _raise(model, st, what, ("q", "qd_minus"), (q, qd))
         qd_out = qd + hs(imp)
