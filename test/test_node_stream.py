@@ -135,6 +135,23 @@ def test_joint_state_edge_cases(node, io, model):
     assert node.alive()
 
 
+def test_only_the_stream_subscribes_to_the_joint_states_best_effort(node, io):
+    """Issue 21.2/21.3: the joint states have one subscriber in the node, its stream process, best effort
+    (it hears reliable and best-effort publishers from their first message); the node's own process no
+    longer takes every joint state a second time (it reads the stream's merge: ros/latest.py)."""
+    from rclpy.qos import ReliabilityPolicy
+    c = ns.ros()
+    deadline = time.monotonic() + 10
+    subs = []
+    while time.monotonic() < deadline:
+        subs = [i for i in c.node.get_subscriptions_info_by_topic(JS_TOPIC) if i.node_name.startswith(NAME)]
+        if subs:
+            break
+        time.sleep(0.1)
+    assert [i.node_name for i in subs] == [f"{NAME}_stream"], [i.node_name for i in subs]
+    assert subs[0].qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT   # (depth is not in discovery)
+
+
 def test_gravity_compensation_uses_latest_joint_state(node, io, model):
     import dynamics_node as dn
     from dynamics_interfaces.srv import GravityCompensation
