@@ -38,6 +38,7 @@ class StreamExecutor:
         self._wake = GuardCondition(None, None, context=self.context)   # triggered at shutdown
         self.context.on_shutdown(self._wake.trigger)
         self._ws = (None, None)   # (entity counts, the wait set sized for them): reused while they hold
+        self.stopped = False
 
     def _run(self, what, fn, *args):
         try:
@@ -47,10 +48,40 @@ class StreamExecutor:
             self.log.error(f"{what}: {type(e).__name__}: {e}"[:500], throttle_duration_sec=2.0)
 
     def spin_once(self, timeout_ns: int = WAIT_NS) -> None:
-        """Wait for the node's entities once and run everything that is ready."""
+        """Wait for the node's entities once and run everything that is ready. The entities' rcl
+        handles (and the context's) are held in use meanwhile, as rclpy's executors hold them: an
+        entity destroyed by another thread, or by rclpy's shutdown, is freed once this returns, never
+        under the wait."""
         node = self.node
-        subs, srvs, tmrs, gcs = (list(node.subscriptions), list(node.services), list(node.timers),
-                                 list(node.guards))
+        held = []
+
+        def hold(entities):
+            out = []
+            for e in entities:
+                try:
+                    e.handle.__enter__()
+                except _rclpy.InvalidHandle:   # destroyed since it was listed: not waited on
+                    continue
+                held.append(e.handle)
+                out.append(e)
+            return out
+        try:
+            self.context.handle.__enter__()
+        except (_rclpy.InvalidHandle, AttributeError):
+            return
+        held.append(self.context.handle)
+        try:
+            subs, srvs, tmrs = hold(node.subscriptions), hold(node.services), hold(node.timers)
+            gcs = hold(node.guards)
+            wake = hold([self._wake])
+            if not wake:
+                return
+            self._wait_and_run(subs, srvs, tmrs, gcs, timeout_ns)
+        finally:
+            for h in reversed(held):
+                h.__exit__(None, None, None)
+
+    def _wait_and_run(self, subs, srvs, tmrs, gcs, timeout_ns):
         counts = (len(subs), len(gcs), len(tmrs), len(srvs))
         sized, ws = self._ws
         if sized != counts:
@@ -67,7 +98,7 @@ class StreamExecutor:
             ws.add_guard_condition(g.handle)
         ws.add_guard_condition(self._wake.handle)
         ws.wait(timeout_ns)
-        if not self.context.ok():
+        if self.stopped or not self.context.ok():
             return
         ready = ws.get_ready_entities("subscription")
         if ready:
@@ -103,9 +134,18 @@ class StreamExecutor:
         response = srv.callback(request, srv.srv_type.Response())
         srv.send_response(response, header)
 
+    def stop(self):
+        """End spin() from any thread: at once, without shutting the context down under it (the
+        thread that spins shuts it down afterwards, so no entity is destroyed during a wait)."""
+        self.stopped = True
+        try:
+            self._wake.trigger()
+        except Exception:  # noqa: BLE001 - already destroyed: spin has ended
+            pass
+
     def spin(self) -> None:
-        """Until the context is shut down (SIGINT, SIGTERM, rclpy.try_shutdown from another thread)."""
-        while self.context.ok():
+        """Until stop(), or the context is shut down (rclpy.try_shutdown from another thread)."""
+        while not self.stopped and self.context.ok():
             try:
                 self.spin_once()
             except Exception:  # noqa: BLE001 - at shutdown rcl raises 'context is not valid'

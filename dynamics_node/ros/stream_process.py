@@ -54,6 +54,7 @@ def _child(conn, node_name, namespace):
                 start_parameter_services=False,
                 parameter_overrides=[Parameter("start_type_description_service", value=False)])
     log = node.get_logger()
+    executor = StreamExecutor(node, log)
     topics: dict = {}
     prewarm()            # while the node loads the model (the state comes after)
     try:
@@ -109,13 +110,13 @@ def _child(conn, node_name, namespace):
                 msg = conn.recv()
             except (EOFError, OSError):
                 msg = ("stop",)
-            if msg[0] == "stop":
-                rclpy.try_shutdown()
+            if msg[0] == "stop":   # the spinning thread ends and shuts down (no entity freed under its wait)
+                executor.stop()
                 return
             apply(msg)
 
     def report():
-        while rclpy.ok():
+        while not executor.stopped:
             time.sleep(REPORT_PERIOD)
             try:
                 send(("report", stream.report()))
@@ -129,7 +130,6 @@ def _child(conn, node_name, namespace):
     import gc
     gc.freeze()
     try:
-        executor = StreamExecutor(node, log)
         send(("ready", os.getpid()))
         executor.spin()
     except Exception:  # noqa: BLE001 - told to stop (or the node gone) while starting: a clean end
