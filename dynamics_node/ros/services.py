@@ -214,6 +214,12 @@ SERVICES["identify_payload"] = Service("IdentifyPayload", identify_payload,
                                        "identify the payload on --link from recorded joint torques")
 SERVICES["model_terms"] = Service("ModelTerms", model_terms,
                                   "H, C, g, C qd + g and per link J, dJ/dt, Lambda at one state")
+# issue 23 §2: contacts (their handlers and the Contact.msg conversion live in contact_services.py)
+from .contact_services import contact_dynamics, impact  # noqa: E402
+
+SERVICES["contact_dynamics"] = Service("ContactDynamics", contact_dynamics,
+                                       "forward dynamics with point contacts: accelerations and contact forces")
+SERVICES["impact"] = Service("Impact", impact, "velocities after an impact at point contacts, and the impulses")
 
 
 def clear_response(res):

@@ -111,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--actuated", nargs="+", default=[], metavar="JOINT")
             sp.add_argument("-w", "--loop-wrench", nargs=7, action="append", default=[],
                             metavar=("LOOP_JOINT", "FX", "FY", "FZ", "TX", "TY", "TZ"))
+        elif name in ("contact_dynamics", "impact"):
+            state_args(sp, eff=name == "contact_dynamics", wrench=name == "contact_dynamics")
+            sp.add_argument("-c", "--contact", nargs=8, action="append", default=[],
+                            metavar=("LINK", "PX", "PY", "PZ", "NX", "NY", "NZ", "MU"),
+                            help="a contact: point in the link frame, normal (world), friction; repeatable")
+            if name == "impact":
+                sp.add_argument("--restitution", type=float, default=0.0)
         elif name == "identify_payload":
             from .record import add_arguments
             add_arguments(sp)
@@ -197,6 +204,14 @@ def build_request(args, srv_type):
         from geometry_msgs.msg import Point
         req.links = list(args.links)
         req.points = [Point(x=float(x), y=float(y), z=float(z)) for x, y, z in args.point]
+    if cmd in ("contact_dynamics", "impact"):
+        from dynamics_interfaces.msg import Contact
+        for row in args.contact:
+            c = Contact(link=row[0], friction=float(row[7]))
+            c.point.x, c.point.y, c.point.z, c.normal.x, c.normal.y, c.normal.z = (float(x) for x in row[1:7])
+            req.contacts.append(c)
+        if cmd == "impact":
+            req.restitution = float(args.restitution)
     if cmd == "closed_loop_forward_dynamics":
         req.stabilization_time = float(args.stabilization_time)
     if cmd == "closed_loop_inverse_dynamics":
@@ -234,9 +249,14 @@ def format_response(cmd, res, summary=False) -> str:
     if hasattr(res, "name"):
         lines.append(f"name: [{', '.join(res.name)}]")
     n = len(getattr(res, "name", []))
-    for field in ("position", "acceleration", "effort"):
+    for field in ("position", "velocity", "acceleration", "effort"):
         if hasattr(res, field):
             lines.append(f"{field}: {_vec(getattr(res, field))}")
+    for field in ("contact_forces", "contact_impulses"):
+        if hasattr(res, field):
+            lines.append(f"{field}:  # world, per contact: link, state, x y z")
+            lines += [f"  - {k}, {s}: {_vec([v.x, v.y, v.z])}" for k, s, v in
+                      zip(res.contact_links, res.contact_states, getattr(res, field))]
     if cmd == "mass_matrix":
         m = list(res.mass_matrix)
         k = int(round(math.sqrt(len(m))))
