@@ -233,6 +233,9 @@ def diagnostics(node, rep):
             s_js.values += [_kv(f"model_terms_time_us.{k}", f"{x:.1f}")
                             for k, x in zip(("p50", "p95", "p99", "max"), mt["percentiles_us"])]
 
+    if "simulation" in r:  # the stream process runs the simulated robot (simulation.py): no joint-state input
+        s_js = simulation_status(name, hw, r, stream, DiagnosticStatus)
+
     stats = rep.stats
     s_srv = DiagnosticStatus(name=f"{name}: computation", hardware_id=hw, level=OK, message="ok")
     vals = [_kv("requests_served", sum(stats.requests.values())),
@@ -293,3 +296,33 @@ def markers(st, q, stamp):
         mk.frame_locked = True
         out.markers.append(mk)
     return out
+
+
+def simulation_status(name, hw, r, stream, DiagnosticStatus):
+    """`<name>: simulation`: the simulated robot's time, rate, late steps, step time, commands, contacts."""
+    sim = r["simulation"]
+    s = DiagnosticStatus(name=f"{name}: simulation", hardware_id=hw, level=DiagnosticStatus.OK)
+    if not stream.alive() or sim.get("halted"):
+        s.level = DiagnosticStatus.ERROR
+        s.message = stream.error if not stream.alive() else sim["halted"]
+    elif r.get("errors"):
+        s.level = DiagnosticStatus.WARN
+        s.message = f"{r['errors']} error(s), the last: {r.get('last_error', '')}"
+    elif not sim.get("running"):
+        s.level = DiagnosticStatus.WARN
+        s.message = "waiting for the first effort command" if sim.get("waiting") else "no model yet"
+    else:
+        s.message = f"simulating: t = {sim['time']:.3f} s"
+    vals = [(k, sim.get(k)) for k in ("time", "steps", "target_rate_hz", "rate_hz", "real_time_factor", "late",
+                                       "contacts", "touching", "command_topic", "command_type", "commands",
+                                       "refused", "last_refusal")]
+    for label in ("step_us", "lateness_us"):
+        t = sim.get(label)
+        if t is not None:
+            n, (a50, a99, a999), amax = t
+            vals += [(f"{label}.p50", f"{a50:.1f}"), (f"{label}.p99", f"{a99:.1f}"),
+                     (f"{label}.p99.9", f"{a999:.1f}"), (f"{label}.max", f"{amax:.1f}")]
+    vals += [("errors", r.get("errors", 0)), ("last_error", r.get("last_error") or "none"),
+             ("stream_process_restarts", stream.restarts)]
+    s.values = [_kv(k, f"{v:.6g}" if isinstance(v, float) else ("none" if v in (None, "") else v)) for k, v in vals]
+    return s

@@ -213,6 +213,8 @@ def build_state(loaded: Loaded, cfg: Config, payloads: dict) -> ModelState:
         cmd, cidx, lim = (), np.zeros(0, np.intp), np.zeros(0)
     from .observer import check_config
     check_config(model, cfg)  # wrench_link and collision_threshold against this model
+    from .sim_world import check_simulation
+    check_simulation(cfg, model)  # the simulated robot's joints and links, with simulation on
     return ModelState(model, Conversions(model), loaded.source, loaded.warnings, torque, tq, tv,
                       cmd, cidx, lim, loops, dict(payloads))
 
@@ -249,6 +251,14 @@ def summary_lines(st: ModelState, cfg: Config) -> list:
         lim = ", ".join(f"{j} {x:g}" for j, x in zip(st.command_names, st.command_limit) if math.isfinite(x))
         lines.append(f"effort command on {cfg.effort_command_topic}, joints in this order: "
                      f"{', '.join(st.command_names)}; saturated at {lim or 'no URDF limits'}")
+    if cfg.simulation:
+        from .sim_world import build_contacts
+        n = len(build_contacts(m, cfg))
+        floor = f"floor through {list(cfg.simulation_floor[:3])} normal {list(cfg.simulation_floor[3:])}"
+        lines.append(f"simulated robot: {cfg.simulation_rate:g} Hz x real time {cfg.real_time_factor:g}, "
+                     f"{n} contact points, {floor if cfg.simulation_floor else 'no floor'}; commands from "
+                     f"{cfg.effort_command_topic or '(no effort_command_topic: none)'}; publishes "
+                     f"{cfg.joint_states_topic} and /clock")
     lines.append(f"warnings: {len(st.warnings)}" + ("".join(f"\n  - {w}" for w in st.warnings[:20])))
     if len(st.warnings) > 20:
         lines.append(f"  ... ({len(st.warnings) - 20} more: dynamics_summary --check FILE lists them)")

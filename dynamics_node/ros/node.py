@@ -98,6 +98,9 @@ class DynamicsNode(Node):
         for leaf in ("external_torques", "external_wrench", "collision"):  # the observer (ros/observer.py)
             resolved[f"~/{leaf}"] = self.resolve_topic_name(f"~/{leaf}")
         resolved["~/reset_observer"] = self.resolve_service_name("~/reset_observer")
+        for leaf in ("/clock", "~/contact_markers", "~/base_pose", "~/base_twist"):  # simulation.py
+            resolved[leaf] = self.resolve_topic_name(leaf)
+        resolved["~/reset_simulation"] = self.resolve_service_name("~/reset_simulation")
         if cfg.effort_command_topic:
             resolved[cfg.effort_command_topic] = self.resolve_topic_name(cfg.effort_command_topic)
         self.stream.configure(cfg, self.topic_text, payloads, resolved, changed)
@@ -148,6 +151,8 @@ class DynamicsNode(Node):
             self.report.reset_markers_timer()
         if "stream_thread_priority" in changed:
             self.stream.set_priority(self.cfg.stream_thread_priority)
+        if "simulation" in changed:  # the stream process runs the stream or the simulated robot: a new one
+            self.stream.restart()
         self.get_logger().info(f"parameters updated: {', '.join(sorted(changed))}")
         if changed & (MODEL_KEYS | {"effort_command_topic", "command_joints"}):
             self._log_state("model reloaded")

@@ -105,6 +105,39 @@ PARAMETERS.update({  # the model_terms topic (model_terms.py)
     "model_terms_points": Param([], "double_array", "Points of the model_terms_links in their link "
                                 "frames [m], x y z per link; empty = the link origins."),
 })
+PARAMETERS.update({  # the simulated robot (simulation.py, sim_world.py)
+    "simulation": Param(False, "bool", "True: the node is a simulated robot: it owns the state, integrates "
+                        "forward dynamics with the contacts of its environment at simulation_rate, applies the "
+                        "efforts commanded on effort_command_topic and publishes joint_states_topic and /clock "
+                        "(instead of computing gravity torques from joint states)."),
+    "simulation_rate": Param(1000.0, "double", "Steps per second of simulated time [Hz], 1 to 10000.",
+                             (1.0, 10000.0)),
+    "real_time_factor": Param(1.0, "double", "Simulated seconds per wall-clock second, 0.01 to 100.",
+                              (0.01, 100.0)),
+    "simulation_command_timeout": Param(0.5, "double", "A joint's effort command older than this [s of "
+                                        "simulated time] counts as zero.", (1e-3, 3600.0)),
+    "simulation_initial_positions": Param([], "string_array", "Initial joint positions, each 'joint:=value' "
+                                          "(rad or m; floating base: root.x .. root.qw too); unnamed joints "
+                                          "start at 0, at rest."),
+    "simulation_wait_for_command": Param(False, "bool", "True: the simulation and /clock wait at the initial "
+                                         "state until the first effort command arrives (a robot whose brakes "
+                                         "release when its controller starts)."),
+    "simulation_floor": Param([0.0, 0.0, 0.0, 0.0, 0.0, 1.0], "double_array", "The floor plane: a point and "
+                              "its normal (toward the robot) in the root link's frame, 6 values; empty = "
+                              "no floor, no contacts."),
+    "simulation_contact_links": Param([], "string_array", "Links with a contact point against the floor; "
+                                      "empty = every moving link."),
+    "simulation_contact_points": Param([], "double_array", "The contact point of each of "
+                                       "simulation_contact_links in its frame [m], x y z per link; empty = "
+                                       "the link origins."),
+    "simulation_friction": Param(0.5, "double", "Coulomb friction coefficient of the floor, 0 to 100.",
+                                 (0.0, 100.0)),
+    "simulation_stiffness": Param(1.0e4, "double", "Stiffness of the floor per contact [N/m] (Featherstone "
+                                  "§11.8), 1 to 1e9.", (1.0, 1.0e9)),
+    "simulation_damping": Param(100.0, "double", "Damping of the floor per contact [N s/m], 0.01 to 1e7.",
+                                (0.01, 1.0e7)),
+})
+SIMULATION_KEYS = frozenset(k for k in PARAMETERS if k.startswith("simulation") or k == "real_time_factor")
 MAX_TERMS_POINT = 10.0  # m from the link origin, as a payload's centre of mass
 MODEL_KEYS = frozenset(("robot_description", "urdf_path", "xacro_args", "strict", "floating_base",
                         "armature", "friction"))
@@ -142,6 +175,18 @@ class Config:
     observer_gain: float = 50.0
     wrench_link: str = ""
     collision_threshold: tuple = ()
+    simulation: bool = False
+    simulation_rate: float = 1000.0
+    real_time_factor: float = 1.0
+    simulation_command_timeout: float = 0.5
+    simulation_initial_positions: tuple = ()     # ((name, value), ...)
+    simulation_wait_for_command: bool = False
+    simulation_floor: tuple = (0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+    simulation_contact_links: tuple = ()
+    simulation_contact_points: tuple = ()
+    simulation_friction: float = 0.5
+    simulation_stiffness: float = 1.0e4
+    simulation_damping: float = 100.0
 
 
 def defaults() -> dict:
@@ -261,7 +306,44 @@ def validate(values: dict, node_name: str = NODE_NAME, namespace: str = "/") -> 
         command_joints=cmd, effort_limit_scale=scale, payload_link=str(v["payload.link"] or ""),
         payload_mass=pm, payload_center_of_mass=pc, payload_inertia=pi, markers_rate=rate,
         stream_thread_priority=prio, observer_gain=gain, wrench_link=str(v["wrench_link"] or ""),
-        collision_threshold=coll, **_model_terms(v))
+        collision_threshold=coll, **_model_terms(v), **_simulation(v))
+
+
+def _simulation(v) -> dict:
+    """The simulated robot's parameters (the joints and links are checked against the model when the
+    state is built, and only with simulation on: check_simulation)."""
+    out = {"simulation": bool(v["simulation"])}
+    for key in ("simulation_rate", "real_time_factor", "simulation_command_timeout", "simulation_friction",
+                "simulation_stiffness", "simulation_damping"):
+        lo, hi = PARAMETERS[key].range
+        out[key] = _number(v[key], key, lo, hi, f"[{lo:g}, {hi:g}]")
+    init = []
+    for k, item in enumerate(v["simulation_initial_positions"]):
+        name, sep, val = str(item).partition(":=")
+        try:
+            x = float(val) if sep and name.strip() else None
+        except ValueError:
+            x = None
+        if x is None or not math.isfinite(x):
+            raise ConfigError(f"simulation_initial_positions[{k}]: '{clip(str(item))}' is not of the form "
+                              "joint:=value with a finite value")
+        if name.strip() in dict(init):
+            raise ConfigError(f"simulation_initial_positions[{k}]: '{clip(name.strip())}' is given twice")
+        init.append((name.strip(), x))
+    out["simulation_initial_positions"] = tuple(init)
+    out["simulation_wait_for_command"] = bool(v["simulation_wait_for_command"])
+    floor = _floats(v["simulation_floor"], "simulation_floor")
+    if floor and (len(floor) != 6 or not any(floor[3:])):
+        raise ConfigError(f"simulation_floor: expected 6 values (a point x y z and a non-zero normal nx ny nz) "
+                          f"or none (no floor), got {list(floor)}")
+    out["simulation_floor"] = floor
+    links = tuple(str(x) for x in v["simulation_contact_links"])
+    pts = _floats(v["simulation_contact_points"], "simulation_contact_points")
+    if pts and len(pts) != 3 * len(links):
+        raise ConfigError(f"simulation_contact_points: expected 0 or {3 * len(links)} values (x y z for each of "
+                          f"the {len(links)} simulation_contact_links), got {len(pts)}")
+    out["simulation_contact_links"], out["simulation_contact_points"] = links, pts
+    return out
 
 
 def _model_terms(v) -> dict:

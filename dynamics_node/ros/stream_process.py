@@ -96,9 +96,14 @@ def _child(conn, node_name, namespace):
             send(("priority", int(msg[1]), why))
 
     topics.update(first[5])  # resolved names, before the stream creates its publisher
-    stream = Stream(node, lambda name: topics.get(name, name), log)
-    stream.timing = Timings()
-    stream.terms.timing = Timings()
+    simulating = first[2].simulation  # simulation.py: this process runs the simulated robot instead
+    if simulating:
+        from .simulation import Simulation
+        stream = Simulation(node, lambda name: topics.get(name, name), log)
+    else:
+        stream = Stream(node, lambda name: topics.get(name, name), log)
+        stream.timing = Timings()
+        stream.terms.timing = Timings()
     stream.on_applied = lambda seq: send(("applied", seq))
     stream.on_latest = lambda path: send(("latest", path))
     apply(first)
@@ -131,7 +136,7 @@ def _child(conn, node_name, namespace):
     gc.freeze()
     try:
         send(("ready", os.getpid()))
-        executor.spin()
+        stream.run(executor) if simulating else executor.spin()
     except Exception:  # noqa: BLE001 - told to stop (or the node gone) while starting: a clean end
         if node.context.ok():
             raise
@@ -178,6 +183,15 @@ def warm(st, cfg):
     from .model_terms import warm as warm_terms
     from .observer import warm as warm_observer
     from .stream import gravity_effort
+    if cfg.simulation:  # the simulated robot's step on its environment (sim_world.py)
+        from .sim_world import World
+        try:
+            w = World(st, cfg)
+            w.started = True  # even when it will wait for a command
+            w.step()
+        except Exception:  # noqa: BLE001 - the loop will say what fails
+            pass
+        return
     try:
         gravity_effort(st, np.asarray(st.model.neutral(), dtype=float))
     except Exception:  # noqa: BLE001 - a neutral pose need not close the loops
@@ -305,6 +319,13 @@ class StreamProcess:
     def set_priority(self, prio):
         self.priority = int(prio)
         self._send(("priority", self.priority))
+
+    def restart(self):
+        """A new child with the latest state (its mode, stream or simulated robot, is chosen when it
+        starts: the node calls this when the simulation parameter changes)."""
+        self.stop()
+        self.stopping = False
+        self.start()
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None

@@ -1,0 +1,170 @@
+"""The simulated robot's world in-process (dynamics_node/ros/sim_world.py, no ROS context): parameters,
+the environment it builds, commands (Float64MultiArray order, JointState names, refusals, timeout in
+simulated time, clipping at the URDF limits), waiting for the first command, continuity across a
+change, halting instead of a non-finite state. The node as a subprocess: test_node_simulation.py."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import node_support as ns
+
+pytestmark = pytest.mark.skipif(not ns.ros_available(), reason="rclpy or dynamics_interfaces not built")
+
+WHEEL = """<robot name="wheel">
+  <link name="base_link"/>
+  <link name="wheel"><inertial><mass value="2.0"/><origin xyz="0 0 0"/>
+    <inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.5"/></inertial></link>
+  <joint name="spin" type="revolute"><parent link="base_link"/><child link="wheel"/>
+    <origin xyz="0 0 1"/><axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="10" velocity="5"/></joint>
+</robot>"""
+IZZ = 0.5
+
+
+def world(urdf=None, **values):
+    from dynamics_node.ros.model_state import build_state, load
+    from dynamics_node.ros.params import validate
+    from dynamics_node.ros.sim_world import World
+    src = {"robot_description": urdf} if urdf else {"urdf_path": str(ns.ARM7)}
+    c = validate({**src, "simulation": True, **values})
+    return World(build_state(load(c), c, {}), c)
+
+
+@pytest.mark.parametrize("values, words", [
+    ({"simulation_rate": 0.5}, ["simulation_rate"]),
+    ({"real_time_factor": 0.0}, ["real_time_factor"]),
+    ({"simulation_initial_positions": ["joint2=0.5"]}, ["simulation_initial_positions[0]", "joint:=value"]),
+    ({"simulation_initial_positions": ["joint2:=nan"]}, ["simulation_initial_positions[0]", "finite"]),
+    ({"simulation_initial_positions": ["joint2:=1", "joint2:=2"]}, ["simulation_initial_positions[1]", "twice"]),
+    ({"simulation_floor": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]}, ["simulation_floor", "non-zero normal"]),
+    ({"simulation_floor": [0.0, 0.0, 1.0]}, ["simulation_floor", "6 values"]),
+    ({"simulation_contact_links": ["link2"], "simulation_contact_points": [0.0, 0.0]},
+     ["simulation_contact_points", "expected 0 or 3"]),
+    ({"simulation_friction": -1.0}, ["simulation_friction"]),
+    ({"simulation_stiffness": 0.0}, ["simulation_stiffness"]),
+])
+def test_bad_simulation_parameters_are_refused_by_name(values, words):
+    from dynamics_node.ros.params import ConfigError, validate
+    with pytest.raises(ConfigError) as e:
+        validate({"simulation": True, **values})
+    for w in words:
+        assert w in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("values, words", [
+    ({"simulation_initial_positions": ["elbow:=1.0"]}, ["simulation_initial_positions[0]", "no joint 'elbow'"]),
+    ({"simulation_contact_links": ["link2", "hand"]}, ["simulation_contact_links[1]", "no link 'hand'"]),
+    ({"simulation_contact_links": ["base_link"]}, ["simulation_contact_links[0]", "fixed to the world"]),
+])
+def test_simulation_parameters_are_checked_against_the_model_only_with_simulation_on(values, words):
+    from dynamics_node.ros.params import ConfigError
+    with pytest.raises(ConfigError) as e:
+        world(**values)
+    for w in words:
+        assert w in str(e.value), str(e.value)
+    from dynamics_node.ros.model_state import build_state, load
+    from dynamics_node.ros.params import validate
+    c = validate({"urdf_path": str(ns.ARM7), **values})  # simulation off: acts on nothing, not checked
+    build_state(load(c), c, {})
+
+
+def test_the_default_environment_is_the_floor_z0_with_a_point_at_each_moving_link_origin():
+    w = world()
+    import dynamics_node as dn
+    moving = [lk for lk in w.model.link_names if lk != "base_link"]
+    assert [c.link for c in w.contacts] == moving
+    for c in w.contacts:
+        assert np.array_equal(c.point, [0, 0, 0]) and np.array_equal(c.normal, [0, 0, 1])
+        assert np.array_equal(c.surface_point, [0, 0, 0]) and c.friction == 0.5
+        assert c.stiffness == 1e4 and c.damping == 100.0
+    assert np.array_equal(w.q, np.zeros(7)) and np.array_equal(w.qd, np.zeros(7))
+    T = np.asarray(dn.link_pose(w.model, w.q, "tool0"))
+    assert np.allclose(w.contact_points()[-1], T[:3, 3])
+    w2 = world(simulation_floor=[], simulation_initial_positions=["joint4:=-1.2", "joint2:=0.5"])
+    assert w2.contacts == [] and np.array_equal(w2.q, [0, 0.5, 0, -1.2, 0, 0, 0])
+    w3 = world(simulation_contact_links=["link4", "tool0"], simulation_contact_points=[0, 0, 0.1, 0, 0, 0.05],
+               simulation_floor=[0, 0, -0.2, 0, 0, 2], simulation_friction=0.0)
+    assert [c.link for c in w3.contacts] == ["link4", "tool0"] and w3.contacts[1].point[2] == 0.05
+    assert w3.contacts[0].surface_point[2] == -0.2 and w3.contacts[0].friction == 0.0
+
+
+def test_commands_by_order_by_name_refusals_timeout_and_clipping():
+    """On a wheel spinning about a vertical axis (gravity does nothing): qdd = tau / izz exactly."""
+    w = world(WHEEL, simulation_floor=[], simulation_command_timeout=0.01, effort_command_topic="/c")
+    assert w.command_array([1.0, 2.0]).startswith("effort command of 2 values refused: expected 1")
+    assert "data[0] ('spin') is nan" in w.command_array([math.nan])
+    assert "names no joint" in w.command_named(["other"], [1.0])
+    assert "2 names but 1 efforts" in w.command_named(["spin", "x"], [1.0])
+    assert "effort[0] ('spin') is inf" in w.command_named(["spin"], [math.inf])
+    for _ in range(5):
+        w.step()
+    assert w.qd[0] == 0.0  # nothing taken: no effort
+    assert w.command_array([1.0]) == ""
+    for _ in range(10):  # 10 ms, the command's age reaches the timeout at the last step
+        w.step()
+    assert w.qd[0] == pytest.approx(10 * 0.001 * 1.0 / IZZ, rel=1e-12)
+    w.step()  # 11 ms old: zero effort
+    w.step()
+    assert w.qd[0] == pytest.approx(11 * 0.001 * 1.0 / IZZ, rel=1e-12)
+    assert w.command_named(["x", "spin"], [7.0, -1e300]) == ""  # clipped at the URDF limit, 10
+    v0 = w.qd[0]
+    w.step()
+    assert w.qd[0] - v0 == pytest.approx(-0.001 * 10 / IZZ, rel=1e-12)
+    assert np.isfinite(w.q).all() and w.t_ns == 18_000_000
+
+
+def test_waiting_for_the_first_command_holds_the_state_and_the_clock():
+    w = world(WHEEL, simulation_floor=[], simulation_wait_for_command=True, effort_command_topic="/c",
+              simulation_initial_positions=["spin:=0.25"])
+    for _ in range(3):
+        assert w.step() is False
+    assert w.t_ns == 0 and w.q[0] == 0.25
+    w.command_array([0.0])
+    assert w.step() is True and w.t_ns == 1_000_000
+
+
+def test_a_change_continues_the_motion_unless_the_start_changed():
+    from dynamics_node.ros.sim_world import World
+    w = world(simulation_initial_positions=["joint2:=0.5"])
+    for _ in range(50):
+        w.step()
+    same = world(simulation_initial_positions=["joint2:=0.5"], gravity=[0.0, 0.0, -1.62]).take_over(w)
+    assert np.array_equal(same.q, w.q) and same.t_ns == w.t_ns == 50_000_000
+    other = world(simulation_initial_positions=["joint2:=0.6"]).take_over(w)
+    assert other.q[1] == 0.6 and not other.qd.any() and other.t_ns == w.t_ns
+    assert isinstance(other, World)
+
+
+def test_a_step_that_would_not_be_finite_halts_the_world_at_its_last_finite_state():
+    w = world(WHEEL.replace('effort="10"', 'effort="0"'), simulation_floor=[], effort_command_topic="/c")
+    w.command_array([1e308])  # no URDF limit to clip it: the velocity overflows
+    for _ in range(5):
+        w.step()
+    assert w.halted and "not finite" in w.halted
+    assert np.isfinite(w.q).all() and np.isfinite(w.qd).all()
+    t = w.t_ns
+    assert w.step() is False and w.t_ns == t
+    w.reset()
+    assert not w.halted and w.q[0] == 0.0
+
+
+def test_a_floating_base_starts_where_root_coordinates_say_and_lands_on_the_floor():
+    """A free box dropped from 0.3 m on its four bottom corners comes to rest on them: the floor's
+    spring carries its weight (sinking m g / (4 K)) and nothing passes through: the deepest point stays
+    within what the four springs alone would take to stop it, v sqrt(m / (4 K)) at the landing speed."""
+    box = """<robot name="box"><link name="box"><inertial><mass value="4.0"/>
+      <inertia ixx="0.05" ixy="0" ixz="0" iyy="0.05" iyz="0" izz="0.05"/></inertial></link></robot>"""
+    corners = [c for x in (-0.1, 0.1) for y in (-0.1, 0.1) for c in (x, y, -0.1)]
+    w = world(box, floating_base=True, simulation_initial_positions=["root.z:=0.4", "root.qw:=2.0"],
+              simulation_contact_links=["box"] * 4, simulation_contact_points=corners, simulation_friction=1.0)
+    assert np.array_equal(w.q, [0, 0, 0.4, 0, 0, 0, 1])
+    low = math.inf
+    for _ in range(3000):
+        w.step()
+        low = min(low, float(w.contact_points()[:, 2].min()))
+    assert -math.sqrt(2 * 9.81 * 0.3) * math.sqrt(4.0 / 4e4) < low < -0.001
+    sink = 4.0 * 9.81 / (4 * 1e4)
+    assert w.q[2] == pytest.approx(0.1 - sink, abs=1e-4) and np.abs(w.qd).max() < 1e-3
+    assert w.touching() == 4 and w.forces[:, 2].sum() == pytest.approx(4.0 * 9.81, rel=1e-3)
