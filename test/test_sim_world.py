@@ -35,7 +35,7 @@ def world(urdf=None, **values):
 @pytest.mark.parametrize("values, words", [
     ({"simulation_rate": 0.5}, ["simulation_rate"]),
     ({"real_time_factor": 0.0}, ["real_time_factor"]),
-    ({"simulation_initial_positions": ["joint2=0.5"]}, ["simulation_initial_positions[0]", "joint:=value"]),
+    ({"simulation_initial_positions": ["joint2 0.5"]}, ["simulation_initial_positions[0]", "joint:=value"]),
     ({"simulation_initial_positions": ["joint2:=nan"]}, ["simulation_initial_positions[0]", "finite"]),
     ({"simulation_initial_positions": ["joint2:=1", "joint2:=2"]}, ["simulation_initial_positions[1]", "twice"]),
     ({"simulation_floor": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]}, ["simulation_floor", "non-zero normal"]),
@@ -82,7 +82,7 @@ def test_the_default_environment_is_the_floor_z0_with_a_point_at_each_moving_lin
     assert np.array_equal(w.q, np.zeros(7)) and np.array_equal(w.qd, np.zeros(7))
     T = np.asarray(dn.link_pose(w.model, w.q, "tool0"))
     assert np.allclose(w.contact_points()[-1], T[:3, 3])
-    w2 = world(simulation_floor=[], simulation_initial_positions=["joint4:=-1.2", "joint2:=0.5"])
+    w2 = world(simulation_floor=[], simulation_initial_positions=["joint4:=-1.2", "joint2=0.5"])
     assert w2.contacts == [] and np.array_equal(w2.q, [0, 0.5, 0, -1.2, 0, 0, 0])
     w3 = world(simulation_contact_links=["link4", "tool0"], simulation_contact_points=[0, 0, 0.1, 0, 0, 0.05],
                simulation_floor=[0, 0, -0.2, 0, 0, 2], simulation_friction=0.0)

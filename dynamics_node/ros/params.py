@@ -117,8 +117,8 @@ PARAMETERS.update({  # the simulated robot (simulation.py, sim_world.py)
     "simulation_command_timeout": Param(0.5, "double", "A joint's effort command older than this [s of "
                                         "simulated time] counts as zero.", (1e-3, 3600.0)),
     "simulation_initial_positions": Param([], "string_array", "Initial joint positions, each 'joint:=value' "
-                                          "(rad or m; floating base: root.x .. root.qw too); unnamed joints "
-                                          "start at 0, at rest."),
+                                          "or 'joint=value' (rad or m; floating base: root.x .. root.qw too); "
+                                          "unnamed joints start at 0, at rest."),
     "simulation_wait_for_command": Param(False, "bool", "True: the simulation and /clock wait at the initial "
                                          "state until the first effort command arrives (a robot whose brakes "
                                          "release when its controller starts)."),
@@ -320,13 +320,15 @@ def _simulation(v) -> dict:
     init = []
     for k, item in enumerate(v["simulation_initial_positions"]):
         name, sep, val = str(item).partition(":=")
+        if not sep:  # joint=value too: easier to write on a command line, where := needs quotes in a list
+            name, sep, val = str(item).partition("=")
         try:
             x = float(val) if sep and name.strip() else None
         except ValueError:
             x = None
         if x is None or not math.isfinite(x):
             raise ConfigError(f"simulation_initial_positions[{k}]: '{clip(str(item))}' is not of the form "
-                              "joint:=value with a finite value")
+                              "joint:=value (or joint=value) with a finite value")
         if name.strip() in dict(init):
             raise ConfigError(f"simulation_initial_positions[{k}]: '{clip(name.strip())}' is given twice")
         init.append((name.strip(), x))
@@ -405,6 +407,10 @@ def declare(node, urdf_path_default: str = "") -> dict:
                 node.set_parameters([Parameter(name, ptype, [])])
         else:
             node.declare_parameter(name, default, descriptor(name))
+            try:
+                node.get_parameter(name)
+            except ParameterUninitializedException:  # `-p name:=[]` on an array with a default: empty
+                node.set_parameters([Parameter(name, Parameter.Type(descriptor(name).type), [])])
     return {name: plain(name, node.get_parameter(name).value) for name in PARAMETERS}
 
 

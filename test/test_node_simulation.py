@@ -1,0 +1,298 @@
+"""The node as a simulated robot (`simulation: true`, issue 23 §3-4), as subprocesses.
+
+- /clock starts at 0 and advances in steps of 1/simulation_rate at real_time_factor times the wall
+  clock; /joint_states carries every joint, stamped with the same simulated time.
+- Free motion (no floor) equals an independent integration: scipy's solve_ivp (RK45, tight
+  tolerances) on Pinocchio's ABA. The simulator is semi-implicit Euler, first order: its error must
+  be small and halve when the rate doubles (1 kHz against 2 kHz).
+- Commands on a wheel spinning about a vertical axis (qdd = tau / izz exactly): Float64MultiArray,
+  then JointState by name (the subscription follows its publishers' type), a command of the wrong
+  length refused with a warning and not applied, one beyond the URDF limit clipped, the timeout.
+- A near-balanced arm held by a dynamics node's gravity stream through the command topic; when that
+  node stops, its last command times out and the arm falls.
+- The arm dropped on the floor lands, its links come to rest, and nothing passes through the floor.
+- SIGINT ends every node: exit code 0, no traceback, within 2 s. Nothing non-finite is published.
+MuJoCo's resting pose of a dropped arm: test_node_sim_mujoco.py.
+"""
+from __future__ import annotations
+
+import math
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import node_support as ns
+
+pytestmark = pytest.mark.skipif(not ns.ros_available(), reason="rclpy or dynamics_interfaces not built")
+
+Q0 = {"joint1": 0.3, "joint2": 0.7, "joint3": -0.4, "joint4": -1.2, "joint5": 0.5, "joint6": 0.9, "joint7": 0.2}
+WHEEL = """<robot name="wheel">
+  <link name="base_link"/>
+  <link name="wheel"><inertial><mass value="2.0"/><origin xyz="0 0 0"/>
+    <inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.5"/></inertial></link>
+  <joint name="spin" type="revolute"><parent link="base_link"/><child link="wheel"/>
+    <origin xyz="0 0 1"/><axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="10" velocity="5"/></joint>
+</robot>"""
+IZZ = 0.5
+STOP_S = 2.0
+
+
+class Sim:
+    """A simulated robot named `name`: its /clock remapped to /<name>/clock, its joint states on
+    /<name>/joint_states; subscribed to both before it starts, so that nothing is missed."""
+
+    def __init__(self, name, params, clock=False):
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import JointState
+        c = ns.ros()
+        self.name = name
+        self.clock, self._s1 = c.subscribe(Clock, f"/{name}/clock" if clock else f"/{name}/unused", depth=10000)
+        self.js, self._s2 = c.subscribe(JointState, f"/{name}/joint_states", depth=10000)
+        params = {"simulation": True, "joint_states_topic": f"/{name}/joint_states", **params}
+        self.proc = ns.NodeProcess(name, params, ros_args=("-r", f"/clock:=/{name}/clock"))
+        from dynamics_interfaces.srv import InverseDynamics
+        c.wait_for_service(InverseDynamics, self.proc.path("inverse_dynamics"), proc=self.proc)
+
+    def start(self, n):
+        """Release a simulation that waits for its first command: zero effort on its n joints (then
+        no command: zero effort anyway)."""
+        from std_msgs.msg import Float64MultiArray
+        c = ns.ros()
+        pub = c.publisher(Float64MultiArray, f"/{self.name}/commands")
+        c.wait_for_subscriber(pub)
+        pub.publish(Float64MultiArray(data=[0.0] * n))
+        c.node.destroy_publisher(pub)
+
+    def states(self, until_t, timeout=60.0):
+        """Every joint state (t, position, velocity) received until the simulated time until_t."""
+        out = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in ns.drain(self.js, timeout=0.05):
+                out.append((ns.stamp_ns(m) * 1e-9, np.array(m.position), np.array(m.velocity), list(m.name)))
+            if out and out[-1][0] >= until_t:
+                return out
+        raise TimeoutError(f"simulated time {until_t} s not reached: {out[-1][0] if out else None}\n"
+                           + self.proc.output()[-3000:])
+
+    def stop(self):
+        """SIGINT: exit 0, within 2 s, no traceback (asserted)."""
+        rc, took = self.proc.stop(signal.SIGINT, timeout=10.0)
+        out = self.proc.output()
+        c = ns.ros()
+        c.node.destroy_subscription(self._s1)
+        c.node.destroy_subscription(self._s2)
+        assert rc == 0 and took < STOP_S, f"exit code {rc} after {took:.2f} s\n{out[-3000:]}"
+        assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+        return out
+
+
+def _all_finite(states):
+    return all(np.isfinite(p).all() and np.isfinite(v).all() for _, p, v, _ in states)
+
+
+# ----------------------------------------------------------------------------- clock and free motion
+def _pin_free_motion(times, names):
+    """q(t) of arm7 from Q0 at rest, no effort: solve_ivp on Pinocchio's ABA (test-only oracle)."""
+    import pinocchio as pin
+    from scipy.integrate import solve_ivp
+    m = pin.buildModelFromUrdf(str(ns.ARM7))
+    d = m.createData()
+    iq = [m.joints[m.getJointId(n)].idx_q for n in names]
+    q0 = np.zeros(m.nq)
+    q0[iq] = [Q0[n] for n in names]
+
+    def f(_t, y):
+        q, v = y[:m.nq], y[m.nq:]
+        return np.concatenate([v, pin.aba(m, d, q, v, np.zeros(m.nv))])
+
+    sol = solve_ivp(f, (0.0, max(times)), np.concatenate([q0, np.zeros(m.nv)]), method="DOP853",
+                    t_eval=np.asarray(times), rtol=1e-11, atol=1e-12)
+    assert sol.success
+    return sol.y[:m.nq][iq].T
+
+
+def _free_motion_error(name, rate, rtf, until=0.5):
+    sim = Sim(name, {"urdf_path": str(ns.ARM7), "simulation_floor": [], "simulation_rate": rate,
+                     "real_time_factor": rtf, "simulation_initial_positions": [f"{k}={v}" for k, v in Q0.items()],
+                     "simulation_wait_for_command": True, "effort_command_topic": f"/{name}/commands"},
+              clock=True)
+    try:
+        sim.states(0.0)  # waiting, at t = 0
+        time.sleep(0.3)
+        sim.start(7)
+        st = sim.states(until)
+        clocks = [c.clock.sec * 10**9 + c.clock.nanosec for c in ns.drain(sim.clock)]
+    finally:
+        sim.stop()
+    seen = set()
+    st = [s for s in st if s[0] <= until and not (s[0] in seen or seen.add(s[0]))]  # one per stamp
+    names = st[0][3]
+    assert sorted(names) == sorted(Q0) and _all_finite(st)
+    ref = _pin_free_motion([s[0] for s in st], names)
+    err = max(float(np.abs(s[1] - r).max()) for s, r in zip(st, ref))
+    return err, st, clocks, ref
+
+
+@pytest.fixture(scope="module")
+def free_1k():
+    return _free_motion_error("sim_free_1k", 1000.0, 1.0)
+
+
+def test_clock_starts_at_zero_in_steps_of_the_rate_and_joint_states_carry_it(free_1k):
+    """The simulation waits for its first command here (simulation_wait_for_command): /clock says 0
+    until then, then advances by exactly 1 ms per step."""
+    _, st, clocks, _ = free_1k
+    zeros = clocks.count(0)
+    assert zeros > 100 and clocks[:zeros] == [0] * zeros, clocks[:3]  # 0.3 s at least, waiting
+    steps = np.diff(clocks[zeros - 1:])
+    assert (steps == 1_000_000).all(), sorted(set(steps.tolist()))[:10]
+    stamps = [round(s[0] * 1e9) for s in st]
+    assert set(stamps) <= set(clocks) and np.all(np.diff(stamps) > 0)
+
+
+@pytest.mark.parametrize("rtf", [1.0, 0.5])
+def test_simulated_time_advances_at_the_real_time_factor(rtf):
+    """Over 2 s of wall clock: simulated time / wall time = real_time_factor (within 10 % below, 5 %
+    above: a loaded machine can only slow it down) and the rate 1000 x real_time_factor steps/s."""
+    sim = Sim(f"sim_rtf_{int(rtf * 10)}", {"urdf_path": str(ns.ARM7), "real_time_factor": rtf}, clock=True)
+    try:
+        sim.states(0.2)
+        ns.drain(sim.clock)
+        w0 = time.monotonic()
+        time.sleep(2.0)
+        got = ns.drain(sim.clock)
+        wall = time.monotonic() - w0
+    finally:
+        sim.stop()
+    t = [c.clock.sec + c.clock.nanosec * 1e-9 for c in got]
+    advance = (t[-1] - t[0]) / wall
+    assert 0.9 * rtf < advance < 1.05 * rtf, advance
+    assert 0.9 * 1000 * rtf < len(got) / wall < 1.05 * 1000 * rtf, len(got) / wall
+
+
+def test_free_motion_equals_an_independent_integration_to_first_order(free_1k):
+    """Semi-implicit Euler against RK (DOP853, rtol 1e-11) on Pinocchio's ABA over 0.5 s of an arm
+    falling freely (no floor; joint speeds reach 20 rad/s). A first-order method's error is C dt: it
+    must halve at 2 kHz (ratio 1.8 to 2.2), and Richardson's extrapolation 2 q_2kHz - q_1kHz, which
+    cancels the first-order term, must be ten times closer to the reference than q_1kHz. So the
+    published motion converges to the independent solution at the integrator's order."""
+    e1, st, _, ref = free_1k
+    moved = float(np.abs(st[-1][1] - np.array([Q0[n] for n in st[-1][3]])).max())
+    assert moved > 0.2, moved  # it did fall: the comparison is not of a still arm
+    e2, st2, _, _ = _free_motion_error("sim_free_2k", 2000.0, 0.5)
+    assert 1.8 < e1 / e2 < 2.2, (e1, e2)
+    by_stamp = {round(s[0] * 1e9): s[1] for s in st2}
+    rich = [2 * by_stamp[round(s[0] * 1e9)] - s[1] - r for s, r in zip(st, ref) if round(s[0] * 1e9) in by_stamp]
+    assert len(rich) > 400
+    e_rich = max(float(np.abs(x).max()) for x in rich)
+    assert e_rich < e1 / 10 and e1 < 0.15, (e1, e2, e_rich)
+
+
+# ----------------------------------------------------------------------------- commands
+def test_commands_as_float64multiarray_then_jointstate_refusals_clipping_and_timeout():
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    c = ns.ros()
+    sim = Sim("sim_wheel", {"robot_description": WHEEL, "simulation_floor": [], "effort_command_topic":
+                            "/sim_wheel/commands", "simulation_command_timeout": 0.05})
+    try:
+        pub = c.publisher(Float64MultiArray, "/sim_wheel/commands")
+        c.wait_for_subscriber(pub)
+        st = sim.states(0.3)
+        assert st[-1][2][0] == 0.0  # no command: no effort
+        pub.publish(Float64MultiArray(data=[1.0, 2.0]))  # wrong length: refused, not applied
+        pub.publish(Float64MultiArray(data=[math.nan]))
+        time.sleep(0.3)
+        st = sim.states(st[-1][0] + 0.3)
+        assert st[-1][2][0] == 0.0
+        for _ in range(20):  # 1 N m: qdd = 2 rad/s^2 while fresh
+            pub.publish(Float64MultiArray(data=[1.0]))
+            time.sleep(0.01)
+        st = sim.states(st[-1][0] + 0.4)
+        v = np.array([s[2][0] for s in st])
+        acc = np.diff(v) / np.diff([s[0] for s in st])
+        assert np.isclose(acc, 1.0 / IZZ, rtol=1e-9).sum() > 150  # ~0.2 s of it
+        assert set(np.round(acc[~np.isclose(acc, 1.0 / IZZ, rtol=1e-9)], 9)) <= {0.0}  # else none at all
+        assert v[-1] == v[-2] > 0.0  # timed out: no effort any more
+        c.node.destroy_publisher(pub)
+        # a participant keeps a topic's type: JointState commands on another topic, set at run time
+        assert c.set_parameters("sim_wheel", effort_command_topic="/sim_wheel/joint_commands") == [(True, "")]
+        jpub = c.publisher(JointState, "/sim_wheel/joint_commands")
+        c.wait_for_subscriber(jpub, timeout=20.0)  # the simulator subscribed with its publishers' type
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline:  # clipped at the URDF limit: -10 N m -> qdd = -20
+            jpub.publish(ns.joint_state(["other", "spin"], [0.0, 0.0], efforts=[5.0, -1e300]))
+            st = sim.states(sim.states(0.0)[-1][0] + 0.02)
+            acc = np.diff([s[2][0] for s in st]) / np.diff([s[0] for s in st])
+            if np.isclose(acc, -10.0 / IZZ, rtol=1e-9).any():
+                break
+        else:
+            raise AssertionError("JointState commands were never applied\n" + sim.proc.output()[-3000:])
+        hit = np.isclose(acc, -10.0 / IZZ, rtol=1e-9)
+        assert hit[int(np.argmax(hit)):].all(), acc  # from the first step it applies to, every step
+        c.node.destroy_publisher(jpub)
+        assert _all_finite(st)
+    finally:
+        out = sim.stop()
+    assert "effort command of 2 values refused: expected 1" in out, out[-3000:]
+    # the NaN command's warning falls in the same 2 s throttle; its refusal shows in the velocity above
+
+
+# ----------------------------------------------------------------------------- held, then falling
+def test_a_near_balanced_arm_is_held_by_the_dynamics_nodes_gravity_stream_then_falls_without_it():
+    """The simulated arm waits for its first command (simulation_wait_for_command), a dynamics node
+    computes gravity torques from the simulated joint states and sends them on the command topic:
+    over 2 s of simulated time the arm moves less than 1 mrad. Then the dynamics node is stopped:
+    its last command times out (0.5 s) and the arm falls."""
+    near = {"joint2": 0.15, "joint4": -0.3, "joint6": 0.15}
+    sim = Sim("sim_held", {"urdf_path": str(ns.ARM7), "effort_command_topic": "/sim_held/commands",
+                           "simulation_wait_for_command": True,
+                           "simulation_initial_positions": [f"{k}={v}" for k, v in near.items()]})
+    dyn = ns.NodeProcess("held_dynamics", {"urdf_path": str(ns.ARM7), "joint_states_topic": "/sim_held/joint_states",
+                                           "effort_command_topic": "/sim_held/commands"})
+    try:
+        st = sim.states(2.0, timeout=120.0)
+        q0 = np.array([near.get(n, 0.0) for n in st[0][3]])
+        moving = [s for s in st if s[0] > 0.0]
+        assert len(moving) > 1000, len(moving)
+        drift = max(float(np.abs(s[1] - q0).max()) for s in moving)
+        assert drift < 1e-3, drift
+        rc, took = dyn.stop(signal.SIGINT)
+        assert rc == 0 and took < STOP_S, dyn.output()[-2000:]
+        t_stop = st[-1][0]
+        later = sim.states(t_stop + 3.0)
+        fell = max(float(np.abs(s[1] - q0).max()) for s in later)
+        assert fell > 0.05, fell
+        assert _all_finite(st + later)
+    finally:
+        dyn.kill()
+        sim.stop()
+
+
+def test_the_dropped_arm_lands_and_its_links_come_to_rest_above_the_floor():
+    """arm7 falls from near upright onto the floor z = 0 (contacts at every moving link's origin):
+    no contact point ever goes deeper than the soft floor's landing dip (10 cm; a point passing through
+    would hang 30 cm and more below), and after 6 s of simulated time every contact point is at rest
+    (< 1 mm/s), those touching pressed into the soft floor by less than 5 cm (K = 1e4 N/m: the contact
+    forces can exceed the arm's weight, the base joint holding a lever). The wrist roll (joint7) turns
+    about an axis through tool0's origin: nothing in a rigid-body model without joint friction stops
+    it, and it is left out."""
+    import dynamics_node as dn
+    sim = Sim("sim_drop", {"urdf_path": str(ns.ARM7), "simulation_initial_positions": ["joint2=0.3"]})
+    try:
+        st = sim.states(6.0, timeout=120.0)
+    finally:
+        sim.stop()
+    m = dn.load_model(str(ns.ARM7))
+    links = [lk for lk in m.link_names if lk != "base_link"]
+    low = min(float(np.asarray(dn.link_pose(m, s[1], lk))[2, 3]) for s in st[::20] for lk in links)
+    assert -0.1 < low < 0.0, low
+    q, qd = st[-1][1], st[-1][2]
+    heights = [float(np.asarray(dn.link_pose(m, q, lk))[2, 3]) for lk in links]
+    speeds = [float(np.linalg.norm(np.asarray(dn.jacobian(m, q, lk))[:3] @ qd)) for lk in links]
+    assert max(speeds) < 1e-3, speeds
+    assert min(heights) > -0.05 and sum(h < 0 for h in heights) >= 2, heights
+    assert _all_finite(st)
