@@ -17,7 +17,9 @@ Measured in one run, on the same model and the same state:
      stacking against Pinocchio's computeJointTorqueRegressor looped over the same samples;
   6. bench/bench_stream.py: the 1 kHz stream end to end as a busy client sees it (p50/p99/max alone, under
      service load, with the cores loaded by other processes);
-  7. bench/bench_node.py, if it exists.
+  7. bench/bench_sim.py: the simulated robot (simulation: true) at 1 kHz with 4 contacts touching: achieved
+     rate, simulated/wall time, late steps, step time p50/p99 (issue 23);
+  8. bench/bench_node.py, if it exists.
 Functions not (yet) in the core are reported as "missing". No assertion: this only prints.
 """
 from __future__ import annotations
@@ -499,6 +501,12 @@ def main(argv=None):
         r = subprocess.run([sys.executable, str(stream)], cwd=str(REPO))
         if r.returncode:
             print(f"bench_stream.py exited with {r.returncode} (a target missed: see above)")
+    sim = HERE / "bench_sim.py"
+    if sim.exists() and not args.no_node:
+        print(f"== {sim.relative_to(REPO)} (the simulated robot: 1 kHz real time with 4 contacts?) ==", flush=True)
+        r = subprocess.run([sys.executable, str(sim)], cwd=str(REPO))
+        if r.returncode:
+            print(f"bench_sim.py exited with {r.returncode}")
     node = HERE / "bench_node.py"
     if node.exists() and not args.no_node:
         print(f"== {node.relative_to(REPO)} ==", flush=True)

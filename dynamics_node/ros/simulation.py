@@ -298,7 +298,8 @@ class Simulation:
                    "late": self.late, "contacts": len(w.contacts), "touching": w.touching(),
                    "commands": self.commands, "refused": self.refused, "last_refusal": self.last_refusal,
                    "command_topic": self.cmd_topic or "", "command_type": getattr(self.cmd_type, "__name__", ""),
-                   "step_us": self.step_time.totals_us(), "lateness_us": self.lateness.totals_us()}
+                   "step_us": self.step_time.totals_us(), "lateness_us": self.lateness.totals_us(),
+                   "step_recent_us": self.step_time.percentiles_us()}  # the last 2000 steps: p50 p95 p99 max
         return {"simulation": sim, "errors": self.errors, "last_error": self.last_error}
 
 
