@@ -296,3 +296,84 @@ def test_the_dropped_arm_lands_and_its_links_come_to_rest_above_the_floor():
     assert max(speeds) < 1e-3, speeds
     assert min(heights) > -0.05 and sum(h < 0 for h in heights) >= 2, heights
     assert _all_finite(st)
+
+
+# ----------------------------------------------------------------------------- floating base, markers, modes
+BOX = """<robot name="box"><link name="box"><inertial><mass value="4.0"/>
+  <inertia ixx="0.05" ixy="0" ixz="0" iyy="0.05" iyz="0" izz="0.05"/></inertial></link></robot>"""
+
+
+def test_a_floating_box_lands_on_its_corners_with_base_pose_markers_and_reset():
+    """A free box (4 kg) dropped from 0.3 m: ~/base_pose comes to rest at the half height less the
+    springs' sag m g / (4 K); ~/contact_markers shows its four corners touching (green) with upward
+    forces summing to its weight; ~/reset_simulation puts it back up, at rest."""
+    from geometry_msgs.msg import PoseStamped
+    from std_srvs.srv import Trigger
+    from visualization_msgs.msg import MarkerArray
+    c = ns.ros()
+    poses, s1 = c.subscribe(PoseStamped, "/sim_box/base_pose")
+    marks, s2 = c.subscribe(MarkerArray, "/sim_box/contact_markers", depth=10)
+    corners = [x for a in (-0.1, 0.1) for b in (-0.1, 0.1) for x in (a, b, -0.1)]
+    sim = Sim("sim_box", {"robot_description": BOX, "floating_base": True, "markers_rate": 10.0,
+                          "simulation_initial_positions": ["root.z=0.4"], "simulation_friction": 1.0,
+                          "simulation_contact_links": ["box"] * 4, "simulation_contact_points": corners})
+    try:
+        st = sim.states(3.0)
+        assert st[-1][3] == [] and len(st[-1][1]) == 0  # no joints: the base is on its own topics
+        got = ns.drain(poses, timeout=1.0)
+        z = [p.pose.position.z for p in got]
+        assert got[-1].header.frame_id == "world" and abs(z[-1] - (0.1 - 4.0 * 9.81 / 4e4)) < 2e-4, z[-1]
+        ns.drain(marks)
+        m = ns.collect(marks, 1, 5.0)[-1]
+        spheres = [k for k in m.markers if k.ns == "contact_points"]
+        arrows = [k for k in m.markers if k.ns == "contact_forces"]
+        assert len(spheres) == 4 and all(k.color.g > 0.8 for k in spheres)
+        assert all(abs(k.pose.position.z) < 0.01 for k in spheres) and m.markers[0].header.frame_id == "box"
+        f = [(a.points[1].z - a.points[0].z) / 0.002 for a in arrows]
+        assert abs(sum(f) - 4.0 * 9.81) < 0.5, f
+        r = c.call(Trigger, "/sim_box/reset_simulation", Trigger.Request())
+        assert r.success, r.message
+        time.sleep(0.3)
+        z = [p.pose.position.z for p in ns.drain(poses, timeout=1.0)]
+        assert max(z) > 0.35, max(z)
+    finally:
+        c.node.destroy_subscription(s1)
+        c.node.destroy_subscription(s2)
+        sim.stop()
+
+
+def test_the_simulation_parameter_switches_the_stream_process_at_run_time():
+    """A plain dynamics node set to simulation: true starts publishing simulated joint states;
+    set back, it stops and computes gravity torques from joint states again."""
+    from sensor_msgs.msg import JointState
+    c = ns.ros()
+    js, s1 = c.subscribe(JointState, "/sim_switch/joint_states")
+    node = ns.NodeProcess("sim_switch", {"urdf_path": str(ns.ARM7), "joint_states_topic": "/sim_switch/joint_states"},
+                          ros_args=("-r", "/clock:=/sim_switch/clock"))
+    try:
+        from dynamics_interfaces.srv import InverseDynamics
+        c.wait_for_service(InverseDynamics, node.path("inverse_dynamics"), proc=node)
+        time.sleep(0.5)
+        assert not ns.drain(js)
+        assert c.set_parameters("sim_switch", simulation=True) == [(True, "")]
+        got = ns.collect(js, 100, 30.0)
+        assert len(got) == 100 and list(got[0].name) == [f"joint{i}" for i in range(1, 8)]
+        assert c.set_parameters("sim_switch", simulation=False) == [(True, "")]
+        time.sleep(1.0)
+        ns.drain(js)
+        time.sleep(0.5)
+        assert not ns.drain(js)
+        torques, s2 = c.subscribe(JointState, node.path("gravity_torques"))
+        pub = c.publisher(JointState, "/sim_switch/joint_states")
+        c.wait_for_subscriber(pub)
+        deadline = time.monotonic() + 20.0
+        while not ns.drain(torques, 0.05) and time.monotonic() < deadline:
+            pub.publish(ns.joint_state([f"joint{i}" for i in range(1, 8)], [0.0] * 7))
+        assert time.monotonic() < deadline, node.output()[-3000:]
+        c.node.destroy_subscription(s2)
+        c.node.destroy_publisher(pub)
+    finally:
+        c.node.destroy_subscription(s1)
+        rc, took = node.stop(signal.SIGINT)
+        assert rc == 0 and took < STOP_S, node.output()[-3000:]
+        assert "Traceback" not in node.output()

@@ -323,7 +323,8 @@ def simulation_status(name, hw, r, stream, DiagnosticStatus):
             vals += [(f"{label}.p50", f"{a50:.1f}"), (f"{label}.p99", f"{a99:.1f}"),
                      (f"{label}.p99.9", f"{a999:.1f}"), (f"{label}.max", f"{amax:.1f}")]
     if sim.get("step_recent_us") is not None:  # the last 2000 steps
-        vals += [(f"step_recent_us.{k}", f"{x:.1f}") for k, x in zip(("p50", "p95", "p99", "max"), sim["step_recent_us"])]
+        vals += [(f"step_recent_us.{k}", f"{x:.1f}")
+                 for k, x in zip(("p50", "p95", "p99", "max"), sim["step_recent_us"])]
     vals += [("errors", r.get("errors", 0)), ("last_error", r.get("last_error") or "none"),
              ("stream_process_restarts", stream.restarts)]
     s.values = [_kv(k, f"{v:.6g}" if isinstance(v, float) else ("none" if v in (None, "") else v)) for k, v in vals]
