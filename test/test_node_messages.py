@@ -61,13 +61,22 @@ def _requests():
                                    srv.TrajectoryInverseDynamics.Request(trajectory=traj)),
         "identify_payload link": ("identify_payload", srv.IdentifyPayload.Request(link=LONG, samples=traj)),
         "model_terms links": ("model_terms", srv.ModelTerms.Request(position=q, links=[LONG], points=[Point()])),
+        "contact_dynamics contact link": ("contact_dynamics", srv.ContactDynamics.Request(position=q,
+                                                                                          contacts=[_contact()])),
+        "impact contact link": ("impact", srv.Impact.Request(position=q, contacts=[_contact()])),
     }
+
+
+def _contact():
+    from dynamics_interfaces.msg import Contact
+    return Contact(link=LONG)
 
 
 @pytest.mark.parametrize("what", ["inverse_dynamics name", "inverse_dynamics wrench frame", "forward_dynamics name",
                                   "hybrid forward_joints", "gravity_compensation name", "mass_matrix name",
                                   "jacobian link", "jacobian axes", "set_payload link", "trajectory joint_names",
-                                  "identify_payload link", "model_terms links"])
+                                  "identify_payload link", "model_terms links", "contact_dynamics contact link",
+                                  "impact contact link"])
 def test_a_long_name_in_a_request_comes_back_clipped(what):
     leaf, req = _requests()[what]
     res = _call(leaf, req)
@@ -79,7 +88,9 @@ def test_a_long_name_in_a_request_comes_back_clipped(what):
 @pytest.mark.parametrize("values", [
     {"urdf_path": LONG}, {"joint_states_topic": LONG}, {"effort_command_topic": "/a/" + LONG},
     {"wrench_link": LONG}, {"payload.link": LONG, "payload.mass": 1.0}, {"xacro_args": [LONG]},
-    {"model_terms_links": [LONG]}])
+    {"model_terms_links": [LONG]}, {"simulation": True, "simulation_contact_links": [LONG]},
+    {"simulation": True, "simulation_initial_positions": [LONG + "=1.0"]},
+    {"simulation": True, "simulation_initial_positions": [LONG]}])
 def test_a_long_parameter_value_is_clipped_in_the_refusal(values):
     from dynamics_node.ros.model_state import build_state, load, payload_table
     from dynamics_node.ros.params import ConfigError, validate
