@@ -179,3 +179,22 @@ def test_the_node_serves_both_and_keeps_serving_after_a_bad_request(node):
                                                              contacts=[_contact("tool0", mu=0.5)]))
     assert imp.success and len(imp.velocity) == 7, imp.message
     assert node.alive()
+
+
+def test_dynamics_cli_calls_both_as_the_readme_shows(node):
+    import subprocess
+    import sys
+
+    def cli(*args):
+        p = subprocess.run([sys.executable, "-m", "dynamics_node.tools.cli", "--node", "/contact_srv", *args],
+                           cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout + p.stderr
+
+    q = [str(x) for x in Q]
+    rc, out = cli("contact_dynamics", "-q", *q, "-c", "tool0", "0", "0", "0", "0", "0", "1", "inf")
+    assert rc == 0 and "contact_forces:" in out and "- tool0, sticking: [" in out, out
+    rc, out = cli("impact", "-q", *q, "-v", "0", "0.5", "0", "0", "0", "0", "0", "--restitution", "0.5",
+                  "-c", "tool0", "0", "0", "0", "0", "0", "1", "0.8")
+    assert rc == 0 and "velocity: [" in out and "contact_impulses:" in out, out
+    rc, out = cli("impact", "-q", *q, "-c", "nolink", "0", "0", "0", "0", "0", "1", "0.8")
+    assert rc == 1 and "contacts[0].link: unknown link 'nolink'" in out, out
