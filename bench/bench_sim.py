@@ -78,7 +78,7 @@ def window(latest, seconds, load):
     finally:
         for p in burn:
             p.kill()
-    wall = b["_at"] - a["_at"]  # the statuses' arrival times: each is a report of at most 0.5 s before
+    wall = float(b["wall"]) - float(a["wall"])  # the simulator's own clock at its two reports
     steps = int(b["steps"]) - int(a["steps"])
     return {"rate": steps / wall, "rtf": (float(b["time"]) - float(a["time"])) / wall,
             "late": int(b["late"]) - int(a["late"]), "steps": steps, "touching": b["touching"],

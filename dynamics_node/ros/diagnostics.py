@@ -313,8 +313,8 @@ def simulation_status(name, hw, r, stream, DiagnosticStatus):
         s.message = "waiting for the first effort command" if sim.get("waiting") else "no model yet"
     else:
         s.message = f"simulating: t = {sim['time']:.3f} s"
-    vals = [(k, sim.get(k)) for k in ("time", "steps", "target_rate_hz", "rate_hz", "real_time_factor", "late",
-                                       "contacts", "touching", "command_topic", "command_type", "commands",
+    vals = [(k, sim.get(k)) for k in ("time", "wall", "steps", "target_rate_hz", "rate_hz", "real_time_factor",
+                                       "late", "contacts", "touching", "command_topic", "command_type", "commands",
                                        "refused", "last_refusal")]
     for label in ("step_us", "lateness_us"):
         t = sim.get(label)
@@ -327,5 +327,9 @@ def simulation_status(name, hw, r, stream, DiagnosticStatus):
                  for k, x in zip(("p50", "p95", "p99", "max"), sim["step_recent_us"])]
     vals += [("errors", r.get("errors", 0)), ("last_error", r.get("last_error") or "none"),
              ("stream_process_restarts", stream.restarts)]
-    s.values = [_kv(k, f"{v:.6g}" if isinstance(v, float) else ("none" if v in (None, "") else v)) for k, v in vals]
+    def text(k, v):
+        if isinstance(v, float):
+            return f"{v:.6f}" if k in ("time", "wall") else f"{v:.6g}"
+        return "none" if v in (None, "") else v
+    s.values = [_kv(k, text(k, v)) for k, v in vals]
     return s
