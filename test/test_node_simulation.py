@@ -358,6 +358,11 @@ def test_the_simulation_parameter_switches_the_stream_process_at_run_time():
         assert c.set_parameters("sim_switch", simulation=True) == [(True, "")]
         got = ns.collect(js, 100, 30.0)
         assert len(got) == 100 and list(got[0].name) == [f"joint{i}" for i in range(1, 8)]
+        from dynamics_interfaces.srv import GravityCompensation
+        g = c.call(GravityCompensation, node.path("gravity_compensation"), GravityCompensation.Request())
+        assert g.success, g.message  # "the latest joint state": the simulated one, shared with the node
+        seen = got + ns.collect(js, 300, 5.0)  # the service's position is one the simulation published
+        assert any(np.array_equal(g.position, m.position) for m in seen) and np.isfinite(g.effort).all()
         assert c.set_parameters("sim_switch", simulation=False) == [(True, "")]
         time.sleep(1.0)
         ns.drain(js)
