@@ -235,6 +235,7 @@ class RosClient:
         self._stop = True
         self.thread.join(timeout=2)
         try:
+            self.executor.shutdown(timeout_sec=1.0)  # not left to its __del__ at interpreter exit
             self.node.destroy_node()
         finally:
             self.rclpy.try_shutdown(context=self.context)
