@@ -84,6 +84,8 @@ def test_the_default_environment_is_the_floor_z0_with_a_point_at_each_moving_lin
     assert np.allclose(w.contact_points()[-1], T[:3, 3])
     w2 = world(simulation_floor=[], simulation_initial_positions=["joint4:=-1.2", "joint2=0.5"])
     assert w2.contacts == [] and np.array_equal(w2.q, [0, 0.5, 0, -1.2, 0, 0, 0])
+    w4 = world(command_joints=["nojoint"])  # no command topic: command_joints act on nothing, not checked
+    assert w4.command_names == [] and w4.command_array([]) == ""
     w3 = world(simulation_contact_links=["link4", "tool0"], simulation_contact_points=[0, 0, 0.1, 0, 0, 0.05],
                simulation_floor=[0, 0, -0.2, 0, 0, 2], simulation_friction=0.0)
     assert [c.link for c in w3.contacts] == ["link4", "tool0"] and w3.contacts[1].point[2] == 0.05

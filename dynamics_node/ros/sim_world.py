@@ -103,8 +103,9 @@ class World:
         self.jv = np.asarray([m.v_slice(j).start for j in self.names], dtype=np.intp)
         self.index = {j: int(v) for j, v in zip(self.names, self.jv)}
         self.limit = effort_limits(m)
-        # Float64MultiArray commands: command_joints (else every joint in the model's order)
-        self.command_names = list(cfg.command_joints) or self.names
+        # Float64MultiArray commands: command_joints (else every joint in the model's order); checked against
+        # the model only with a command topic (model_state.build_state), so none without one
+        self.command_names = (list(cfg.command_joints) or self.names) if cfg.effort_command_topic else []
         self.command_v = np.asarray([self.index[j] for j in self.command_names], dtype=np.intp)
         self.q0 = np.asarray(m.neutral(), dtype=float).copy()
         pos = {n: x for n, x in cfg.simulation_initial_positions}
