@@ -115,7 +115,10 @@ def test_impact_answer_stops_the_point_and_changes_momentum_by_the_impulse(st):
         p = np.array([[v.x, v.y, v.z] for v in res.contact_impulses])[0]
         assert np.allclose(H @ (qp - qd), J[:3].T @ p, rtol=1e-9, atol=1e-10)
         v_after, v_before = J[:3] @ qp, J[:3] @ qd
-        assert np.allclose(v_after, -e * v_before, atol=1e-9), (e, v_after, v_before)
+        assert abs(v_after[2] + e * v_before[2]) < 1e-9, (e, v_after, v_before)  # Newton on the normal
+        # sticking (mu = inf): the tangential velocity stops (Newton), or is reversed times e where that
+        # would gain energy (Moreau's law, dn.impact's docstring)
+        assert (np.allclose(v_after[:2], 0.0, atol=1e-9) or np.allclose(v_after[:2], -e * v_before[:2], atol=1e-9))
         assert p[2] > 0.0
 
 

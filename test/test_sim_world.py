@@ -170,3 +170,40 @@ def test_a_floating_base_starts_where_root_coordinates_say_and_lands_on_the_floo
     sink = 4.0 * 9.81 / (4 * 1e4)
     assert w.q[2] == pytest.approx(0.1 - sink, abs=1e-4) and np.abs(w.qd).max() < 1e-3
     assert w.touching() == 4 and w.forces[:, 2].sum() == pytest.approx(4.0 * 9.81, rel=1e-3)
+
+
+def test_the_loop_steps_at_its_rate_and_ends_when_the_executor_is_stopped_from_another_thread():
+    """Simulation.run in-process with a real rcl context (no subscriber): it steps, and the stream
+    process's stop (StreamExecutor.stop from the pipe thread) ends it at once."""
+    import threading
+    import time
+
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.signals import SignalHandlerOptions
+
+    from dynamics_node.ros.simulation import Simulation
+    from dynamics_node.ros.stream_executor import StreamExecutor
+    c = Context()
+    rclpy.init(context=c, domain_id=ns.DOMAIN_ID, signal_handler_options=SignalHandlerOptions.NO)
+    try:
+        node = rclpy.create_node("sim_inprocess", context=c)
+        w = world(simulation_floor=[], simulation_initial_positions=["joint2=0.5"])
+        sim = Simulation(node, lambda name: "/sim_inprocess/" + name.lstrip("~/"), node.get_logger())
+        sim.configure(w.st, w.cfg, {"joint_states_topic"}, now=True)
+        ex = StreamExecutor(node)
+        t = threading.Thread(target=sim.run, args=(ex,), daemon=True)
+        t0 = time.monotonic()
+        t.start()
+        while sim.world.steps < 200 and time.monotonic() - t0 < 10.0:
+            time.sleep(0.01)
+        rate = sim.world.steps / (time.monotonic() - t0)
+        ex.stop()
+        t.join(1.0)
+        assert not t.is_alive(), (sim.errors, sim.last_error, sim.world.steps)
+        assert sim.world.steps >= 200 and rate < 1100, rate  # paced, not free-running
+        rep = sim.report()["simulation"]
+        assert rep["steps"] == sim.world.steps and rep["contacts"] == 0 and rep["running"]
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=c)

@@ -192,17 +192,18 @@ class Simulation:
 
     # -------------------------------------------------------------- the loop
     def run(self, executor):
-        """Step and publish at absolute deadlines until the context is shut down (module docstring)."""
+        """Step and publish at absolute deadlines until executor.stop() (the stream process's pipe says
+        stop, or closes) or the context is shut down (module docstring)."""
         ctx = self.node.context
         deadline = time.monotonic_ns()
-        while ctx.ok():
+        while ctx.ok() and not executor.stopped:
             try:
                 while True:  # commands, configuration and services until just before the deadline
                     rest = deadline - time.monotonic_ns()
                     if rest <= SPIN_MARGIN_NS:
                         break
                     executor.spin_once(rest - SPIN_MARGIN_NS)
-                    if not ctx.ok():
+                    if executor.stopped or not ctx.ok():
                         return
                 rest = deadline - time.monotonic_ns()
                 if rest > 0:
@@ -226,7 +227,7 @@ class Simulation:
                     self._graph_at = t1
                     self._check_command_type()
             except Exception as e:  # noqa: BLE001 - logged and counted, never the end of the loop
-                if not ctx.ok():
+                if executor.stopped or not ctx.ok():
                     return
                 self.errors += 1
                 self.last_error = f"{type(e).__name__}: {e}"
