@@ -387,7 +387,9 @@ def build(out_dir=None) -> str:
             f.write(_STUBS)
         so = os.path.join(tmp, "kernels.so")
         cc = os.environ.get("CC", "cc")
-        subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so, o, c,
+        # -Bsymbolic: the library's calls of its own functions (numba's NRT_incref and NRT_decref on
+        # every array view, one kernel calling another) bind directly, not through the PLT
+        subprocess.run([cc, "-shared", "-fPIC", "-O2", "-Wl,-Bsymbolic", "-o", so, o, c,
                         "-I" + sysconfig.get_paths()["include"], "-lm"], check=True)
         ctypes.CDLL(so)  # a symbol that nothing defines fails here, not silently when it is used
         os.replace(so, os.path.join(out_dir, "kernels.so"))

@@ -39,7 +39,7 @@ from ..model import Model as _Model
 from .contact_args import ContactResult, cached_pack
 from .contact_checks import _check_common, _dense_terms, _raise, finite_or_raise
 from .contact_ncp import SEP, STICK, scratch_size, solve, solve_in
-from .crba import crba_kernel
+from .crba import crba_from_x
 from .ltdl import dl_solve, lt_solve, ltdl_factor
 from .operational_space import expanded_parents
 from .rnea import rnea_kernel
@@ -86,22 +86,21 @@ def contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, bias, vloc, qd
     Eq. 11.36), vloc[r] = T_r^T qd. One RNEA pass gives C, the joint transforms (hence the world
     poses) and v_i, a_i at qdd = 0, whose a_i is J̇q̇ plus the fictitious base acceleration -a_g
     (§5.3): the point's J̇q̇ is the classical acceleration a + alpha x p + omega x v_P (Eq. 2.48) of
-    that, plus a_g. s: scratch of TERMS_SCRATCH nvt floats. Returns a kernel status."""
+    that, plus a_g; the CRBA takes the joint transforms from the same pass. s: scratch of
+    TERMS_SCRATCH nvt floats. Returns a kernel status."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     k = cb.shape[0]
-    st = crba_kernel(mi, mf, q, H, w)
-    if st != 0:
-        return st
-    st = check(tau, nvt, A_TAU)
-    if st != 0:
-        return st
     z = s[:nvt]
     z[:] = 0.0
     C = s[nvt:nvt + nvt]
     st = rnea_kernel(mi, mf, q, qd, z, fx, C, w)  # C = ID(q, qd, 0, f_ext) (Eq. 6.2)
     if st != 0:
         return st
+    st = check(tau, nvt, A_TAU)
+    if st != 0:
+        return st
+    crba_from_x(mi, mf, H, w)  # H (Table 6.2) from the RNEA's joint transforms
     Hm = H[:nvt * nvt].reshape((nvt, nvt))
     expanded_parents(mi, lam)
     kk = ltdl_factor(Hm, lam, mf[HF_TOL])  # Table 6.3
