@@ -11,7 +11,8 @@ def _extensions():
         import numpy
     except ImportError:
         return []
-    return [Extension("dynamics_node._fastcall", ["dynamics_node/_fastcall.c", "dynamics_node/_routes.c"],
+    return [Extension("dynamics_node._fastcall", ["dynamics_node/_fastcall.c", "dynamics_node/_routes.c",
+                                                  "dynamics_node/_contact_route.c"],
                       depends=["dynamics_node/_fastcall.h"], include_dirs=[numpy.get_include()],
                       extra_compile_args=["-O2"], optional=True)]
 

@@ -32,6 +32,8 @@
  *   finite_all(x) -> bool | None   the same over a result: arrays, floats, tuples, lists, dicts
  *   set_layout(work_body, work_dof, work_extra)   the work-array size rule of layout.py
  *   set_model(Model)                              the model class (until then: always slow)
+ *   ContactRoute(addr, cache, prepare, result, names, slow)   the front of contact_forward_dynamics
+ *       (_contact_route.c)
  * where the kernel at addr is int64 f(mi*, mf*, a*, len(a)[, b*, len(b), c*, len(c)], out*, work*,
  * len(work)) and a non-zero return is a status code the Python side turns into an error message.
  *
@@ -46,14 +48,22 @@ static _Thread_local double *tls_work = NULL;
 static _Thread_local Py_ssize_t tls_len = 0;
 static pthread_key_t work_key;
 PyTypeObject *model_type = NULL;
-Py_ssize_t off_direct, off_kmi, off_kmf, off_link_index, off_link_body, off_link_p;
+Py_ssize_t off_direct, off_kmi, off_kmf, off_link_index, off_link_body, off_link_p, off_loop_data;
 
 double *thread_work(const int64_t *h, Py_ssize_t *len) {
+    Py_ssize_t model;
+    double *w = thread_work_plus(h, 0, &model);
+    *len = tls_len;
+    return w;
+}
+
+double *thread_work_plus(const int64_t *h, Py_ssize_t extra, Py_ssize_t *len) {
     if (work_body < 0) {
         PyErr_SetString(PyExc_RuntimeError, "_fastcall.set_layout was not called");
         return NULL;
     }
-    Py_ssize_t need = work_body * (Py_ssize_t)h[0] + work_dof * (Py_ssize_t)h[1] + work_extra;
+    *len = work_body * (Py_ssize_t)h[0] + work_dof * (Py_ssize_t)h[1] + work_extra;
+    Py_ssize_t need = *len + extra;
     if (need > tls_len) {
         double *p = (double *)realloc(tls_work, (size_t)need * sizeof(double));
         if (!p) {
@@ -64,7 +74,6 @@ double *thread_work(const int64_t *h, Py_ssize_t *len) {
         tls_len = need;
         pthread_setspecific(work_key, p); /* freed by the key's destructor at thread exit */
     }
-    *len = tls_len;
     return tls_work;
 }
 
@@ -313,7 +322,8 @@ static PyObject *set_model(PyObject *self, PyObject *t) {
     if (a < 0 || b < 0 || c < 0) return NULL;
     Py_ssize_t li = slot_offset((PyTypeObject *)t, "_link_index"), lb = slot_offset((PyTypeObject *)t, "link_body"),
                lp = slot_offset((PyTypeObject *)t, "link_p");
-    if (li < 0 || lb < 0 || lp < 0) return NULL;
+    Py_ssize_t ld = slot_offset((PyTypeObject *)t, "loop_data");
+    if (li < 0 || lb < 0 || lp < 0 || ld < 0) return NULL;
     Py_INCREF(t);
     Py_XSETREF(model_type, (PyTypeObject *)t);
     off_direct = a;
@@ -322,14 +332,15 @@ static PyObject *set_model(PyObject *self, PyObject *t) {
     off_link_index = li;
     off_link_body = lb;
     off_link_p = lp;
+    off_loop_data = ld;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"set_layout", set_layout, METH_VARARGS, "set_layout(work_body, work_dof, work_extra)"},
     {"set_model", set_model, METH_O,
-     "set_model(Model): the class whose slots _direct, _kmi, _kmf (and _link_index, link_body, link_p) the fast "
-     "paths read"},
+     "set_model(Model): the class whose slots _direct, _kmi, _kmf (and _link_index, link_body, link_p, loop_data) "
+     "the fast paths read"},
     {"invoke", (PyCFunction)(void (*)(void))invoke, METH_FASTCALL, "invoke(addr, matrix, mi, mf, work, a[, b, c])"},
     {"invoke3s", (PyCFunction)(void (*)(void))invoke3s, METH_FASTCALL,
      "invoke3s(addr, nout, lo, hi, mi, mf, work, a, b, c, s): invoke with one float s after c, nout outputs"},
@@ -348,12 +359,11 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
         PyErr_SetString(PyExc_RuntimeError, "pthread_key_create failed");
         return NULL;
     }
-    if (PyType_Ready(&RouteType) < 0) return NULL;
+    if (PyType_Ready(&RouteType) < 0 || PyType_Ready(&ContactRouteType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
-    Py_INCREF(&RouteType);
-    if (PyModule_AddObject(m, "Route", (PyObject *)&RouteType) < 0) {
-        Py_DECREF(&RouteType);
+    if (PyModule_AddObjectRef(m, "Route", (PyObject *)&RouteType) < 0 ||
+        PyModule_AddObjectRef(m, "ContactRoute", (PyObject *)&ContactRouteType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,5 +1,6 @@
-/* _fastcall.h: what the two sources of dynamics_node._fastcall share (_fastcall.c: the work buffer,
- * the kernel calls, the module; _routes.c: the Route fronts). See _fastcall.c. */
+/* _fastcall.h: what the sources of dynamics_node._fastcall share (_fastcall.c: the work buffer, the
+ * kernel calls, the module; _routes.c: the Route fronts; _contact_route.c: the front of the contact
+ * forward dynamics). See _fastcall.c. */
 #ifndef DYNAMICS_FASTCALL_H
 #define DYNAMICS_FASTCALL_H
 #define PY_ARRAY_UNIQUE_SYMBOL dynamics_fastcall_ARRAY_API
@@ -26,8 +27,8 @@ typedef int64_t (*k3s_t)(const int64_t *, const double *, const double *, int64_
 
 /* Model's slots read in place, as the interpreter's own LOAD_ATTR_SLOT does (set_model) */
 FC_HIDDEN extern PyTypeObject *model_type;
-FC_HIDDEN extern Py_ssize_t off_direct, off_kmi, off_kmf, off_link_index, off_link_body, off_link_p;
-FC_HIDDEN extern PyTypeObject RouteType;
+FC_HIDDEN extern Py_ssize_t off_direct, off_kmi, off_kmf, off_link_index, off_link_body, off_link_p, off_loop_data;
+FC_HIDDEN extern PyTypeObject RouteType, ContactRouteType;
 
 /* a float64 (typenum) 1-D ndarray the kernels can read in place: native byte order, aligned, contiguous */
 static inline int is_vec(PyObject *o, int typenum) {
@@ -43,6 +44,8 @@ static inline int model_ok(PyObject *mi, PyObject *mf) { return is_vec(mi, NPY_I
 
 /* The calling thread's work buffer for a model (mi: nb, nvt first), or NULL with an exception set. */
 FC_HIDDEN double *thread_work(const int64_t *h, Py_ssize_t *len);
+/* The same with `extra` more doubles after the model's work array, whose length is *len. */
+FC_HIDDEN double *thread_work_plus(const int64_t *h, Py_ssize_t extra, Py_ssize_t *len);
 /* 1 when every one of n doubles is finite */
 FC_HIDDEN int all_finite(const double *x, Py_ssize_t n);
 /* The kernel call behind addr on checked arrays: ndarray, int status, or NULL with an exception. */

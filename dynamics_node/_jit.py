@@ -11,7 +11,10 @@ numba's own (``@njit(types.int64(I1, F1), cache=True)``). Nothing is compiled or
   about a second, which was most of the node's start time;
 * anything else (a call to an ``njit`` kernel, or a ``cfunc`` when there is no library) imports
   numba once and turns every declared kernel into its numba dispatcher (``materialize``). Modules
-  see the dispatchers in their globals afterwards, so later calls cost exactly what numba's cost.
+  see the dispatchers in their globals afterwards, so later calls cost exactly what numba's cost;
+* except an ``njit(pure=True)`` kernel: integer arithmetic (the sizes of a kernel's scratch), which
+  Python calls as the plain function until numba is loaded (so that sizing a C callback's arrays
+  does not load it); it may call only other pure kernels.
 
 Kernels are compiled with numba's defaults plus ``error_model="numpy"`` (a division by zero gives
 inf or nan rather than raising: no Python exception machinery inside C callbacks; the kernels test
@@ -70,6 +73,7 @@ class Kernel:
     dispatcher (or CFunc) once materialized."""
 
     def __init__(self, py_func, kind, sig, options):
+        self.pure = bool(options.pop("pure", False))
         self.py_func = py_func
         self.kind = kind
         self.sig = sig
@@ -82,6 +86,8 @@ class Kernel:
         self.__doc__ = py_func.__doc__
 
     def __call__(self, *args):
+        if self.pure and _numba is None:
+            return self.py_func(*args)
         # the numba object only once materialize() has finished (it runs under the lock, so another
         # thread's call waits for it instead of catching a dispatcher before its signature is fixed)
         return (self.real if _numba is not None else materialize(self))(*args)
@@ -278,6 +284,54 @@ void NRT_MemInfo_call_dtor(void *mi) {
     abort();
 }
 void NRT_Free(void *p) { free(p); }
+/* And the one helper numba's code calls on every reshape (numba/_helperlib.c, from NumPy's
+   _attempt_nocopy_reshape, BSD licences): 1 and the new strides when the array can be viewed with
+   the new shape, 0 when that needs a copy. */
+int numba_attempt_nocopy_reshape(Py_ssize_t nd, const Py_ssize_t *dims, const Py_ssize_t *strides,
+                                 Py_ssize_t newnd, const Py_ssize_t *newdims, Py_ssize_t *newstrides,
+                                 Py_ssize_t itemsize, int is_f_order) {
+    Py_ssize_t olddims[64], oldstrides[64], np = 1, op = 1, last;
+    int oldnd = 0, oi, oj, ok, ni, nj, nk;
+    if (nd > 64) return 0;
+    for (oi = 0; oi < nd; oi++)  /* axes of length 1 have no effect */
+        if (dims[oi] != 1) {
+            olddims[oldnd] = dims[oi];
+            oldstrides[oldnd++] = strides[oi];
+        }
+    for (ni = 0; ni < newnd; ni++) np *= newdims[ni];
+    for (oi = 0; oi < oldnd; oi++) op *= olddims[oi];
+    if (np != op) return 0;
+    if (np == 0) {
+        for (ni = 0; ni < newnd; ni++) newstrides[ni] = itemsize;
+        return 1;
+    }
+    oi = 0, oj = 1, ni = 0, nj = 1;
+    while (ni < newnd && oi < oldnd) {
+        np = newdims[ni];
+        op = olddims[oi];
+        while (np != op) {
+            if (np < op) np *= newdims[nj++];
+            else op *= olddims[oj++];
+        }
+        for (ok = oi; ok < oj - 1; ok++)  /* can the old axes be combined */
+            if (is_f_order ? oldstrides[ok + 1] != olddims[ok] * oldstrides[ok]
+                           : oldstrides[ok] != olddims[ok + 1] * oldstrides[ok + 1])
+                return 0;
+        if (is_f_order) {
+            newstrides[ni] = oldstrides[oi];
+            for (nk = ni + 1; nk < nj; nk++) newstrides[nk] = newstrides[nk - 1] * newdims[nk - 1];
+        } else {
+            newstrides[nj - 1] = oldstrides[oj - 1];
+            for (nk = nj - 1; nk > ni; nk--) newstrides[nk - 1] = newstrides[nk] * newdims[nk];
+        }
+        ni = nj++;
+        oi = oj++;
+    }
+    last = ni >= 1 ? newstrides[ni - 1] : itemsize;  /* the trailing 1s of the new shape */
+    if (is_f_order && ni >= 1) last *= newdims[ni - 1];
+    for (nk = ni; nk < newnd; nk++) newstrides[nk] = last;
+    return 1;
+}
 """
 
 
@@ -286,6 +340,7 @@ def build(out_dir=None) -> str:
     llvmlite (the same machine code numba would JIT), for ``aot_addresses``. Run in a process of its
     own with an empty numba cache (``python -m dynamics_node._jit build``): numba keeps a kernel's
     LLVM IR only when it compiles it, not when it loads it from its cache."""
+    import ctypes
     import importlib
     import json
     import pkgutil
@@ -332,8 +387,11 @@ def build(out_dir=None) -> str:
             f.write(_STUBS)
         so = os.path.join(tmp, "kernels.so")
         cc = os.environ.get("CC", "cc")
-        subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", so, o, c,
+        # -Bsymbolic: the library's calls of its own functions (numba's NRT_incref and NRT_decref on
+        # every array view, one kernel calling another) bind directly, not through the PLT
+        subprocess.run([cc, "-shared", "-fPIC", "-O2", "-Wl,-Bsymbolic", "-o", so, o, c,
                         "-I" + sysconfig.get_paths()["include"], "-lm"], check=True)
+        ctypes.CDLL(so)  # a symbol that nothing defines fails here, not silently when it is used
         os.replace(so, os.path.join(out_dir, "kernels.so"))
     manifest = {"library": "kernels.so", "cpu": cpu_key(), "kernels": symbols,
                 "sources": os.path.basename(os.path.dirname(out_dir)), "numba": _numba.__version__}

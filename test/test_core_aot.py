@@ -1,6 +1,6 @@
 """The ahead-of-time kernel library (dynamics_node/_jit.py): a process that only computes gravity,
-inverse and forward dynamics and the mass matrix never imports numba, and gets exactly what the
-numba-compiled kernels give; a library built for other sources or another CPU is not used.
+inverse and forward dynamics, the mass matrix and contact forward dynamics never imports numba, and
+gets exactly what the numba-compiled kernels give; a library built for other sources or another CPU is not used.
 
 `make setup` builds the library; `make test` sets DYNAMICS_REQUIRE_AOT=1 so that a missing one fails
 here instead of being skipped.
@@ -17,7 +17,8 @@ import pytest
 
 import dynamics_node as dn
 from dynamics_node import _jit
-from dynamics_node.algorithms import aba, crba, rnea
+from dynamics_node.algorithms import aba, contact, crba, rnea
+from dynamics_node.algorithms.contact_args import pack
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ARM = REPO / "urdf" / "arm7.urdf"
@@ -41,7 +42,10 @@ for path, floating in json.loads(sys.argv[1]):
         "gravity": dn.gravity(m, q).tolist(),
         "id": dn.inverse_dynamics(m, q, qd, x).tolist(),
         "fd": dn.forward_dynamics(m, q, qd, x).tolist(),
-        "H": dn.mass_matrix(m, q).tolist()}
+        "H": dn.mass_matrix(m, q).tolist(),
+        "contact": dn.contact_forward_dynamics(m, q, qd, x * 20, [
+            dn.Contact(m.link_names[-1], (0.1, 0, 0), (0, 0, 1), 0.5),
+            dn.Contact(m.link_names[-3], normal=(1, 0, 1))]).qdd.tolist()}
 print(json.dumps({"numba": "numba" in sys.modules, "aot": _jit.aot_loaded(), "results": out}))
 """
 
@@ -74,11 +78,17 @@ def test_hot_paths_run_without_numba_and_match_the_numba_kernels(built, tmp_path
         # the numba dispatchers of the same kernels, called directly (the public functions would take
         # the library's C callbacks in this process too)
         mi, mf, n = m._kmi, m._kmf, m.nv
-        out = {"gravity": np.empty(n), "id": np.empty(n), "fd": np.empty(n), "H": np.empty(n * n)}
+        out = {"gravity": np.empty(n), "id": np.empty(n), "fd": np.empty(n), "H": np.empty(n * n),
+               "contact": np.empty(n)}
         assert rnea.gravity_entry(mi, mf, q, out["gravity"]) == 0
         assert rnea.rnea_entry(mi, mf, q, qd, x, out["id"]) == 0
         assert aba.aba_entry(mi, mf, q, qd, x, out["fd"]) == 0
         assert crba.crba_entry(mi, mf, q, out["H"]) == 0
+        p = pack(m, [dn.Contact(m.link_names[-1], (0.1, 0, 0), (0, 0, 1), 0.5),
+                     dn.Contact(m.link_names[-3], normal=(1, 0, 1))])
+        assert contact.contact_fd_kernel(mi, mf, q, qd, x * 20, np.zeros(0), p.body, p.point, p.frame, p.mu,
+                                         contact.REST_SPEED, out["contact"], np.empty((2, 3)),
+                                         np.empty(2, dtype=np.int64), np.empty(m.work_size)) == 0
         for name, ours in out.items():
             np.testing.assert_allclose(np.array(r[name]).reshape(-1), ours, rtol=1e-13, atol=1e-13,
                                        err_msg=f"{key} {name}")

@@ -17,6 +17,11 @@ H = L^T D L is factored sparsely (Table 6.3) and Y = L^-T T (Table 6.5) gives A 
 qdd0 = H^-1 (tau - C) and, once f is known, qdd = qdd0 + L^-1 D^-1 Y f. The conditions on (f, a)
 and how they are solved: contact_ncp.py. Tangential velocities decide which contacts slide:
 |v_t| > rest_speed.
+
+The whole computation is one kernel without allocation (contact_fd_core, on scratch arrays of
+contact_scratch's sizes), exported as a C callback (contact_fd_c) that the C front of the public
+function (_fastcall.ContactRoute, dynamics_node/_contact_route.c) calls for the plain call; the
+arguments and errors of every other call: contact_checks.py.
 """
 from __future__ import annotations
 
@@ -24,17 +29,17 @@ import math
 
 import numpy as np
 
-from .._jit import njit, types
-from ..errors import InputError
+from .._jit import carray, cfunc, njit, types
 from ..layout import (BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, HF_GRAVITY, HF_TOL, H_NB, H_NVT, J_NV,
                       J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V,
                       W_V_N)
-from ._common import A_Q, A_QD, A_TAU, F1, F2, I1, SINGULAR, check
+from ._common import A_TAU, F1, F2, I1, P_F, P_I, SINGULAR, check, model_from_pointers
 from ..dispatch import _conform
 from ..model import Model as _Model
 from .contact_args import ContactResult, cached_pack
-from .contact_ncp import NO_SOLUTION, SEP, STICK, solve
-from .crba import crba_kernel
+from .contact_checks import _check_common, _dense_terms, _raise, finite_or_raise
+from .contact_ncp import SEP, STICK, scratch_size, solve, solve_in
+from .crba import crba_from_x
 from .ltdl import dl_solve, lt_solve, ltdl_factor
 from .operational_space import expanded_parents
 from .rnea import rnea_kernel
@@ -43,6 +48,8 @@ _EMPTY = np.zeros(0)
 STATE_NAMES = ("separating", "sticking", "sliding")
 OVERFLOW_STATUS = 5 * 100000000  # dispatch.OVERFLOW: a finite input whose result is not finite
 FIXED_LINK = -8  # a contact on a link welded to the fixed base
+SCRATCH = -9  # contact_fd_core's scratch arrays too small (the C front then takes the Python route)
+TERMS_SCRATCH = 2  # contact_terms' scratch: this many vectors of nvt (the zero qdd, C)
 
 
 @njit(cache=True, inline="always")
@@ -73,27 +80,27 @@ def _pose_from_x(mi, w, i):
 
 
 @njit(cache=True)
-def contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, bias, vloc, qdd0, w):
+def contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, bias, vloc, qdd0, w, s):
     """H factored in place (L^T D L over lam), qdd0 = H^-1 (tau - C), and per contact j (3 rows
     3j..3j+2, local axes [t1 t2 n]): Yt[r] = L^-T T_r, bias[r] = (dT/dt)_r^T qd + T_r^T qdd0 (b of
     Eq. 11.36), vloc[r] = T_r^T qd. One RNEA pass gives C, the joint transforms (hence the world
     poses) and v_i, a_i at qdd = 0, whose a_i is J̇q̇ plus the fictitious base acceleration -a_g
     (§5.3): the point's J̇q̇ is the classical acceleration a + alpha x p + omega x v_P (Eq. 2.48) of
-    that, plus a_g. Returns a kernel status."""
+    that, plus a_g; the CRBA takes the joint transforms from the same pass. s: scratch of
+    TERMS_SCRATCH nvt floats. Returns a kernel status."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     k = cb.shape[0]
-    st = crba_kernel(mi, mf, q, H, w)
+    z = s[:nvt]
+    z[:] = 0.0
+    C = s[nvt:nvt + nvt]
+    st = rnea_kernel(mi, mf, q, qd, z, fx, C, w)  # C = ID(q, qd, 0, f_ext) (Eq. 6.2)
     if st != 0:
         return st
     st = check(tau, nvt, A_TAU)
     if st != 0:
         return st
-    z = np.zeros(nvt)
-    C = np.empty(nvt)
-    st = rnea_kernel(mi, mf, q, qd, z, fx, C, w)  # C = ID(q, qd, 0, f_ext) (Eq. 6.2)
-    if st != 0:
-        return st
+    crba_from_x(mi, mf, H, w)  # H (Table 6.2) from the RNEA's joint transforms
     Hm = H[:nvt * nvt].reshape((nvt, nvt))
     expanded_parents(mi, lam)
     kk = ltdl_factor(Hm, lam, mf[HF_TOL])  # Table 6.3
@@ -182,35 +189,37 @@ def contact_A(Hm, Yt, A):
 
 
 @njit(cache=True)
-def sliding(v, mu, rest_speed):
-    """(dyn, d): contact j slides when |v_t| > rest_speed (and 0 < mu < inf), in direction d = v_t/|v_t|."""
-    k = mu.shape[0]
-    dyn = np.zeros(k, dtype=np.int64)
-    d = np.zeros((k, 2))
-    for j in range(k):
+def sliding(v, mu, rest_speed, dyn, d):
+    """dyn[j] = 1 when contact j slides, |v_t| > rest_speed (and 0 < mu < inf), in direction
+    d[j] = v_t/|v_t|; else 0."""
+    for j in range(mu.shape[0]):
         s = math.hypot(v[3 * j], v[3 * j + 1])
+        dyn[j] = 0
+        d[j, 0] = 0.0
+        d[j, 1] = 0.0
         if s > rest_speed and 0.0 < mu[j] < np.inf:
             dyn[j] = 1
             d[j, 0] = v[3 * j] / s
             d[j, 1] = v[3 * j + 1] / s
-    return dyn, d
 
 
 @njit(cache=True)
-def finish(A, b, v, x, modes, mu, rest_speed, cR, qdd, F, codes):
+def finish(A, b, v, x, modes, mu, rest_speed, cR, qdd, F, codes, a):
     """F[j] = the force of contact j in world axes (R_j f_j), codes[j] its state (0 separating,
     1 sticking, 2 sliding; a frictionless contact at rest whose tangential acceleration is zero
-    sticks). Returns OVERFLOW_STATUS when qdd or F is not finite."""
+    sticks). a: scratch (3k). Returns OVERFLOW_STATUS when qdd or F is not finite."""
     k = codes.shape[0]
     scale = 1e-300
     frictionless = False
     for j in range(k):
         frictionless = frictionless or mu[j] == 0.0
-    a = b
     if frictionless:  # the tangential accelerations are needed only to name frictionless contacts
-        a = A @ x[:3 * k] + b
         for r in range(3 * k):
-            scale = max(scale, abs(a[r]))
+            t = b[r]
+            for c in range(3 * k):
+                t += A[r, c] * x[c]
+            a[r] = t
+            scale = max(scale, abs(t))
     ok = True
     for j in range(k):
         for c in range(3):
@@ -230,125 +239,99 @@ def finish(A, b, v, x, modes, mu, rest_speed, cR, qdd, F, codes):
     return 0 if ok else OVERFLOW_STATUS
 
 
-@njit(types.int64(I1, F1, F1, F1, F1, F1, I1, F1, F1, F1, types.float64, F1, F2, I1, F1), cache=True)
-def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, qdd, F, codes, w):
+@njit(cache=True, pure=True)
+def contact_scratch(nvt, k):
+    """(floats, ints) of contact_fd_core's scratch: [H (nvt^2) | Y^T (3k nvt) | b, v, finish's a (3k
+    each) | A (9k^2) | x (4k) | d (2k) | y (nvt) | contact_terms' (TERMS_SCRATCH nvt) | solve_in's] and
+    [lam (nvt) | modes (k) | dyn (k) | solve_in's]."""
+    nf, ni = scratch_size(k)
+    n3 = 3 * k
+    return nvt * nvt + n3 * nvt + 3 * n3 + n3 * n3 + 6 * k + (1 + TERMS_SCRATCH) * nvt + nf, nvt + 2 * k + ni
+
+
+@njit(cache=True)
+def contact_fd_core(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, qdd, F, codes, w, s, si):
     """Contact forward dynamics of a tree without mimic joints: qdd (nvt), F (k x 3, world), codes
-    (k, see finish). Returns a kernel status, FIXED_LINK or NO_SOLUTION."""
+    (k, see finish), every array cut from the scratch s, si (contact_scratch). Returns a kernel
+    status, FIXED_LINK, NO_SOLUTION or SCRATCH (s or si too small)."""
     nvt = mi[H_NVT]
     k = cb.shape[0]
     n3 = 3 * k
-    # one allocation for the floats, one for the ints (each small array would cost one):
-    # [H (nvt^2) | Y^T (3k nvt) | b (3k) | v (3k) | A (9k^2) | x (4k) | y (nvt)], [lam (nvt) | modes (k)]
-    buf = np.empty(nvt * nvt + n3 * nvt + n3 + n3 + n3 * n3 + 4 * k + nvt)
-    ibuf = np.empty(nvt + k, dtype=np.int64)
+    nf, ni = contact_scratch(nvt, k)
+    if s.shape[0] < nf or si.shape[0] < ni:
+        return SCRATCH
     o = nvt * nvt
-    H = buf[:o]
-    Yt = buf[o:o + n3 * nvt].reshape((n3, nvt))
+    H = s[:o]
+    Yt = s[o:o + n3 * nvt].reshape((n3, nvt))
     o += n3 * nvt
-    b = buf[o:o + n3]
-    v = buf[o + n3:o + n3 + n3]
-    o += n3 + n3
-    A = buf[o:o + n3 * n3].reshape((n3, n3))
+    b = s[o:o + n3]
+    v = s[o + n3:o + 2 * n3]
+    a = s[o + 2 * n3:o + 3 * n3]
+    o += 3 * n3
+    A = s[o:o + n3 * n3].reshape((n3, n3))
     o += n3 * n3
-    x = buf[o:o + 4 * k]
-    y = buf[o + 4 * k:o + 4 * k + nvt]
-    lam = ibuf[:nvt]
-    modes = ibuf[nvt:]
-    st = contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, b, v, qdd, w)  # qdd0 in qdd
-    if st != 0:
-        return st
+    x = s[o:o + 4 * k]
+    d = s[o + 4 * k:o + 6 * k].reshape((k, 2))
+    o += 6 * k
+    y = s[o:o + nvt]
+    o += nvt
+    st = s[o:o + TERMS_SCRATCH * nvt]
+    s2 = s[o + TERMS_SCRATCH * nvt:]
+    lam = si[:nvt]
+    modes = si[nvt:nvt + k]
+    dyn = si[nvt + k:nvt + 2 * k]
+    si2 = si[nvt + 2 * k:]
+    r = contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, b, v, qdd, w, st)  # qdd0 in qdd
+    if r != 0:
+        return r
     Hm = H.reshape((nvt, nvt))
     contact_A(Hm, Yt, A)
-    dyn, d = sliding(v, mu, rest_speed)
-    st = solve(A, b, mu, dyn, d, x, modes)
-    if st != 0:
-        return st
+    sliding(v, mu, rest_speed, dyn, d)
+    r = solve_in(A, b, mu, dyn, d, x, modes, s2, si2)
+    if r != 0:
+        return r
     y[:] = 0.0
-    for r in range(3 * k):
+    for j in range(n3):
         for e in range(nvt):
-            y[e] += Yt[r, e] * x[r]
+            y[e] += Yt[j, e] * x[j]
     dl_solve(Hm, lam, y)  # qdd = qdd0 + L^-1 D^-1 Y f
     for e in range(nvt):
         qdd[e] += y[e]
-    return finish(A, b, v, x, modes, mu, rest_speed, cR, qdd, F, codes)
+    return finish(A, b, v, x, modes, mu, rest_speed, cR, qdd, F, codes, a)
+
+
+@njit(types.int64(I1, F1, F1, F1, F1, F1, I1, F1, F1, F1, types.float64, F1, F2, I1, F1), cache=True)
+def contact_fd_kernel(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, qdd, F, codes, w):
+    """contact_fd_core with scratch of its own."""
+    nf, ni = contact_scratch(mi[H_NVT], cb.shape[0])
+    return contact_fd_core(mi, mf, q, qd, tau, fx, cb, cp, cR, mu, rest_speed, qdd, F, codes, w, np.empty(nf),
+                           np.empty(ni, dtype=np.int64))
+
+
+# the C callback of the front (_fastcall.ContactRoute): q, qd, tau with their lengths; the contacts'
+# bodies, points, frames and mu (k of them); rest_speed; qdd, F, codes out; the work array and the
+# scratch, each with its length
+SIG_CONTACT = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, P_I, P_F, P_F, P_F,
+                          types.int64, types.float64, P_F, P_F, P_I, P_F, types.int64, P_F, types.int64, P_I,
+                          types.int64)
+
+
+@cfunc(SIG_CONTACT, cache=True)
+def contact_fd_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, cbp, cpp, cRp, mup, k, rest_speed, qddp, Fp, codesp, wp,
+                 nw, sp, ns, sip, nsi):
+    mi, mf, nvt = model_from_pointers(mip, mfp)
+    return contact_fd_core(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(taup, (ntau,)), mf[0:0],
+                           carray(cbp, (k,)), carray(cpp, (3 * k,)), carray(cRp, (9 * k,)), carray(mup, (k,)),
+                           rest_speed, carray(qddp, (nvt,)), carray(Fp, (k, 3)), carray(codesp, (k,)),
+                           carray(wp, (nw,)), carray(sp, (ns,)), carray(sip, (nsi,)))
 
 
 REST_SPEED = 1e-9  # m/s, the default of rest_speed
 
 
 # ---------------------------------------------------------------------------------------------
-# Python side: arguments, the dense route of models with mimic joints (H = G^T H_t G, §9.6), results
-
-def _check_common(model, q, qd, contacts, name_qd="qd"):
-    from ..dispatch import _length, check_model, vec
-    from .contact_args import pack
-
-    check_model(model)
-    if model.loops:
-        raise InputError(f"model '{model.name}' has loop joints ({', '.join(model.loop_joints)}): contact dynamics "
-                         "is implemented for trees (fixed or floating base, mimic joints) only")
-    q = vec(q, "q")
-    _length(model, q, "q", "q")
-    qd = vec(qd, name_qd)
-    _length(model, qd, name_qd, "v")
-    for nm, x, arg in (("q", q, A_Q), (name_qd, qd, A_QD)):
-        finite_or_raise(model, x, nm, arg)
-    return q, qd, pack(model, contacts)
-
-
-def finite_or_raise(model, x, name, arg):
-    """InputError naming the first non-finite entry of x and its joint."""
-    from ..dispatch import finite
-    from ._common import coordinate_owner
-
-    if not finite(x):
-        i = int(np.nonzero(~np.isfinite(x))[0][0])
-        raise InputError(f"{name}[{i}] (joint '{coordinate_owner(model, arg, i, False)}') is not finite (NaN or inf)")
-
-
-def _raise(model, st, what, names, arrays, f_ext=None):
-    from ..dispatch import raise_status
-    from ..layout import BODY_I, HEADER_I, J_VI
-
-    if st == NO_SOLUTION:
-        raise InputError(f"{what}: no contact forces satisfy the contact conditions here (with Coulomb friction "
-                         "the problem may have no solution, Painlevé's paradox, or one that the solver did not "
-                         "find): lower the friction coefficients or drop contacts")
-    if st // 100000000 == SINGULAR:
-        k = st % 100000
-        vi = model.mi[HEADER_I + J_VI::BODY_I]
-        st = SINGULAR * 100000000 + int(np.searchsorted(vi, k, side="right") - 1)
-    raise_status(model, st, False, what, names, arrays, (("f_ext", f_ext),) if f_ext else ())
-
-
-def _dense_terms(model, q, qd, tau, packed, f_ext):
-    """(A, b, v, qdd0, solve) by dense linear algebra on the reduced coordinates (mimic models)."""
-    from .crba import mass_matrix
-    from .jacobians import jacobian, jacobian_derivative
-    from .ltdl import singular_mass_matrix
-    from .rnea import inverse_dynamics
-
-    H = mass_matrix(model, q)
-    C = inverse_dynamics(model, q, qd, np.zeros(model.nv), f_ext=f_ext)
-    k = packed.body.shape[0]
-    T = np.empty((3 * k, model.nv))
-    jb = np.empty(3 * k)
-    for j, c in enumerate(packed.contacts):
-        R = c.frame
-        T[3 * j:3 * j + 3] = R.T @ jacobian(model, q, c.link, c.point)[:3]
-        jb[3 * j:3 * j + 3] = R.T @ (jacobian_derivative(model, q, qd, c.link, c.point)[:3] @ qd)
-    try:
-        L = np.linalg.cholesky(H)
-    except np.linalg.LinAlgError:
-        raise singular_mass_matrix(model, H, "contact dynamics") from None
-
-    def hsolve(x):
-        return np.linalg.solve(L.T, np.linalg.solve(L, x))
-
-    qdd0 = hsolve(tau - C)
-    Y = np.linalg.solve(L, T.T)
-    return Y.T @ Y, T @ qdd0 + jb, T @ qd, qdd0, lambda f: hsolve(T.T @ f)
-
+# Python side: the public function, its C front, the checked route (arguments and errors:
+# contact_checks.py), results
 
 def contact_forward_dynamics(model, q, qd, tau, contacts, f_ext=None, rest_speed=REST_SPEED, data=None):
     """qdd, contact forces and states of a rigid-body system whose listed contacts touch (module
@@ -357,6 +340,12 @@ def contact_forward_dynamics(model, q, qd, tau, contacts, f_ext=None, rest_speed
     contacts: a list of dn.Contact; rest_speed (m/s): a contact whose tangential speed is at most this
     is at rest (it may stick), faster it slides. Returns ContactResult(qdd, forces (k x 3, world),
     states). InputError when no forces satisfy the conditions (see docs/API.md)."""
+    return _CFD(model, q, qd, tau, contacts, f_ext, rest_speed, data)
+
+
+def _contact_fd_slow(model, q, qd, tau, contacts, f_ext, rest_speed, data):
+    """Every call the C front (_CFD) does not answer, errors included; without the C shim the plain
+    call still goes straight to the kernel (through numba's dispatcher)."""
     if (f_ext is None and rest_speed is REST_SPEED and data is None and type(model) is _Model
             and model.loop_data is None and not model.has_mimic
             and _conform(q) and _conform(qd) and _conform(tau)):  # the hot path: the kernel checks the rest
@@ -369,6 +358,39 @@ def contact_forward_dynamics(model, q, qd, tau, contacts, f_ext=None, rest_speed
             if st == 0:
                 return ContactResult(qdd, F, _states(codes))
     return _contact_fd_checked(model, q, qd, tau, contacts, f_ext, rest_speed, data)
+
+
+_C_CACHE: dict = {}  # (model, *contacts) -> the C front's entry (_c_entry)
+
+
+def _c_entry(model, contacts):
+    """What the C front needs of a list of contacts on a model, made on its first call with them and
+    kept in _C_CACHE (at most 256 entries; the keys hold the model and the contacts): (body, point,
+    frame, mu, floats, ints) with the packing of contact_args.pack and the sizes of contact_fd_core's
+    scratch. None when the list does not pack (the Python route then says why)."""
+    p = cached_pack(model, contacts)
+    if p is None:
+        return None
+    e = (p.body, p.point, p.frame, p.mu, *contact_scratch(model.nvt, p.k))
+    if len(_C_CACHE) >= 256:
+        _C_CACHE.clear()
+    _C_CACHE[(model, *contacts)] = e
+    return e
+
+
+def _front():
+    """The C front of contact_forward_dynamics (_fastcall.ContactRoute, dynamics_node/_contact_route.c):
+    the plain call (f_ext and data None, a float rest_speed, float64 vectors, a list or tuple of
+    dn.Contact, a model without mimic or loop joints) answered by contact_fd_c on the thread's own work
+    array; anything else, and any status but 0, by _contact_fd_slow."""
+    from .. import _fast
+    from ..dispatch import _bind_model
+
+    if not _fast.AVAILABLE:
+        return _contact_fd_slow
+    _bind_model()
+    return _fast.ContactRoute(contact_fd_c.address, _C_CACHE, _c_entry, ContactResult, STATE_NAMES,
+                              _contact_fd_slow)
 
 
 def _contact_fd_checked(model, q, qd, tau, contacts, f_ext, rest_speed, data):
@@ -389,13 +411,14 @@ def _contact_fd_checked(model, q, qd, tau, contacts, f_ext, rest_speed, data):
         A, b, v, qdd0, hs = _dense_terms(model, q, qd, tau, packed, f_ext)
         st = 0 if np.all(np.isfinite(A)) and np.all(np.isfinite(b)) else OVERFLOW_STATUS
         if st == 0:
-            dyn, d = sliding(v, packed.mu, rest_speed)
+            dyn, d = np.empty(k, dtype=np.int64), np.empty((k, 2))
+            sliding(v, packed.mu, rest_speed, dyn, d)
             x = np.empty(4 * k)
             modes = np.empty(k, dtype=np.int64)
             st = solve(A, b, packed.mu, dyn, d, x, modes)
         if st == 0:
             qdd[:] = qdd0 + hs(x[:3 * k])
-            st = finish(A, b, v, x, modes, packed.mu, rest_speed, packed.frame, qdd, F, codes)
+            st = finish(A, b, v, x, modes, packed.mu, rest_speed, packed.frame, qdd, F, codes, np.empty(3 * k))
     else:
         st = contact_fd_kernel(model._kmi, model._kmf, q, qd, tau, fx, packed.body, packed.point, packed.frame,
                                packed.mu, rest_speed, qdd, F, codes, w if w is not None else np.empty(model.work_size))
@@ -416,3 +439,6 @@ def _states(codes):
         if len(_STATES) < 4096:
             _STATES[key] = t
     return t
+
+
+_CFD = _front()

@@ -19,7 +19,7 @@ Method (one place, three steps):
 1. projected block Gauss-Seidel: each contact in turn solved exactly against the others' forces
    (contact_single.single: §11.1's single contact with friction), a few sweeps;
 2. the modes that sweep settled on are solved exactly (``mode_solve``: Newton on the mode's
-   equations, least-squares steps of minimum norm, so with a singular A, as for a box on four
+   equations, least-squares steps of minimum norm (dense.lstsq_minnorm), so with a singular A, as for a box on four
    corners, the solution nearest the sweep's, or the minimum-norm one when that is valid, is taken)
    and every condition is verified to TOL relative (``valid``);
 3. if the sweeps never give a verified solution, the mode combinations nearest theirs are
@@ -27,6 +27,11 @@ Method (one place, three steps):
    search finds, NO_SOLUTION (with friction it may have none: Painlevé's paradox).
 With friction the problem is not convex and may have several solutions; the one returned is the
 first verified. With a singular A the forces are not unique (their effect T f is, for mu = 0).
+
+Nothing here allocates (the contact forward dynamics runs as one C callback, contact.contact_fd_c):
+``solve_in`` takes scratch arrays of ``scratch_size(k)``, and each function cuts what it needs from
+the front of the scratch it is given and passes the rest on; the small dense solves are dense.py's.
+``solve`` is solve_in with scratch of its own.
 """
 from __future__ import annotations
 
@@ -36,7 +41,7 @@ import numpy as np
 
 from .._jit import njit
 from .contact_single import SEP, SLIDE, SLIP, STICK, single
-from .ltdl import psd_minnorm
+from .dense import lstsq_minnorm, lstsq_scratch, psd_minnorm, psd_scratch
 
 TOL = 1e-10  # acceptance of a solution, relative to the force and acceleration scales
 NO_SOLUTION = -7
@@ -45,13 +50,23 @@ SWEEPS = (1, 3, 8, 20, 50, 100)  # Gauss-Seidel sweeps after which the settled m
 ENUM_MAX = 729  # mode combinations tried at most in step 3 (3^6)
 NEWTON_ITER = 40
 STALL_AFTER = 4  # Newton iterations after which a residual that no longer halves means: give up
+SOLVE_FLOATS = 15  # solve_in's own scratch: the rest r, the contact's force, its 3 x 3 block
+
+
+@njit(cache=True, inline="always")
+def _copy(dst, src):
+    """dst[:] = src entry by entry (an array assignment brings numba's shape-mismatch error, whose
+    message allocates, into the C callback)."""
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
 
 
 @njit(cache=True)
-def _residual(A, b, mu, d, modes, x, F, Jm, k):
-    """The mode equations F(x) = 0 (x = [f (3k), gamma (k)]) and their Jacobian Jm (4k x 4k)."""
+def _residual(A, b, mu, d, modes, x, F, Jm, k, a):
+    """The mode equations F(x) = 0 (x = [f (3k), gamma (k)]) and their Jacobian Jm (4k x 4k); a (3k):
+    the accelerations A f + b."""
     n3 = 3 * k
-    a = A @ x[:n3] + b
+    _accel(A, b, x, a, n3)
     Jm[:, :] = 0.0
     for i in range(k):
         o = 3 * i
@@ -64,23 +79,23 @@ def _residual(A, b, mu, d, modes, x, F, Jm, k):
         elif md == STICK:
             for c in range(3):
                 F[o + c] = a[o + c]
-                Jm[o + c, :n3] = A[o + c]
+                _copy(Jm[o + c], A[o + c])
         elif md == SLIDE:
             for c in range(2):
                 F[o + c] = x[o + c] + mu[i] * x[o + 2] * d[i, c]
                 Jm[o + c, o + c] = 1.0
                 Jm[o + c, o + 2] = mu[i] * d[i, c]
             F[o + 2] = a[o + 2]
-            Jm[o + 2, :n3] = A[o + 2]
+            _copy(Jm[o + 2], A[o + 2])
         else:  # SLIP
             gam = x[g]
             for c in range(2):
                 F[o + c] = a[o + c] + gam * x[o + c]
-                Jm[o + c, :n3] = A[o + c]
+                _copy(Jm[o + c], A[o + c])
                 Jm[o + c, o + c] += gam
                 Jm[o + c, g] = x[o + c]
             F[o + 2] = a[o + 2]
-            Jm[o + 2, :n3] = A[o + 2]
+            _copy(Jm[o + 2], A[o + 2])
             ft = math.hypot(x[o], x[o + 1])
             F[g] = ft - mu[i] * x[o + 2]
             if ft > 0.0:
@@ -90,19 +105,30 @@ def _residual(A, b, mu, d, modes, x, F, Jm, k):
         if md != SLIP:
             F[g] = x[g]
             Jm[g, g] = 1.0
-    return a
+
+
+@njit(cache=True, inline="always")
+def _accel(A, b, x, a, n3):
+    """a = A x[:n3] + b."""
+    for r in range(n3):
+        t = b[r]
+        for c in range(n3):
+            t += A[r, c] * x[c]
+        a[r] = t
 
 
 @njit(cache=True)
 def _scales(A, b, x, k):
+    """(max |f|, max over rows of |b| and |A f|): the force and acceleration scales of x."""
     n3 = 3 * k
     sf = 0.0
-    for j in range(n3):
-        sf = max(sf, abs(x[j]))
     sa = 0.0
-    Af = A @ x[:n3]
-    for j in range(n3):
-        sa = max(sa, abs(b[j]), abs(Af[j]))
+    for r in range(n3):
+        sf = max(sf, abs(x[r]))
+        t = 0.0
+        for c in range(n3):
+            t += A[r, c] * x[c]
+        sa = max(sa, abs(b[r]), abs(t))
     return sf, sa
 
 
@@ -159,13 +185,17 @@ def valid(A, b, mu, d, modes, x, k, tol):
 
 
 @njit(cache=True)
-def mode_solve(A, b, mu, d, modes, x0, k, x):
+def mode_solve(A, b, mu, d, modes, x0, k, x, s, si):
     """Newton on the mode equations from x0 with minimum-norm least-squares steps (the solution
     nearest x0 when they are linear and A singular). x: the result. Returns True when it converged."""
     m = 4 * k
-    F = np.empty(m)
-    Jm = np.empty((m, m))
-    x[:] = x0
+    F = s[:m]
+    step = s[m:2 * m]
+    a = s[2 * m:2 * m + 3 * k]
+    o = 2 * m + 3 * k
+    Jm = s[o:o + m * m].reshape((m, m))
+    s2 = s[o + m * m:]
+    _copy(x, x0)
     for i in range(k):  # a SLIP start needs a friction direction and a gamma
         if modes[i] == SLIP:
             o = 3 * i
@@ -175,7 +205,7 @@ def mode_solve(A, b, mu, d, modes, x0, k, x):
                 x[3 * k + i] = 0.0
     prev = np.inf
     for it in range(NEWTON_ITER):
-        _residual(A, b, mu, d, modes, x, F, Jm, k)
+        _residual(A, b, mu, d, modes, x, F, Jm, k, a)
         sf, sa = _scales(A, b, x, k)
         nrm = 0.0
         for j in range(m):
@@ -186,7 +216,9 @@ def mode_solve(A, b, mu, d, modes, x0, k, x):
             return True  # rounding level
         if it >= STALL_AFTER and nrm > 0.5 * prev:
             return False  # not converging (Newton near a solution at least halves it): a wrong mode
-        step = np.linalg.lstsq(Jm, -F, 1e-13)[0]
+        for j in range(m):
+            F[j] = -F[j]
+        lstsq_minnorm(Jm, F, step, 1e-13, s2, si)
         for j in range(m):
             x[j] += step[j]
         prev = nrm
@@ -194,24 +226,24 @@ def mode_solve(A, b, mu, d, modes, x0, k, x):
 
 
 @njit(cache=True)
-def _stick_minnorm(A, b, mu, d, modes, k, x, tol):
+def _stick_minnorm(A, b, mu, d, modes, k, x, tol, s, si):
     """Modes of SEP and STICK only: f = 0 on SEP, A_SS f_S = -b_S of minimum norm (psd_minnorm);
     True when that is valid."""
     n = 0
-    idx = np.empty(3 * k, dtype=np.int64)
+    idx = si[:3 * k]
     for i in range(k):
         if modes[i] == STICK:
             for c in range(3):
                 idx[n] = 3 * i + c
                 n += 1
-    M = np.empty((n, n))
-    r = np.empty(n)
+    M = s[:n * n].reshape((n, n))
+    r = s[n * n:n * n + n]
+    fs = s[n * n + n:n * n + 2 * n]
     for a in range(n):
         r[a] = -b[idx[a]]
         for c in range(n):
             M[a, c] = A[idx[a], idx[c]]
-    fs = np.empty(n)
-    if not psd_minnorm(M, r, fs):
+    if not psd_minnorm(M, r, fs, s[n * n + 2 * n:], si[3 * k:]):
         return False
     x[:] = 0.0
     for a in range(n):
@@ -220,10 +252,13 @@ def _stick_minnorm(A, b, mu, d, modes, k, x, tol):
 
 
 @njit(cache=True)
-def _try(A, b, mu, d, modes, x0, k, x, tol):
+def _try(A, b, mu, d, modes, x0, k, x, tol, s, si):
     """mode_solve from x0, and from zero (the minimum-norm solution, preferred when valid)."""
-    z = np.zeros_like(x0)
-    y = np.empty_like(x0)
+    m = 4 * k
+    z = s[:m]
+    y = s[m:2 * m]
+    s2 = s[2 * m:]
+    z[:] = 0.0
     linear = True
     symmetric = True
     for i in range(k):
@@ -232,26 +267,48 @@ def _try(A, b, mu, d, modes, x0, k, x, tol):
         if modes[i] != SEP and modes[i] != STICK:
             symmetric = False
     if symmetric:
-        if _stick_minnorm(A, b, mu, d, modes, k, y, tol):
-            x[:] = y
+        if _stick_minnorm(A, b, mu, d, modes, k, y, tol, s2, si):
+            _copy(x, y)
             return True
     elif linear:
-        mode_solve(A, b, mu, d, modes, z, k, y)
+        mode_solve(A, b, mu, d, modes, z, k, y, s2, si)
         if valid(A, b, mu, d, modes, y, k, tol):
-            x[:] = y
+            _copy(x, y)
             return True
-    mode_solve(A, b, mu, d, modes, x0, k, y)
+    mode_solve(A, b, mu, d, modes, x0, k, y, s2, si)
     if valid(A, b, mu, d, modes, y, k, tol):
-        x[:] = y
+        _copy(x, y)
         return True
     return False
 
 
+@njit(cache=True, pure=True)
+def scratch_size(k):
+    """(floats, ints) of solve_in's scratch for k contacts (each function below cuts its arrays from
+    the front of what it is given and passes the rest to the functions it calls)."""
+    n3 = 3 * k
+    m = 4 * k
+    pf, pi = psd_scratch(n3)
+    lf, li = lstsq_scratch(m)
+    stick = (n3 * n3 + 2 * n3 + pf, n3 + pi)  # _stick_minnorm
+    newton = (2 * m + n3 + m * m + lf, li)  # mode_solve
+    tf = 2 * m + max(stick[0], newton[0])  # _try
+    ti = max(stick[1], newton[1])
+    return SOLVE_FLOATS + m + 2 * m + tf, 6 * k + ti  # solve_in's own, then _enumerate's (> _settle's)
+
+
 @njit(cache=True)
 def solve(A, b, mu, dyn, d, x, modes):
+    """solve_in with scratch of its own."""
+    nf, ni = scratch_size(mu.shape[0])
+    return solve_in(A, b, mu, dyn, d, x, modes, np.empty(nf), np.empty(ni, dtype=np.int64))
+
+
+@njit(cache=True)
+def solve_in(A, b, mu, dyn, d, x, modes, s, si):
     """The contact problem of the module docstring. A (3k x 3k), b (3k) local per contact [t1 t2 n];
     mu (k, inf allowed); dyn (k, 1 = sliding with direction d[i] (k x 2)). On return x[:3k] = f,
-    x[3k:] = gamma, modes (k). Returns 0, or NO_SOLUTION."""
+    x[3k:] = gamma, modes (k). Returns 0, or NO_SOLUTION. s, si: scratch (scratch_size(k))."""
     k = mu.shape[0]
     n3 = 3 * k
     x[:] = 0.0
@@ -264,10 +321,11 @@ def solve(A, b, mu, dyn, d, x, modes):
             if not (A[r, c] - A[r, c] == 0.0):
                 return NONFINITE
     f = x[:n3]
-    scratch = np.empty(15)  # the rest r, the contact's force, its 3 x 3 block
-    r = scratch[0:3]
-    fi = scratch[3:6]
-    Ai = scratch[6:15].reshape((3, 3))
+    r = s[0:3]
+    fi = s[3:6]
+    Ai = s[6:SOLVE_FLOATS].reshape((3, 3))
+    y = s[SOLVE_FLOATS:SOLVE_FLOATS + 4 * k]
+    s2 = s[SOLVE_FLOATS + 4 * k:]
     sweep = 0
     for target in SWEEPS:
         while sweep < target:
@@ -275,11 +333,11 @@ def solve(A, b, mu, dyn, d, x, modes):
             for i in range(k):
                 o = 3 * i
                 for c in range(3):
-                    s = b[o + c]
+                    t = b[o + c]
                     for j in range(n3):
                         if j < o or j >= o + 3:
-                            s += A[o + c, j] * f[j]
-                    r[c] = s
+                            t += A[o + c, j] * f[j]
+                    r[c] = t
                     for c2 in range(3):
                         Ai[c, c2] = A[o + c, o + c2]
                 fi[0], fi[1], fi[2] = f[o], f[o + 1], f[o + 2]
@@ -287,16 +345,15 @@ def solve(A, b, mu, dyn, d, x, modes):
                 f[o], f[o + 1], f[o + 2] = fi[0], fi[1], fi[2]
         _gammas(A, b, x, modes, k)
         if valid(A, b, mu, d, modes, x, k, TOL):  # the sweep is exact already (one contact, say)
-            _settle(A, b, mu, d, modes, x, k)
+            _settle(A, b, mu, d, modes, x, k, s2, si)
             return 0
-        y = np.empty(4 * k)
-        if _try(A, b, mu, d, modes, x, k, y, TOL):
-            x[:] = y
-            _settle(A, b, mu, d, modes, x, k)
+        if _try(A, b, mu, d, modes, x, k, y, TOL, s2, si):
+            _copy(x, y)
+            _settle(A, b, mu, d, modes, x, k, s2, si)
             return 0
-    st = _enumerate(A, b, mu, dyn, d, x, modes, k)
+    st = _enumerate(A, b, mu, dyn, d, x, modes, k, s2, si)
     if st == 0:
-        _settle(A, b, mu, d, modes, x, k)
+        _settle(A, b, mu, d, modes, x, k, s2, si)
     return st
 
 
@@ -313,7 +370,7 @@ def _exact_zeros(modes, x, k):
 
 
 @njit(cache=True)
-def _settle(A, b, mu, d, modes, x, k):
+def _settle(A, b, mu, d, modes, x, k, s, si):
     """A SLIP contact whose gamma is zero does not slip (a_t = 0): it sticks at the cone's edge. Such
     contacts are made STICK and the mode's minimum-norm (or nearest) solution taken when it is valid:
     with a singular A the sweeps can leave internal forces that only this removes."""
@@ -324,18 +381,19 @@ def _settle(A, b, mu, d, modes, x, k):
         _exact_zeros(modes, x, k)
         return
     sf, sa = _scales(A, b, x, k)
-    m2 = modes.copy()
+    m2 = si[:k]
     changed = False
     for i in range(k):
+        m2[i] = modes[i]
         if modes[i] == SLIP and x[3 * k + i] * sf <= TOL * sa:
             m2[i] = STICK
             x[3 * k + i] = 0.0
             changed = True
     if changed:
-        y = np.empty_like(x)
-        if _try(A, b, mu, d, m2, x, k, y, TOL):
-            x[:] = y
-            modes[:] = m2
+        y = s[:4 * k]
+        if _try(A, b, mu, d, m2, x, k, y, TOL, s[4 * k:], si[k:]):
+            _copy(x, y)
+            _copy(modes, m2)
     _exact_zeros(modes, x, k)
 
 
@@ -359,53 +417,55 @@ def _gammas(A, b, x, modes, k):
 
 
 @njit(cache=True)
-def _candidates(mu, dyn, k):
-    cand = np.empty((k, 3), dtype=np.int64)
-    nc = np.empty(k, dtype=np.int64)
+def _candidates(mu, dyn, k, cand, nc):
+    """The modes contact i may take: cand[3 i:3 i + nc[i]]."""
     for i in range(k):
-        cand[i, 0] = SEP
+        cand[3 * i] = SEP
         if mu[i] == 0.0 or dyn[i] != 0:
-            cand[i, 1] = SLIDE
+            cand[3 * i + 1] = SLIDE
             nc[i] = 2
         elif mu[i] == np.inf:
-            cand[i, 1] = STICK
+            cand[3 * i + 1] = STICK
             nc[i] = 2
         else:
-            cand[i, 1] = STICK
-            cand[i, 2] = SLIP
+            cand[3 * i + 1] = STICK
+            cand[3 * i + 2] = SLIP
             nc[i] = 3
-    return cand, nc
 
 
 @njit(cache=True)
-def _enumerate(A, b, mu, dyn, d, x, modes, k):
+def _enumerate(A, b, mu, dyn, d, x, modes, k, s, si):
     """Step 3: mode combinations by increasing number of contacts whose mode differs from the
     sweeps' (x, modes on entry), each solved and verified; the first valid one is returned."""
-    cand, nc = _candidates(mu, dyn, k)
+    cand = si[:3 * k]
+    nc = si[3 * k:4 * k]
+    _candidates(mu, dyn, k, cand, nc)
     total = 1
     for i in range(k):
         total *= nc[i]
         if total > ENUM_MAX:
             break
-    x0 = x.copy()
-    start = modes.copy()
-    trial = np.empty(k, dtype=np.int64)
-    y = np.empty_like(x)
+    start = si[4 * k:5 * k]
+    trial = si[5 * k:6 * k]
+    x0 = s[:4 * k]
+    y = s[4 * k:8 * k]
+    _copy(x0, x)
+    _copy(start, modes)
     tried = 0
     for dist in range(1, k + 1):
         for code in range(min(total, ENUM_MAX) if total <= ENUM_MAX else ENUM_MAX):
             c = code
             diff = 0
             for i in range(k):
-                trial[i] = cand[i, c % nc[i]]
+                trial[i] = cand[3 * i + c % nc[i]]
                 c //= nc[i]
                 if trial[i] != start[i]:
                     diff += 1
             if diff != dist:
                 continue
             tried += 1
-            if _try(A, b, mu, d, trial, x0, k, y, TOL):
-                x[:] = y
-                modes[:] = trial
+            if _try(A, b, mu, d, trial, x0, k, y, TOL, s[8 * k:], si[6 * k:]):
+                _copy(x, y)
+                _copy(modes, trial)
                 return 0
     return NO_SOLUTION

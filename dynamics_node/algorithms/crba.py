@@ -29,20 +29,15 @@ def S_dot(mf, so, F):
             + mf[so + 5] * F[5])
 
 
-@njit(types.int64(I1, F1, F1, F1, F1), cache=True, fastmath=FASTMATH)
-def crba_kernel(mi, mf, q, H, w):
-    """Table 6.2 on flat offsets. The composite inertia I_i^c is kept as rbi [m, h, Ibar] in the
-    I^A slot of the work array (W_IA), which the CRBA does not otherwise use."""
+@njit(cache=True, fastmath=FASTMATH)
+def crba_from_x(mi, mf, H, w):
+    """crba_kernel (below) from the joint transforms ^iX_λ(i) already in the work array (W_E, W_R), as
+    jcalc leaves them (the RNEA leaves the same: contact.contact_terms runs it first)."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
-    st = check_q(q, mi)
-    if st != 0:
-        return st
     dofs = HEADER_F + BODY_F * nb
     E0, r0, Ic0 = W_E * nb, W_R * nb, W_IA * nb
-    sincos_all(mi, q, w, W_SIN * nb)
     for i in range(nb):
-        jcalc_sc(mi, mf, i, q, w, E0 + W_E_N * i, r0 + W_R_N * i, w[W_SIN * nb + i], w[W_COS * nb + i])
         I_i = HEADER_F + BODY_F * i + B_RBI
         for k in range(RBI_N):
             w[Ic0 + W_IA_N * i + k] = mf[I_i + k]  # I_i^c = I_i (Eq. 6.13, before the children are added)
@@ -73,6 +68,20 @@ def crba_kernel(mi, mf, q, H, w):
                     H[dof * nvt + d2] = x
                     H[d2 * nvt + dof] = x
     return 0
+
+
+@njit(types.int64(I1, F1, F1, F1, F1), cache=True, fastmath=FASTMATH)
+def crba_kernel(mi, mf, q, H, w):
+    """Table 6.2 on flat offsets. The composite inertia I_i^c is kept as rbi [m, h, Ibar] in the
+    I^A slot of the work array (W_IA), which the CRBA does not otherwise use."""
+    nb = mi[H_NB]
+    st = check_q(q, mi)
+    if st != 0:
+        return st
+    sincos_all(mi, q, w, W_SIN * nb)
+    for i in range(nb):
+        jcalc_sc(mi, mf, i, q, w, W_E * nb + W_E_N * i, W_R * nb + W_R_N * i, w[W_SIN * nb + i], w[W_COS * nb + i])
+    return crba_from_x(mi, mf, H, w)
 
 
 @njit(types.int64(I1, F1, F1, F1), cache=True)

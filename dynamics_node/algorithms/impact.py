@@ -27,7 +27,8 @@ from .._jit import njit, types
 from ..errors import InputError
 from ..layout import H_NVT
 from ._common import F1, I1
-from .contact import STATE_NAMES, _check_common, _dense_terms, _raise, contact_A, contact_terms
+from .contact import STATE_NAMES, TERMS_SCRATCH, contact_A, contact_terms
+from .contact_checks import _check_common, _dense_terms, _raise
 from .contact_ncp import SEP, SLIDE, SLIP, STICK, solve
 from .ltdl import dl_solve
 
@@ -129,7 +130,8 @@ def impact_kernel(mi, mf, q, qd, cb, cp, cR, mu, e, qd_out, imp, modes, w):
     v = np.empty(3 * k)
     tau = np.zeros(nvt)
     qdd0 = np.empty(nvt)
-    st = contact_terms(mi, mf, q, qd, tau, mf[0:0], cb, cp, cR, H, lam, Yt, b, v, qdd0, w)
+    st = contact_terms(mi, mf, q, qd, tau, mf[0:0], cb, cp, cR, H, lam, Yt, b, v, qdd0, w,
+                       np.empty(TERMS_SCRATCH * nvt))
     if st != 0:
         return st
     Hm = H[:nvt * nvt].reshape((nvt, nvt))

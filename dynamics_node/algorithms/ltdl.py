@@ -4,13 +4,8 @@ Branch-induced sparsity (§6.4): H_ij ≠ 0 only when i and j lie on one path to
 factorisation H = L^T D L (L unit lower triangular) fills in nothing. A multi-DoF joint is handled by
 the *expanded parent array* λ' of §6.5: each degree of freedom becomes one entry whose parent is
 the previous degree of freedom of the same joint, or the last degree of freedom of the parent joint.
-
-Also here: psd_minnorm, the minimum-norm solution of a symmetric positive semidefinite system by
-Cholesky with diagonal pivoting (the contact problem's singular A = T^T H^-1 T, contact_ncp.py).
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from .._jit import njit, types
@@ -69,94 +64,6 @@ def ltdl_solve(L, lam, b):
     """Solve (L^T D L) x = b in place in b (Table 6.5: back-substitution with L^T, then D, then L)."""
     lt_solve(L, lam, b)
     dl_solve(L, lam, b)
-
-
-@njit(cache=True)
-def psd_minnorm(M, r, x):
-    """x = the minimum-norm solution of M x = r for symmetric positive semidefinite M (n x n): Cholesky
-    with diagonal pivoting M = P L L^T P^T of rank m, the basic solution, then its component in the
-    null space N = P [-L11^-T L21^T; 1] removed. Returns False when r is not in M's range."""
-    n = M.shape[0]
-    L = M.copy()
-    piv = np.arange(n)
-    big = 0.0
-    for i in range(n):
-        big = max(big, M[i, i])
-    tol = 1e-13 * big + 1e-300
-    m = 0
-    for j in range(n):  # outer-product Cholesky with diagonal pivoting, in place (lower part)
-        p = j
-        for i in range(j + 1, n):
-            if L[i, i] > L[p, p]:
-                p = i
-        if not L[p, p] > tol:
-            break
-        if p != j:
-            for c in range(n):
-                L[j, c], L[p, c] = L[p, c], L[j, c]
-            for c in range(n):
-                L[c, j], L[c, p] = L[c, p], L[c, j]
-            piv[j], piv[p] = piv[p], piv[j]
-        L[j, j] = math.sqrt(L[j, j])
-        for i in range(j + 1, n):
-            L[i, j] /= L[j, j]
-        for i in range(j + 1, n):  # the whole trailing block (both triangles: the swaps read both)
-            for c in range(j + 1, n):
-                L[i, c] -= L[i, j] * L[c, j]
-        m += 1
-    y = np.zeros(n)
-    for i in range(m):  # L11 L11^T y = (P^T r)[:m]
-        s = r[piv[i]]
-        for c in range(i):
-            s -= L[i, c] * y[c]
-        y[i] = s / L[i, i]
-    for i in range(m - 1, -1, -1):
-        s = y[i]
-        for c in range(i + 1, m):
-            s -= L[c, i] * y[c]
-        y[i] = s / L[i, i]
-    nn = n - m
-    if nn > 0:  # Z = [-L11^-T L21^T; 1] (n x nn, pivoted order); y -= Z (Z^T Z)^-1 Z^T y
-        Z = np.zeros((n, nn))
-        for c in range(nn):
-            Z[m + c, c] = 1.0
-            for i in range(m - 1, -1, -1):
-                s = -L[m + c, i]
-                for t in range(i + 1, m):
-                    s -= L[t, i] * Z[t, c]
-                Z[i, c] = s / L[i, i]
-        G = Z.T @ Z
-        g = Z.T @ y
-        for c in range(nn):  # G is symmetric positive definite: Cholesky in place
-            for t in range(c):
-                G[c, c] -= G[c, t] * G[c, t]
-            G[c, c] = math.sqrt(G[c, c])
-            for i in range(c + 1, nn):
-                for t in range(c):
-                    G[i, c] -= G[i, t] * G[c, t]
-                G[i, c] /= G[c, c]
-        for c in range(nn):
-            for t in range(c):
-                g[c] -= G[c, t] * g[t]
-            g[c] /= G[c, c]
-        for c in range(nn - 1, -1, -1):
-            for t in range(c + 1, nn):
-                g[c] -= G[t, c] * g[t]
-            g[c] /= G[c, c]
-        y -= Z @ g
-    for i in range(n):
-        x[piv[i]] = y[i]
-    res = 0.0
-    rs = 0.0
-    xs = 0.0
-    for i in range(n):
-        t = -r[i]
-        for c in range(n):
-            t += M[i, c] * x[c]
-        res = max(res, abs(t))
-        rs = max(rs, abs(r[i]))
-        xs = max(xs, abs(x[i]))
-    return res <= 1e-11 * (rs + big * xs + 1e-300)
 
 
 def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):

@@ -143,7 +143,7 @@ def _state_arg(state, k):
 
 
 def _points(model, q, qd, packed, w):
-    from .contact import _raise
+    from .contact_checks import _raise
 
     k = packed.body.shape[0]
     pos, vel = np.empty(3 * k), np.empty(3 * k)
@@ -166,7 +166,7 @@ def soft_contact_forces(model, q, qd, contacts, state=None):
     state: k x 3 surface displacements (x1 x2 z per contact, its axes), None = undeformed.
     Returns SoftContactResult(forces, tau, distance, state_rate, touching)."""
     from ..dispatch import check_out
-    from .contact import _check_common
+    from .contact_checks import _check_common
 
     q, qd, packed = _check_common(model, q, qd, contacts)
     k = packed.body.shape[0]
@@ -211,7 +211,8 @@ def integrate(model, q, v, dt):
 def _rigid_terms(model, q, qd, tau, packed, f_ext, w):
     """(A, b, v, qdd0, apply) in the contacts' local axes (contact.py), apply(f) = H^-1 T f."""
     from ..dispatch import wrenches
-    from .contact import _dense_terms, _raise, contact_A, contact_terms
+    from .contact import TERMS_SCRATCH, contact_A, contact_terms
+    from .contact_checks import _dense_terms, _raise
 
     if model.has_mimic:
         return _dense_terms(model, q, qd, tau, packed, f_ext)
@@ -220,7 +221,7 @@ def _rigid_terms(model, q, qd, tau, packed, f_ext, w):
     lam = np.empty(max(nvt, 1), dtype=np.int64)
     Yt, b, v, qdd0 = np.empty((3 * k, nvt)), np.empty(3 * k), np.empty(3 * k), np.empty(nvt)
     st = contact_terms(model._kmi, model._kmf, q, qd, tau, wrenches(model, f_ext), packed.body, packed.point,
-                       packed.frame, H, lam, Yt, b, v, qdd0, w)
+                       packed.frame, H, lam, Yt, b, v, qdd0, w, np.empty(TERMS_SCRATCH * nvt))
     if st:
         _raise(model, st, "the simulation step", ("q", "qd", "tau"), (q, qd, tau))
     Hm = H[:nvt * nvt].reshape(nvt, nvt)
@@ -247,7 +248,7 @@ def simulate_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None):
     from ..dispatch import _length, check_out, vec
     from ..errors import InputError
     from ._common import A_TAU
-    from .contact import _check_common, _raise, finite_or_raise
+    from .contact_checks import _check_common, _raise, finite_or_raise
     from .contact_args import _real, to_world
     from .contact_ncp import STICK, solve
 
