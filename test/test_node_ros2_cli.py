@@ -62,6 +62,17 @@ def ros2(env, *args, timeout=60):
     return p.returncode, p.stdout + p.stderr
 
 
+def ros2_param(env, *args, timeout=60):
+    """`ros2 param ...`, again while it says "Node not found": a ros2 daemon that this very command
+    started has not discovered the node yet (discovery is asynchronous; the README says so)."""
+    end = time.monotonic() + 20.0
+    while True:
+        rc, out = ros2(env, "param", *args, timeout=timeout)
+        if "Node not found" not in out or time.monotonic() > end:
+            return rc, out
+        time.sleep(0.5)
+
+
 class Launched:
     """`ros2 launch ...` in a session of its own (as a terminal would start it), output to a file."""
 
@@ -226,15 +237,15 @@ def test_param_set_gravity_changes_the_answers(env, ur5):
     la, model = ur5
     q = [0.1, -0.8, 1.2, -0.5, 0.4, 0.3]
     try:
-        rc, out = ros2(env, "param", "set", "/dynamics_node", "gravity", "[0.0, 0.0, -1.62]", timeout=60)
+        rc, out = ros2_param(env, "set", "/dynamics_node", "gravity", "[0.0, 0.0, -1.62]")
         assert rc == 0 and "Set parameter successful" in out, out
-        rc, out = ros2(env, "param", "get", "/dynamics_node", "gravity", timeout=60)
+        rc, out = ros2_param(env, "get", "/dynamics_node", "gravity")
         assert rc == 0 and "-1.62" in out, out
         rc, out = _gravity_call(env, model.joint_names, q)
         np.testing.assert_allclose(_efforts(out), dn.gravity(model.with_gravity((0, 0, -1.62)), q),
                                    rtol=1e-9, atol=1e-9)
     finally:
-        ros2(env, "param", "set", "/dynamics_node", "gravity", "[0.0, 0.0, -9.81]", timeout=60)
+        ros2_param(env, "set", "/dynamics_node", "gravity", "[0.0, 0.0, -9.81]")
 
 
 def test_node_and_service_list(env, ur5):
