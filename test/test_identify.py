@@ -286,3 +286,36 @@ def pathlib_glob(folder, pattern):
     import pathlib
 
     return pathlib.Path(folder).glob(pattern)
+
+
+def test_warnings_saturation_sign_flip_and_a_joint_that_never_moves(arm7, tmp_path):
+    """The report's warnings name the joint: efforts clipped at 70 % of their peak on joint2,
+    joint7 held still (the torques recomputed from the truth), and, in another recording, joint4's
+    efforts negated; no other joint is named."""
+    names = list(arm7.model.joint_names)
+    Q, QD, QDD = arm7.Q.copy(), arm7.QD.copy(), arm7.QDD.copy()
+    Q[:, 6], QD[:, 6], QDD[:, 6] = 0.3, 0.0, 0.0
+    T = sim.truth_torques(arm7.truth, arm7.model, arm7.fr, Q, QD, QDD)
+    rng = np.random.default_rng(11)
+    T = T + 0.02 * T.std(axis=0) * rng.normal(size=T.shape)
+    top = 0.7 * np.abs(T[:, 1]).max()
+    T[:, 1] = np.clip(T[:, 1], -top, top)
+    bag = str(tmp_path / "warn_bag")
+    sim.write_bag(bag, arm7.t, names, Q, QD, T)
+    rep_path, out = tmp_path / "warn.json", tmp_path / "warn.urdf"
+    assert main(["fit", bag, "--urdf", arm7.urdf, "--output", str(out), "--report", str(rep_path)]) == 0
+    warns = json.loads(rep_path.read_text())["warnings"]
+    text = "\n".join(warns)
+    assert any("'joint2'" in w and "saturated or clipped" in w for w in warns), text
+    assert not any("'joint1'" in w and "saturated" in w for w in warns), text
+    assert any("never move" in w and "joint7" in w for w in warns), text
+    flipped = str(tmp_path / "flip_bag")
+    F = arm7.noisy.copy()
+    F[:, 3] *= -1.0
+    sim.write_bag(flipped, arm7.t, names, arm7.Q, arm7.QD, F)
+    rep2 = tmp_path / "flip.json"
+    assert main(["fit", flipped, "--urdf", arm7.urdf, "--output", str(tmp_path / "flip.urdf"),
+                 "--report", str(rep2)]) == 0
+    warns2 = json.loads(rep2.read_text())["warnings"]
+    assert any("'joint4'" in w and "sign-flipped" in w for w in warns2), "\n".join(warns2)
+    assert not any("sign-flipped" in w and "'joint4'" not in w for w in warns2), "\n".join(warns2)
