@@ -46,6 +46,16 @@ class Started:
         with open(self.log.name) as f:
             return f.read()
 
+    def wait_for(self, *texts, timeout=10.0):
+        """The output once it holds every one of texts (or at the timeout): the stream process may
+        answer a joint state a moment before the main process has written its start lines."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.output()
+            if all(t in out for t in texts) or time.monotonic() > deadline:
+                return out
+            time.sleep(0.05)
+
     def stop(self):
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGINT)
@@ -113,9 +123,10 @@ def test_readme_command_with_the_shipped_parameter_file_on_another_robot(robot):
         q = _random_q(model, 7)
         msg, _ = _torques_at(p, model, q)
         _check_against_pinocchio(model, path, msg, q)
-        log = p.output()
-        assert f"robot '{model.name}' from urdf_path {path}" in log
-        assert f"{len(model.joint_names)} joints" in log and ", ".join(model.joint_names) in log
+        want = (f"robot '{model.name}' from urdf_path {path}", f"{len(model.joint_names)} joints",
+                ", ".join(model.joint_names))
+        log = p.wait_for(*want)
+        assert all(w in log for w in want), log[-3000:]
     finally:
         p.stop()
 
@@ -137,7 +148,8 @@ def test_make_run_urdf_with_an_effort_command_and_no_command_joints():
         lim = np.array([model.joint_limits[j][2] if model.joint_limits.get(j) else np.inf for j in model.joint_names])
         lim = np.where(np.isfinite(lim) & (lim > 0), lim, np.inf)
         np.testing.assert_array_equal(np.asarray(cmd.data), np.clip(np.asarray(msg.effort), -lim, lim))
-        assert f"joints in this order: {', '.join(model.joint_names)}" in p.output()
+        want = f"joints in this order: {', '.join(model.joint_names)}"
+        assert want in p.wait_for(want)
     finally:
         p.stop()
 
@@ -249,7 +261,7 @@ def test_robot_description_topic_route_as_the_readme_shows():
         q = _random_q(model, 9)
         msg, _ = _torques_at(p, model, q)
         _check_against_pinocchio(model, path, msg, q)
-        assert "no robot yet, waiting for the robot description" in p.output()
+        assert "no robot yet, waiting for the robot description" in p.wait_for("no robot yet")
     finally:
         pub.stop()
         p.stop()
