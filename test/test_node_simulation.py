@@ -208,8 +208,14 @@ def test_commands_as_float64multiarray_then_jointstate_refusals_clipping_and_tim
         c.wait_for_subscriber(pub)
         st = sim.states(0.3)
         assert st[-1][2][0] == 0.0  # no command: no effort
-        pub.publish(Float64MultiArray(data=[1.0, 2.0]))  # wrong length: refused, not applied
-        pub.publish(Float64MultiArray(data=[math.nan]))
+        # wrong length and NaN: refused, not applied. Sent until the refusal is logged: a best-effort
+        # reader drops what arrives before it has discovered the writer (which may know the reader
+        # sooner: wait_for_subscriber), and there is no resending
+        deadline = time.monotonic() + 20.0
+        while "effort command of 2 values refused" not in sim.proc.output() and time.monotonic() < deadline:
+            pub.publish(Float64MultiArray(data=[1.0, 2.0]))
+            pub.publish(Float64MultiArray(data=[math.nan]))
+            time.sleep(0.2)
         time.sleep(0.3)
         st = sim.states(st[-1][0] + 0.3)
         assert st[-1][2][0] == 0.0
@@ -266,7 +272,9 @@ def test_a_near_balanced_arm_is_held_by_the_dynamics_nodes_gravity_stream_then_f
         st = sim.states(2.0, timeout=120.0)
         q0 = np.array([near.get(n, 0.0) for n in st[0][3]])
         moving = [s for s in st if s[0] > 0.0]
-        assert len(moving) > 1000, len(moving)
+        while len(moving) <= 1000:  # this process may have read too late for the first ones (the
+            st += sim.states(st[-1][0] + 0.5, timeout=120.0)  # writer keeps the last 1000)
+            moving = [s for s in st if s[0] > 0.0]
         drift = max(float(np.abs(s[1] - q0).max()) for s in moving)
         assert drift < 1e-3, drift
         rc, took = dyn.stop(signal.SIGINT)
