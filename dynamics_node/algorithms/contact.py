@@ -31,7 +31,7 @@ import numpy as np
 
 from .._jit import carray, cfunc, njit, types
 from ..layout import (BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, HF_GRAVITY, HF_TOL, H_NB, H_NVT, J_NV,
-                      J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V,
+                      J_PARENT, J_VI, W_A, W_A_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V,
                       W_V_N)
 from ._common import A_TAU, F1, F2, I1, P_F, P_I, SINGULAR, check, model_from_pointers
 from ..dispatch import _conform
@@ -40,6 +40,7 @@ from .contact_args import ContactResult, cached_pack
 from .contact_checks import _check_common, _dense_terms, _raise, finite_or_raise
 from .contact_ncp import SEP, STICK, scratch_size, solve, solve_in
 from .crba import crba_from_x
+from .kinematics import _pose_from_x
 from .ltdl import dl_solve, lt_solve, ltdl_factor
 from .operational_space import expanded_parents
 from .rnea import rnea_kernel
@@ -50,33 +51,6 @@ OVERFLOW_STATUS = 5 * 100000000  # dispatch.OVERFLOW: a finite input whose resul
 FIXED_LINK = -8  # a contact on a link welded to the fixed base
 SCRATCH = -9  # contact_fd_core's scratch arrays too small (the C front then takes the Python route)
 TERMS_SCRATCH = 2  # contact_terms' scratch: this many vectors of nvt (the zero qdd, C)
-
-
-@njit(cache=True, inline="always")
-def _pose_from_x(mi, w, i):
-    """World axes R_i and origin p_i of body i (W_RW, W_PW) from its parent's and ^iX_λ(i) = (E, r)
-    already in the work array (W_E, W_R, left by the RNEA): R_i = R_λ(i) E^T, p_i = p_λ(i) + R_λ(i) r
-    (kinematics._pose without recomputing the joint transform)."""
-    nb = mi[H_NB]
-    p = mi[HEADER_I + BODY_I * i + J_PARENT]
-    eo = W_E * nb + W_E_N * i
-    ro = W_R * nb + W_R_N * i
-    Ro = W_RW * nb + W_RW_N * i
-    po = W_PW * nb + W_PW_N * i
-    if p >= 0:
-        Rp = W_RW * nb + W_RW_N * p
-        pp = W_PW * nb + W_PW_N * p
-        for a in range(3):
-            for c in range(3):
-                w[Ro + 3 * a + c] = (w[Rp + 3 * a] * w[eo + 3 * c] + w[Rp + 3 * a + 1] * w[eo + 3 * c + 1]
-                                     + w[Rp + 3 * a + 2] * w[eo + 3 * c + 2])
-            w[po + a] = (w[pp + a] + w[Rp + 3 * a] * w[ro] + w[Rp + 3 * a + 1] * w[ro + 1]
-                         + w[Rp + 3 * a + 2] * w[ro + 2])
-    else:
-        for a in range(3):
-            for c in range(3):
-                w[Ro + 3 * a + c] = w[eo + 3 * c + a]
-            w[po + a] = w[ro + a]
 
 
 @njit(cache=True)

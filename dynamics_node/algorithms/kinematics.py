@@ -32,10 +32,18 @@ def _pose(mi, mf, q, w, i):
     """World axes R_i (flat 3x3 at W_RW) and origin p_i (W_PW) of body i from its parent's (already
     done), with the joint transform ^iX_λ(i) left at W_E, W_R of the work array."""
     nb = mi[H_NB]
+    jcalc(mi, mf, i, q, w, W_E * nb + W_E_N * i, W_R * nb + W_R_N * i)
+    _pose_from_x(mi, w, i)
+
+
+@njit(cache=True, inline="always")
+def _pose_from_x(mi, w, i):
+    """_pose with ^iX_λ(i) = (E, r) already in the work array (W_E, W_R; the RNEA leaves it there):
+    R_i = R_λ(i) E^T, p_i = p_λ(i) + R_λ(i) r."""
+    nb = mi[H_NB]
     p = mi[HEADER_I + BODY_I * i + J_PARENT]
     eo = W_E * nb + W_E_N * i
     ro = W_R * nb + W_R_N * i
-    jcalc(mi, mf, i, q, w, eo, ro)
     Ro = W_RW * nb + W_RW_N * i
     po = W_PW * nb + W_PW_N * i
     if p >= 0:
