@@ -436,3 +436,69 @@ def test_timings_histogram_percentiles_cover_every_duration():
         assert want <= got <= want + Timings.BIN_US
     assert mx == pytest.approx(0.2e6)
     assert Timings().totals_us() is None
+
+
+def _nice_values(pid):
+    """{nice value (/proc/<pid>/task/<tid>/stat field 19)} of pid's threads."""
+    out = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        out.add(int(stat[stat.rindex(")") + 2:].split()[16]))
+    return out
+
+
+def _wait_nice(pid, expected, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while _nice_values(pid) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _nice_values(pid)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+def test_services_nice_lowers_the_main_process_only(node, io):
+    """services_nice (default 10): every thread of the node's main process (the services) at that
+    nice value, and its autogroup too (the test starts the node in a session of its own); the
+    stream process keeps nice 0. Changed at run time; lowering it works where allowed (root here,
+    else a warning); out of [0, 19] refused by name."""
+    pid = node.proc.pid
+    stream = [p for p in _family(pid) if p != pid]
+    assert stream and _wait_nice(pid, {10}) == {10}
+    assert all(_nice_values(p) == {0} for p in stream), [_nice_values(p) for p in stream]
+
+    def autogroup():
+        try:
+            with open(f"/proc/{pid}/autogroup") as f:
+                return f.read().split()[-1]
+        except OSError:
+            return None   # a kernel without autogroup
+    assert autogroup() in (None, "10")
+    c = ns.ros()
+    try:
+        assert c.set_parameters(NAME, services_nice=15) == [(True, "")]
+        assert _wait_nice(pid, {15}) == {15} and autogroup() in (None, "15")
+        assert c.set_parameters(NAME, services_nice=3) == [(True, "")]
+        if os.geteuid() == 0:
+            assert _wait_nice(pid, {3}) == {3} and autogroup() in (None, "3")
+        else:
+            deadline = time.monotonic() + 5
+            while "services_nice: cannot set 3" not in node.output() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert "services_nice: cannot set 3" in node.output()
+        for bad in (20, -1):
+            (ok, reason), = c.set_parameters(NAME, services_nice=bad)
+            assert not ok and "services_nice" in reason, reason
+    finally:
+        c.set_parameters(NAME, services_nice=10)
+    assert all(_nice_values(p) == {0} for p in stream)
+    pub, torques, _ = io  # and the stream still answers
+    ns.drain(torques)
+    pub.publish(ns.joint_state(J, np.linspace(0.1, 0.7, 7), stamp_ns=434343))
+    deadline = time.monotonic() + 5
+    got = False
+    while not got and time.monotonic() < deadline:
+        got = any(ns.stamp_ns(m) == 434343 for m in ns.drain(torques, timeout=0.1))
+    assert got

@@ -60,6 +60,8 @@ class DynamicsNode(Node):
         self.stream.priority = self.cfg.stream_thread_priority
         self.stream.on_latest = self.latest.set_reader
         self.stream.start()  # its interpreter starts (and loads its compiled code) while this one loads the model
+        self._set_nice()     # once the stream process has started: it keeps nice 0 (a restart inherits it;
+        # its real-time threads ignore nice values)
         try:
             self._apply(self._plan(self.cfg, set(PARAMETERS)), set(PARAMETERS))
         except (ConfigError, DynamicsError) as e:
@@ -151,6 +153,8 @@ class DynamicsNode(Node):
             self.report.reset_markers_timer()
         if "stream_thread_priority" in changed:
             self.stream.set_priority(self.cfg.stream_thread_priority)
+        if "services_nice" in changed:
+            self._set_nice()
         if "simulation" in changed:  # the stream process runs the stream or the simulated robot: a new one
             self.stream.restart()
         self.get_logger().info(f"parameters updated: {', '.join(sorted(changed))}")
@@ -192,6 +196,14 @@ class DynamicsNode(Node):
 
     def waiting_message(self):
         return f"{WAITING} ({self.resolve_topic_name('robot_description')})"
+
+    def _set_nice(self):
+        """services_nice for this process (scheduling.set_process_nice says why)."""
+        from .scheduling import set_process_nice
+        why = set_process_nice(self.cfg.services_nice)
+        if why:
+            self.get_logger().warning(f"services_nice: cannot set {self.cfg.services_nice}: {why} (lowering it "
+                                      "needs CAP_SYS_NICE); the services keep their priority")
 
     def _log_state(self, what):
         log = self.get_logger()

@@ -87,6 +87,10 @@ PARAMETERS = {
                                     "Needs CAP_SYS_NICE or an rtprio limit (/etc/security/limits.conf); "
                                     "without, the node says so once and keeps ordinary scheduling.",
                                     (0, 99)),
+    "services_nice": Param(10, "integer", "Nice value (0-19) of the node's main process, which "
+                           "answers the services (the stream has a process of its own): under CPU "
+                           "contention service work yields to the controller beside the node. "
+                           "Raising it is always allowed; lowering it needs CAP_SYS_NICE.", (0, 19)),
     # the momentum observer (ros/observer.py)
     "observer_gain": Param(50.0, "double", "Gain K [1/s] of the momentum observer of external joint "
                            "torques, run on joint states that carry effort (measured joint torque); "
@@ -170,6 +174,7 @@ class Config:
     payload_inertia: tuple
     markers_rate: float
     stream_thread_priority: int
+    services_nice: int = 10
     model_terms_links: tuple = ()
     model_terms_points: tuple = ()
     observer_gain: float = 50.0
@@ -279,6 +284,9 @@ def validate(values: dict, node_name: str = NODE_NAME, namespace: str = "/") -> 
     if isinstance(prio, bool) or not isinstance(prio, int) or not 0 <= prio <= 99:
         raise ConfigError(f"stream_thread_priority: must be an integer in [0, 99] (0 = ordinary "
                           f"scheduling), got {prio!r}")
+    nice = v["services_nice"]
+    if isinstance(nice, bool) or not isinstance(nice, int) or not 0 <= nice <= 19:
+        raise ConfigError(f"services_nice: must be an integer in [0, 19], got {nice!r}")
     cmd = tuple(str(j) for j in v["command_joints"])
     for k, j in enumerate(cmd):
         if j in cmd[:k]:
@@ -305,7 +313,7 @@ def validate(values: dict, node_name: str = NODE_NAME, namespace: str = "/") -> 
                                     namespace, True),
         command_joints=cmd, effort_limit_scale=scale, payload_link=str(v["payload.link"] or ""),
         payload_mass=pm, payload_center_of_mass=pc, payload_inertia=pi, markers_rate=rate,
-        stream_thread_priority=prio, observer_gain=gain, wrench_link=str(v["wrench_link"] or ""),
+        stream_thread_priority=prio, services_nice=nice, observer_gain=gain, wrench_link=str(v["wrench_link"] or ""),
         collision_threshold=coll, **_model_terms(v), **_simulation(v))
 
 
