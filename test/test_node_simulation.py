@@ -62,7 +62,11 @@ class Sim:
         c = ns.ros()
         pub = c.publisher(Float64MultiArray, f"/{self.name}/commands")
         c.wait_for_subscriber(pub)
-        pub.publish(Float64MultiArray(data=[0.0] * n))
+        # sent 10 times over 0.5 s (zero effort: the same as no command once released): a best-effort
+        # reader drops what arrives before it has discovered the writer, which may know it first
+        for _ in range(10):
+            pub.publish(Float64MultiArray(data=[0.0] * n))
+            time.sleep(0.05)
         c.node.destroy_publisher(pub)
 
     def states(self, until_t, timeout=60.0):
