@@ -16,7 +16,8 @@ Measured in one run, on the same model and the same state:
   5. bench/bench_identify.py: dynamics_identify fit on a 60 s, 1 kHz, 7-DoF recording and its regressor
      stacking against Pinocchio's computeJointTorqueRegressor looped over the same samples;
   6. bench/bench_stream.py: the 1 kHz stream end to end as a busy client sees it (p50/p99/max alone, under
-     service load, with the cores loaded by other processes);
+     service load, two controls with none of the load this node's work, with the cores loaded by other
+     processes);
   7. bench/bench_sim.py: the simulated robot (simulation: true) at 1 kHz with 4 contacts touching: achieved
      rate, simulated/wall time, late steps, step time p50/p99 (issue 23);
   8. bench/bench_node.py, if it exists.
