@@ -111,3 +111,38 @@ def test_it_serves_every_kind_of_entity_and_survives_a_failing_callback(ctx):
     assert time.monotonic() - t0 < 5.0
     ex.destroy()
     node.destroy_node()
+
+
+def test_config_hand_off_merges_what_is_not_yet_applied_and_gives_it_once():
+    from dynamics_node.ros.stream_executor import ConfigHandOff
+    h = ConfigHandOff()
+    assert h.take() is None
+    h.put("state 1", "config 1", {"gravity"}, token=1)
+    h.put("state 2", "config 2", ["urdf_path"], token=2)   # before the stream's thread took the first
+    assert h.take() == ("state 2", "config 2", {"gravity", "urdf_path"}, 2)
+    assert h.take() is None                                  # once
+    h.put("state 3", "config 3", set())
+    assert h.take() == ("state 3", "config 3", set(), None)  # nothing of the earlier ones left
+
+
+def test_config_hand_off_loses_no_key_under_concurrent_puts():
+    from dynamics_node.ros.stream_executor import ConfigHandOff
+    h, seen = ConfigHandOff(), set()
+    keys = [f"k{i}" for i in range(4000)]
+
+    def producer(part):
+        for k in part:
+            h.put(None, None, {k})
+
+    threads = [threading.Thread(target=producer, args=(keys[i::4],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        got = h.take()
+        if got is not None:
+            seen |= got[2]
+    for t in threads:
+        t.join()
+    got = h.take()
+    seen |= got[2] if got else set()
+    assert seen == set(keys)

@@ -29,7 +29,6 @@ convention): /joint_states carries the joints only.
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -53,14 +52,13 @@ class Simulation:
         from std_srvs.srv import Trigger
         from visualization_msgs.msg import MarkerArray
 
-        from .stream_executor import OUT_DEPTH, output_events
+        from .stream_executor import OUT_DEPTH, ConfigHandOff, output_events
         self.node, self.resolve, self.log = node, resolve, logger
         self.world = None
         self.cfg = None
         self.on_applied = self.on_latest = None
         self.latest_writer = None
-        self._pending = None
-        self._lock = threading.Lock()
+        self._handoff = ConfigHandOff()
         self.qos = QoSProfile(depth=OUT_DEPTH, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
         self.events = output_events
         self.pub_js = self.pub_pose = self.pub_twist = self.sub_cmd = None
@@ -80,16 +78,14 @@ class Simulation:
 
     # -------------------------------------------------------------- configuration (any thread)
     def configure(self, st, cfg, changed, now=False, token=None):
-        with self._lock:
-            self._pending = (st, cfg, set(changed) | (self._pending[2] if self._pending else set()), token)
+        self._handoff.put(st, cfg, changed, token)
         if now:
             self._apply_pending()
         else:
             self._gc.trigger()
 
     def _apply_pending(self):
-        with self._lock:
-            pending, self._pending = self._pending, None
+        pending = self._handoff.take()
         if pending is None:
             return
         st, cfg, changed, token = pending

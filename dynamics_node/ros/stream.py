@@ -269,11 +269,9 @@ class Stream:
         self.cfg = None
         self.sub = None
         self.pub_cmd = None
-        self._pending = None
         self.on_applied = None
         self.on_latest = None         # called with the path of each new shared merge (latest.py)
         self.latest_writer = None
-        self._lock = threading.Lock()
         self.latest = None            # (header, monotonic time) of the latest usable joint state
         self.received = self.dropped = self.published = self.errors = 0
         self.without_model_joints = 0   # joint states naming no joint of the model: dropped
@@ -291,11 +289,11 @@ class Stream:
         # incompatible with a volatile best-effort reader, and each handler costs every wait.
         self.qos_in = QoSProfile(depth=1000, reliability=ReliabilityPolicy.BEST_EFFORT,
                                  history=HistoryPolicy.KEEP_LAST, durability=DurabilityPolicy.VOLATILE)
+        from .stream_executor import OUT_DEPTH, ConfigHandOff, output_events
+        self._handoff = ConfigHandOff()   # configure() (any thread) -> _apply_pending (the stream's thread)
         # outputs: reliable, a second of history at 1 kHz, so that a subscriber that is briefly starved
         # of CPU (a busy controller on a loaded machine) still gets every message once it reads again
-        from .stream_executor import OUT_DEPTH
         qos_out = QoSProfile(depth=OUT_DEPTH, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-        from .stream_executor import output_events
         self.pub_gravity = node.create_publisher(JointState, resolve("~/gravity_torques"), qos_out,
                                                  event_callbacks=output_events())
         self._out = (None, None)  # (model state, its torques message: names set once, reused)
@@ -312,16 +310,14 @@ class Stream:
     def configure(self, st, cfg, changed, now=False, token=None):
         """Take a new model state and config. Entity changes run in the stream's thread (now=True
         before that thread runs); on_applied(token) is called once they are done."""
-        with self._lock:
-            self._pending = (st, cfg, set(changed) | (self._pending[2] if self._pending else set()), token)
+        self._handoff.put(st, cfg, changed, token)
         if now:
             self._apply_pending()
         else:
             self._gc.trigger()
 
     def _apply_pending(self):
-        with self._lock:
-            pending, self._pending = self._pending, None
+        pending = self._handoff.take()
         if pending is None:
             return
         st, cfg, changed, token = pending

@@ -22,6 +22,8 @@ An exception escaping a callback is logged and counted (`errors`) and never ends
 """
 from __future__ import annotations
 
+import threading
+
 from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
@@ -168,3 +170,26 @@ def output_events():
     own side; the joint-state subscription keeps its defaults."""
     from rclpy.event_handler import PublisherEventCallbacks
     return PublisherEventCallbacks(use_default_callbacks=False)
+
+
+class ConfigHandOff:
+    """A new configuration handed from any thread to the thread that serves the stream node's
+    entities (entities are created and destroyed only there, module docstring): `put` merges it
+    with one not yet applied (the changed keys add up; the newest model, config and token win) and
+    wakes that thread through `guard` (a guard condition whose callback calls `take`); `take`
+    returns the merged (model state, config, changed keys, token) once, else None. Used by
+    stream.Stream and simulation.Simulation."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pending = None
+
+    def put(self, st, cfg, changed, token=None):
+        with self._lock:
+            before = self._pending[2] if self._pending else set()
+            self._pending = (st, cfg, set(changed) | before, token)
+
+    def take(self):
+        with self._lock:
+            pending, self._pending = self._pending, None
+        return pending
