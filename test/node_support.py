@@ -1,7 +1,8 @@
 """Helpers of the node tests (test_node_*.py): start dynamics_node subprocesses, talk to them.
 
-Isolation: every test process uses its own ROS_DOMAIN_ID (101..200, from its pid), passed to the
-node subprocesses, and ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, so no DDS traffic leaves the host
+Isolation: every test process uses its own ROS_DOMAIN_ID (101..200, from its pid, moved on to the
+next one where a participant of this host already uses it: domain_in_use), passed to the node
+subprocesses, and ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, so no DDS traffic leaves the host
 and parallel runs do not see each other. Every wait is bounded; node processes are killed in
 fixture teardown (and at exit, should a teardown not run).
 """
@@ -23,7 +24,42 @@ ARM7 = REPO / "urdf" / "arm7.urdf"
 ERD = (pathlib.Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
        / "site-packages" / "cmeel.prefix" / "share" / "example-robot-data" / "robots")
 
-DOMAIN_ID = 101 + os.getpid() % 100
+
+
+def domain_in_use(domain: int) -> bool:
+    """Whether a DDS participant on this host already uses `domain`: a UDP port of the domain's
+    range bound (the RTPS default port mapping, Fast DDS's PortParameters: 7400 + 250 x domain for
+    discovery, then discovery and user unicast ports 2 apart per participant, within 250), read from
+    /proc/net/udp and udp6 (Linux; elsewhere: never in use)."""
+    low = 7400 + 250 * domain
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        try:
+            with open(table) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                port = int(line.split()[1].rsplit(":", 1)[1], 16)
+            except (IndexError, ValueError):
+                continue
+            if low <= port < low + 250:
+                return True
+    return False
+
+
+def _free_domain(first: int) -> int:
+    """The first domain from `first` on (101..200, cyclically) that no participant of this host
+    uses; `first` itself when all are taken. A node left running by hand on the domain a test run
+    drew would otherwise answer the tests' calls in place of theirs."""
+    for k in range(100):
+        d = 101 + (first - 101 + k) % 100
+        if not domain_in_use(d):
+            return d
+    return first
+
+
+DOMAIN_ID = _free_domain(101 + os.getpid() % 100)
 os.environ["ROS_DOMAIN_ID"] = str(DOMAIN_ID)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 
