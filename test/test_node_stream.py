@@ -369,11 +369,16 @@ def _may_use_fifo():
     return got[0]
 
 
-def _wait_realtime(pid, expected, timeout=5.0):
+def _wait_until(read, pid, expected, timeout=5.0):
+    """read(pid) once it equals expected, or its last value after timeout seconds."""
     deadline = time.monotonic() + timeout
-    while _realtime_threads(pid) != expected and time.monotonic() < deadline:
+    while read(pid) != expected and time.monotonic() < deadline:
         time.sleep(0.05)
-    return _realtime_threads(pid)
+    return read(pid)
+
+
+def _wait_realtime(pid, expected):
+    return _wait_until(_realtime_threads, pid, expected)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
@@ -451,11 +456,8 @@ def _nice_values(pid):
     return out
 
 
-def _wait_nice(pid, expected, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while _nice_values(pid) != expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return _nice_values(pid)
+def _wait_nice(pid, expected):
+    return _wait_until(_nice_values, pid, expected)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
