@@ -92,8 +92,9 @@ def set_process_nice(nice: int):
     `ros2 launch` it shares launch's session and leaves that group alone. Measured with
     bench/bench_stream.py under service load on a 2-core machine (a never-sleeping client in another
     session): end-to-end p99 4.4-8.9 ms at nice 0, 1.8-5.5 ms with the autogroup at 19. What remains
-    of that tail is the load's own CPU, not the node's: bench_stream's control condition (the same
-    CPU bursts from processes without ROS, no service called) gives the client the same p99."""
+    of that tail is not this node's doing: in bench_stream's controls the same load served by a
+    second node gives the client the same p99, and the load processes' CPU bursts alone, without ROS
+    and with no service called, double it (bench/README.md)."""
     why = _each_thread(_thread_ids(), lambda tid: os.setpriority(os.PRIO_PROCESS, tid, nice))
     if why is not None:
         return why

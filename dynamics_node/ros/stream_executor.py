@@ -175,8 +175,8 @@ def output_events():
 class ConfigHandOff:
     """A new configuration handed from any thread to the thread that serves the stream node's
     entities (entities are created and destroyed only there, module docstring): `put` merges it
-    with one not yet applied (the changed keys add up; the newest model, config and token win) and
-    wakes that thread through `guard` (a guard condition whose callback calls `take`); `take`
+    with one not yet applied (the changed keys add up; the newest model, config and token win),
+    after which the owner wakes that thread (a guard condition whose callback calls `take`); `take`
     returns the merged (model state, config, changed keys, token) once, else None. Used by
     stream.Stream and simulation.Simulation."""
 
