@@ -18,7 +18,7 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 export ROS_DOMAIN_ID ?= $(shell echo $$(( $$$$ % 100 + 101 )))
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup kernels run run-dual-arm test lint lock bench summary clean
+.PHONY: setup kernels run run-dual-arm test lint lock bench summary docs-figures clean
 
 setup: $(STAMP) $(IFACE_STAMP) $(LAYOUT_STAMP) $(if $(ROS2_KIT),$(KIT_STAMP)) kernels
 
@@ -85,6 +85,11 @@ lock:
 
 bench: setup
 	$(PY) bench/bench.py
+
+# The pictures of docs/ (tools/docs_figures.py says how each is made), into DOCS_IMG (default docs/img)
+DOCS_IMG ?= docs/img
+docs-figures: setup
+	$(PY) tools/docs_figures.py --out $(DOCS_IMG)
 
 clean:
 	rm -rf build $(VENV)

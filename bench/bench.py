@@ -438,7 +438,12 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer scaling points")
     ap.add_argument("--no-scaling", action="store_true")
     ap.add_argument("--no-node", action="store_true")
+    ap.add_argument("--only-scaling", action="store_true",
+                    help="the scaling sweep alone (bench/out/scaling.png; make docs-figures uses it)")
     args = ap.parse_args(argv)
+    if args.only_scaling:
+        scaling(quick=args.quick)
+        return 0
 
     print(f"dynamics_node benchmark  |  pinocchio {pin.__version__}  |  numpy {np.__version__}  |  "
           f"python {sys.version.split()[0]}  |  cpus {os.cpu_count()}  |  "

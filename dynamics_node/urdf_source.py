@@ -1,7 +1,7 @@
 """Where a robot description comes from, read defensively: a file (regular files only, at most
 :data:`MAX_BYTES`), ``package://pkg/path``, a ``*.xacro`` file run through xacro, or XML text.
 
-Rules (README "Loading a robot description"):
+Rules (docs/library.md "Loading a robot description"):
 
 - A path must name a regular file of at most 64 MB: a FIFO, a device (``/dev/zero``) or a directory is
   refused by name before anything is read (the file is opened non-blocking, checked with ``fstat`` and

@@ -56,7 +56,7 @@ def axes_of(axes: str, field: str = "axes") -> str:
 def compute(model, q, qd, links, points):
     """The terms at (q, qd), model order: dict of H, C, g, bias and the per-link lists J, Jd, L.
     L[k] is None, and lam_error says why, when link k's J loses rank (no Lambda there)."""
-    # the core returns finite values or raises (README: "finite in, finite out"); only the
+    # the core returns finite values or raises (docs/library.md: "finite in, finite out"); only the
     # product C qd, made here, is checked
     H = dn.mass_matrix(model, q)
     C = dn.coriolis_matrix(model, q, qd)

@@ -159,7 +159,7 @@ def build_request(node, args, srv_type):
         return req
     base = args.node.rstrip("/")
     topic = args.topic or joint_states_topic(node, base, args.timeout)
-    print(f"recording {topic} for {args.record:g} s: move the arm (see README, payload identification)",
+    print(f"recording {topic} for {args.record:g} s: move the arm (see docs/identify.md, payload identification)",
           file=__import__("sys").stderr, flush=True)
     msgs = record(node, topic, args.record, args.timeout)
     req.samples = trajectory_from_recording(msgs, args.window, args.max_points)
