@@ -285,12 +285,15 @@ def test_dynamics_cli_lines_on_the_demo_arm(tmp_path):
     failed = []
     try:
         for cmd in cmds:
-            sh = Shell(cmd, cwd=tmp_path)
-            end = time.monotonic() + 120
-            while sh.proc.poll() is None and time.monotonic() < end:
-                pub.publish(ns.joint_state(list(model.joint_names), q, efforts=[0.0] * 7))
-                time.sleep(0.05)
-            out = sh.stop()
+            for attempt in range(2):    # once more after "no answer within 10 s" (exit code 2): the
+                sh = Shell(cmd, cwd=tmp_path)     # node's first call of a kernel on a loaded machine
+                end = time.monotonic() + 120
+                while sh.proc.poll() is None and time.monotonic() < end:
+                    pub.publish(ns.joint_state(list(model.joint_names), q, efforts=[0.0] * 7))
+                    time.sleep(0.05)
+                out = sh.stop()
+                if sh.proc.returncode != 2 or "no answer" not in out:
+                    break
             if sh.proc.returncode != 0:
                 failed.append(f"`{cmd}`: exit code {sh.proc.returncode}\n{out[-1500:]}")
             elif cmd.startswith("dynamics_cli identify_payload"):

@@ -94,6 +94,7 @@ def architecture(out: pathlib.Path):
 
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.fonttype"] = "none"     # text stays text: a small, searchable SVG
+    matplotlib.rcParams["svg.hashsalt"] = "dynamics_node"   # the same ids each time: no diff when nothing changed
     import matplotlib.pyplot as plt
     from matplotlib.patches import FancyBboxPatch
 
