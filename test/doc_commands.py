@@ -79,7 +79,7 @@ RUN_BY = {
     # docs/node.md: your robot
     "make run URDF=/path/to/robot.urdf": YOUR_ROBOT + "test_make_run_urdf_with_an_effort_command_and_no_command_joints",
     '.venv/bin/dynamics_node --ros-args --params-file config/default.yaml -p urdf_path:=/path/to/robot.urdf.xacro '
-    '-p xacro_args:="[prefix:=left_]"': START,
+    '-p "xacro_args:=[\'prefix:=left_\']"': START,
     '.venv/bin/dynamics_cli param set robot_description "$(cat /path/to/robot.urdf)"':
         YOUR_ROBOT + "test_robot_description_parameter_route_as_the_readme_shows",
     ".venv/bin/dynamics_node": YOUR_ROBOT + "test_robot_description_topic_route_as_the_readme_shows",

@@ -217,7 +217,7 @@ def _needs_ros2(cmd):
 
 
 @needs_ros
-@pytest.mark.parametrize("cmd", dc.commands_for(dc.START))
+@pytest.mark.parametrize("cmd", dc.commands_for(dc.START), ids=lambda c: c)
 def test_commands_that_start_a_node(cmd):
     """Each command that starts a node or a launch file, as written (placeholders of a robot's path
     replaced): it says "serving" (a node given no robot: that it waits for one), and Ctrl-C ends it
@@ -238,7 +238,7 @@ def test_commands_that_start_a_node(cmd):
 
 
 @needs_ros
-@pytest.mark.parametrize("cmd", dc.commands_for(dc.OFFLINE))
+@pytest.mark.parametrize("cmd", dc.commands_for(dc.OFFLINE), ids=lambda c: c)
 def test_offline_commands(cmd):
     r = subprocess.run(["bash", "-c", cmd], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"`{cmd}`: exit code {r.returncode}\n{r.stdout}{r.stderr}"

@@ -212,6 +212,8 @@ def test_shipped_parameter_files_hold_nothing_of_one_robot_but_its_file():
     (["-p", "payload.link:=flange", "-p", "payload.mass:=2.0"], ["payload.link", "flange", "set payload.mass to 0"]),
     (["-p", "effort_command_topic:=/cmd", "-p", "command_joints:=[elbow]"], ["command_joints[0]", "elbow"]),
     (["-p", "gravity:=[0.0, 0.0, -1.0e308]"], ["gravity", "100"]),
+    (["-p", "xacro_args:=[prefix:=left_]"], ["bad ROS arguments", "xacro_args:=[prefix:=left_]",
+                                             "\"xacro_args:=['prefix:=left_']\""]),
 ])
 def test_a_start_that_fails_says_in_one_line_which_parameter_value_and_what_to_do(args, words):
     cmd = _exe() + ["--ros-args", "--params-file", "config/default.yaml", *args]

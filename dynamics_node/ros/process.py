@@ -86,7 +86,13 @@ def main(argv=None, fast_exit=True) -> int:
     # Safe default on shared machines: no discovery traffic beyond this host unless asked for.
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     from rclpy.utilities import remove_ros_args
-    plain = remove_ros_args(args=argv)[1:]
+    try:
+        plain = remove_ros_args(args=argv)[1:]
+    except Exception as e:   # rcl's parser: RCLInvalidROSArgsError, its message names the rule
+        text = " ".join(str(e).split()).split(", at /")[0]
+        print(f"dynamics_node: cannot start: bad ROS arguments: {text} (a list value whose items hold ':=' "
+              "needs them quoted: -p \"xacro_args:=['prefix:=left_']\")", file=sys.stderr, flush=True)
+        return 2
     if any(a in ("-h", "--help") for a in plain):
         from . import node as node_module
         from .params import help_text
