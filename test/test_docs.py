@@ -226,12 +226,12 @@ def test_commands_that_start_a_node(cmd):
     sh = Shell(_substitute(cmd), env=_env(AMENT_PREFIX_PATH=dc.XACRO_PREFIX))
     try:
         ok = sh.wait_for(r"serving")
-        out = sh.output()
-        assert ok, f"`{cmd}` never said serving:\n{out[-4000:]}"
+        assert ok, f"`{cmd}` never said serving:\n{sh.output()[-4000:]}"
+        # the lines after "serving" (joint order, gravity) follow it within moments
         if "xacro_args" in cmd:
-            assert "left_upper_joint" in out, out[-3000:]        # the prefix reached xacro
+            assert sh.wait_for("left_upper_joint", timeout=20), sh.output()[-3000:]   # the prefix reached xacro
         if "gravity:=" in cmd:
-            assert "-1.62" in out, out[-3000:]
+            assert sh.wait_for(r"-1\.62", timeout=20), sh.output()[-3000:]
     finally:
         out = sh.stop()
     assert "Traceback" not in out, out[-4000:]
