@@ -264,34 +264,69 @@ def parse_transmissions(robot: ET.Element, joint_names: set[str], source: str, r
 
     Accepts the ros_control syntax ``<transmission name=..><joint name="j1">..</joint>..`` (new) and
     ``<transmission type=..><joint name="j1"/>..`` (old).  Returns None when the robot has no
-    transmission naming a known joint (then every joint is actuated).  A transmission ``<joint>``
-    naming a joint the URDF does not have is ignored; it is listed in ``report.ignored`` and
-    ``report.warnings`` (load_model turns these into ModelWarnings).
+    transmission naming a known joint (then every joint is actuated).  What cannot be read is
+    ignored, listed in ``report.ignored`` and warned of by name in ``report.warnings`` (load_model
+    turns these into ModelWarnings, ``strict=True`` into a ModelError), because each can silently
+    change which joints count as actuated (no transmission read at all: every joint is):
+
+    * a ``<joint>`` naming a joint the URDF does not have;
+    * a transmission with no ``<joint>`` element (e.g. PR2's WristTransmission, whose
+      ``<flexJoint>`` / ``<rollJoint>`` dynamics does not read);
+    * a ``<joint>`` without a ``name``;
+    * a ``mechanicalReduction`` (element or attribute, anywhere in the transmission) that is not a
+      finite number; the joints of that transmission stay actuated (dynamics does not use the
+      reduction), the transmission is reported as malformed.
     """
     trans = robot.findall("transmission")
     if not trans:
         return None
+
+    def warn(what, msg):
+        if report is not None:
+            report.ignored.append(f"{what}: {msg}")
+            report.warnings.append(f"{source}: {what}: {msg}")
+
     out: dict[str, None] = {}
     for idx, t in enumerate(trans):
         tname = clip(t.get("name") or f"#{idx + 1}", 80)
         what = f"<transmission name={tname!r}>"
         joints = t.findall("joint")
-        if not joints and report is not None:  # e.g. PR2's differential wrist (<flexJoint>, <rollJoint>)
-            report.ignored.append(f"{what}: no <joint> element (a transmission type dynamics does not read)")
-        for j in joints:
+        if not joints:
+            warn(what, "has no <joint> element: dynamics cannot tell which joint it drives, so it is ignored "
+                 "(a transmission type dynamics does not read?)")
+        for red in _reductions(t):
+            warn(what, f"mechanicalReduction {red} is not a finite number")
+        for k, j in enumerate(joints):
             jn = j.get("name")
             if not jn:
-                if report is not None:
-                    report.ignored.append(f"{what}: a <joint> without a name")
+                warn(what, f"<joint> #{k + 1} has no name attribute: that <joint> entry is ignored")
                 continue
             if jn not in joint_names:
-                if report is not None:
-                    report.ignored.append(f"{what}: unknown joint '{clip(jn, 80)}'")
-                    report.warnings.append(f"{source}: {what} names joint '{clip(jn, 80)}', which the URDF does not "
-                                           "have: that <joint> entry is ignored")
+                warn(what, f"names joint '{clip(jn, 80)}', which the URDF does not have: that <joint> entry is "
+                     "ignored")
                 continue
             out[jn] = None
     return tuple(out) if out else None
+
+
+def _reductions(t: ET.Element) -> list[str]:
+    """The mechanicalReduction values of a transmission (elements and attributes) that are not finite
+    numbers, each quoted with the element that carries it."""
+    bad = []
+    for el in t.iter():
+        vals = []
+        if el.tag == "mechanicalReduction":
+            vals.append(("", el.text))
+        if "mechanicalReduction" in el.attrib:
+            vals.append((f" of <{el.tag} name={clip(el.get('name') or '', 80)!r}>", el.get("mechanicalReduction")))
+        for where, text in vals:
+            try:
+                ok = np.isfinite(float(text))
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                bad.append(f"{clip(repr((text or '').strip()), 80)}{where}")
+    return bad
 
 
 def validate_loop_bodies(loops, body_of, source: str) -> None:

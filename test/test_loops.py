@@ -167,6 +167,52 @@ def test_transmissions():
     assert m.loop_joints == ("j5",)
 
 
+MALFORMED_TRANSMISSIONS = {  # issue 28 §6: each loaded in silence before; (fragment, words of the warning)
+    "no_joint": ('<transmission name="t_diff"><actuator name="m1"><mechanicalReduction>50</mechanicalReduction>'
+                 '</actuator></transmission>', ["t_diff", "no <joint>"]),
+    "nameless_joint": ('<transmission name="t_anon"><joint><hardwareInterface>E</hardwareInterface></joint>'
+                       '</transmission>', ["t_anon", "no name"]),
+    "nan_reduction": ('<transmission name="t_nan"><joint name="ja"/><actuator name="m1"><mechanicalReduction>nan'
+                      '</mechanicalReduction></actuator></transmission>', ["t_nan", "'nan'", "finite"]),
+    "inf_reduction_attribute": ('<transmission name="t_inf"><joint name="ja"/><rightActuator name="m2" '
+                                'mechanicalReduction="inf"/></transmission>', ["t_inf", "'inf'", "m2"]),
+    "text_reduction": ('<transmission name="t_txt"><joint name="ja"/><mechanicalReduction>fifty'
+                       '</mechanicalReduction></transmission>', ["t_txt", "'fifty'"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_TRANSMISSIONS))
+def test_malformed_transmission_is_warned_by_name_and_refused_strict(case):
+    frag, words = MALFORMED_TRANSMISSIONS[case]
+    xml = BASE.format(loop=frag)
+    rep = SimpleNamespace(ignored=[], warnings=[])
+    parse_transmissions(ET.fromstring(xml), {"ja", "jb", "weld"}, "t.urdf", rep)
+    assert len(rep.warnings) == 1 and rep.warnings[0].startswith("t.urdf: "), rep.warnings
+    with pytest.warns(dn.ModelWarning) as rec:
+        m = dn.load_model(xml)
+    msgs = [str(r.message) for r in rec if issubclass(r.category, dn.ModelWarning)]
+    assert len(msgs) == 1, msgs
+    for w in words:
+        assert w.lower() in msgs[0].lower(), (case, msgs[0])
+    # what the transmission still says: a named known joint stays actuated, otherwise every joint is
+    assert m.actuated_joints == (("ja",) if 'name="ja"' in frag else m.joint_names)
+    with pytest.raises(dn.ModelError) as ei:
+        dn.load_model(xml, strict=True)
+    assert words[0] in str(ei.value) and "strict=True" in str(ei.value)
+
+
+def test_well_formed_transmissions_warn_of_nothing():
+    import warnings
+
+    good = BASE.format(loop='<transmission name="t"><type>transmission_interface/SimpleTransmission</type>'
+                       '<joint name="jb"><hardwareInterface>E</hardwareInterface></joint><actuator name="m">'
+                       '<mechanicalReduction> 1.5e2 </mechanicalReduction></actuator></transmission>')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = dn.load_model(good, strict=True)
+    assert m.actuated_joints == ("jb",)
+
+
 # ------------------------------------------------------------------------------------------------
 # Fig. 8.3 (Featherstone §8.11) and Example 8.2
 # ------------------------------------------------------------------------------------------------
