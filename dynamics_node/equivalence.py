@@ -59,33 +59,31 @@ def _zeros(x) -> int:
     return int(np.count_nonzero(np.asarray(x) == 0.0))
 
 
-def _revolute_delta(p, a, with_mass=True) -> np.ndarray:
-    """best_match of §9.7 for a revolute joint of unit axis a (body frame): the I_Delta of Table 9.7
-    (m, mu, J) that zeroes the child's mass, one component of h and one entry of Ibar (the choice
-    with the most zeros in p - I_Delta). ``with_mass`` False: J only (the planar joint's I_Delta)."""
+def _revolute_candidates(p, a, with_mass=True):
+    """The I_Delta of Table 9.7 for a revolute joint of unit axis a (body frame), rbi(m, mu a,
+    J (1 - a a^T)), that best_match of §9.7 chooses from: m = 0 or the child's mass; mu = 0 or the value
+    zeroing one component of h; J = 0 or the value zeroing one entry of Ibar (each zeroed entry is set
+    to exactly 0).  Yields (I_Delta, child - I_Delta).  ``with_mass`` False: J only (the planar
+    joint's I_Delta)."""
     m, h, Ib = _unpack(p)
     P = np.eye(3) - np.outer(a, a)  # 1 - a a^T
-    best_h, mu = None, 0.0
+    hs = [(0.0, h)]
     if with_mass:
         for k in np.argsort(-np.abs(a), kind="stable"):
-            if abs(a[k]) < 1e-12:
-                continue
-            cand = h[k] / a[k]
-            rest = h - cand * a
-            rest[k] = 0.0
-            if best_h is None or _zeros(rest) > _zeros(best_h):
-                best_h, mu = rest, cand
-    best_I, J = None, 0.0
+            if abs(a[k]) >= 1e-12:
+                rest = h - (h[k] / a[k]) * a
+                rest[k] = 0.0
+                hs.append((h[k] / a[k], rest))
+    Is = [(0.0, Ib)]
     for r, c in _J_CANDIDATES:
-        if abs(P[r, c]) < 1e-12:
-            continue
-        cand = Ib[r, c] / P[r, c]
-        rest = Ib - cand * P
-        rest[r, c] = rest[c, r] = 0.0
-        if best_I is None or _zeros(rest) > _zeros(best_I):
-            best_I, J = rest, cand
-    dm = m if with_mass else 0.0
-    return _rbi(dm, mu * a, J * P), _rbi(m - dm, h if best_h is None else best_h, Ib if best_I is None else best_I)
+        if abs(P[r, c]) >= 1e-12:
+            rest = Ib - (Ib[r, c] / P[r, c]) * P
+            rest[r, c] = rest[c, r] = 0.0
+            Is.append((Ib[r, c] / P[r, c], rest))
+    for dm in ((0.0, m) if with_mass else (0.0,)):
+        for mu, hr in hs:
+            for J, Ir in Is:
+                yield _rbi(dm, mu * a, J * P), _rbi(m - dm, hr, Ir)
 
 
 def _root_keep(p, jtype, a) -> np.ndarray:
@@ -113,8 +111,12 @@ def simplify_inertias(model):
     Featherstone §9.7 (Eqs. 9.29-9.30, Table 9.7), from the leaves to the root: at each body i, in
     reverse model order, ``I_Delta = best_match(jtype(i), I_i)``; ``I_i -= I_Delta``;
     ``I_parent(i) += I_Delta`` (carried to the parent's frame by X_T(i); Eq. 9.30's
-    I_Delta = X_J^T I_Delta X_J makes that exact at every q).  Per joint (module docstring for the
-    I_Delta of each type):
+    I_Delta = X_J^T I_Delta X_J makes that exact at every q).  best_match picks, among the I_Delta of
+    the joint's type that zero entries of the child (each entry or none), the one leaving the most
+    zeros in the child and the parent together (the book counts the child's only; counting both
+    never lets a move put more nonzeros into the parent than it removes from the child, so the
+    count never grows).  Per joint (module docstring for the I_Delta of each type), for a child and
+    parent with no zeros of their own:
 
     * revolute and continuous: the child's mass, its first moment along the axis and one rotational
       entry (for an axis along z: m, m c_z and Iyy, leaving Ixx - Iyy) move to the parent: 3 zeros;
@@ -162,16 +164,29 @@ def simplify_inertias(model):
         jt, a, parent = int(spec.jtype[i]), np.asarray(spec.axis[i], dtype=float), int(spec.parent[i])
         if jt == FREE:
             continue
-        if parent < 0 and not model.floating_base:
+        src = i
+        if i in planar_top:  # planar joint = bodies i-2, i-1, i: J (1 - n n^T) is a pure rotational inertia,
+            src = i - 2      # which the two translations carry unchanged: it goes straight to the joint's parent
+            parent = int(spec.parent[src])
+        if parent < 0:  # on the fixed world (a floating base's root is the FREE body, skipped above)
+            if src != i:
+                _, P[i] = max(_revolute_candidates(P[i], a, with_mass=False), key=lambda c: _zeros(c[1]))
+                continue
             P[i] = _root_keep(P[i], jt, a)  # I_Delta = P[i] - keep goes into the fixed world
             continue
         if jt == REVOLUTE:
-            delta, P[i] = _revolute_delta(P[i], a, with_mass=i not in planar_top)
-        else:  # PRISMATIC
-            delta = np.r_[np.zeros(4), P[i][4:]]
-            P[i] = np.r_[P[i][:4], np.zeros(6)]
-        if parent >= 0:  # X_T(i) = rot(E) xlt(r): body i's frame at (E^T, r) in the parent's
-            P[parent] = P[parent] + frame_to_body(np.asarray(spec.ET[i]).T, np.asarray(spec.rT[i])) @ delta
+            cands = _revolute_candidates(P[i], a, with_mass=i not in planar_top)
+        else:  # PRISMATIC: I_Delta = rbi(0, 0, Ibar), all of it or nothing
+            cands = ((np.zeros(10), P[i]), (np.r_[np.zeros(4), P[i][4:]], np.r_[P[i][:4], np.zeros(6)]))
+        # X_T(i) = rot(E) xlt(r): body i's frame sits at (E^T, r) in the parent's frame
+        T = frame_to_body(np.asarray(spec.ET[src]).T, np.asarray(spec.rT[src]))
+        best = None
+        for delta, rest in cands:  # best_match: the most zeros in the child and the parent together
+            to = P[parent] + T @ delta
+            score = (_zeros(rest) + _zeros(to), _zeros(rest))
+            if best is None or score > best[0]:
+                best = (score, rest, to)
+        _, P[i], P[parent] = best
     # the spec's body inertias exclude the payloads (Model adds them): subtract them again
     mass = np.array([p[0] for p in P])
     h = np.array([p[1:4] for p in P]).reshape(nb, 3)
