@@ -204,7 +204,8 @@ def test_floating_base_keeps_the_base_body_and_closed_loops():
 
 
 def test_payload_stays_replaceable_and_gravity_changeable():
-    m = dn.load_model(REPO / "urdf" / "arm7.urdf").with_payload("link7", 1.5, (0.01, 0.02, 0.1), (0.01, 0, 0, 0.02, 0, 0.03))
+    arm = dn.load_model(REPO / "urdf" / "arm7.urdf")
+    m = arm.with_payload("link7", 1.5, (0.01, 0.02, 0.1), (0.01, 0, 0, 0.02, 0, 0.03))
     s = dn.simplify_inertias(m)
     rng = np.random.default_rng(6)
     _same_dynamics(m, s, rng)
@@ -219,9 +220,10 @@ def test_mimic_and_planar_joints():
     m = _load(xml, False)
     assert m.has_mimic
     _same_dynamics(m, dn.simplify_inertias(m), np.random.default_rng(8))
-    planar = ('<robot name="p"><link name="a"/><link name="b">' + ug.inertial_xml(2.0, [0.1, -0.05, 0.2], [0.3, 0.2, 0.1],
-              ug.random_inertia(np.random.default_rng(2), 2.0)) + '</link><joint name="pj" type="planar"><parent '
-              'link="a"/><child link="b"/><origin xyz="0 0 0.1" rpy="0.2 0 0"/><axis xyz="0 0 1"/></joint></robot>')
+    body = ug.inertial_xml(2.0, [0.1, -0.05, 0.2], [0.3, 0.2, 0.1], ug.random_inertia(np.random.default_rng(2), 2.0))
+    planar = ('<robot name="p"><link name="a"/><link name="b">' + body + '</link><joint name="pj" type="planar">'
+              '<parent link="a"/><child link="b"/><origin xyz="0 0 0.1" rpy="0.2 0 0"/><axis xyz="0 0 1"/></joint>'
+              '</robot>')
     m = dn.load_model(planar)
     s = dn.simplify_inertias(m)
     assert m.nb == 3
@@ -233,3 +235,14 @@ def test_mimic_and_planar_joints():
 def test_refuses_what_is_not_a_model():
     with pytest.raises(dn.InputError, match="Model"):
         dn.simplify_inertias("urdf/arm7.urdf")
+
+
+def test_library_doc_example_runs_as_written(capsys, monkeypatch):
+    """docs/library.md's example, executed as written from the repository root."""
+    import re
+
+    text = (REPO / "docs" / "library.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    monkeypatch.chdir(REPO)
+    exec(compile(code, "docs/library.md", "exec"), {})
+    assert capsys.readouterr().out.strip() == "63 -> 40"
