@@ -71,7 +71,7 @@ def _mechanisms(seed, h, turns=0.0):
         tree + f'<loop_joint name="screw" type="helical" pitch="{h!r}"><predecessor link="l{N}">{_origin(XP)}'
         f'</predecessor><successor link="base">{_origin(W)}</successor><axis xyz="0 0 1"/></loop_joint></robot>')
     B = dn.load_model(
-        tree + f'<link name="nut_mid"/><link name="nut">' + ug.inertial_xml(0.7, [0.02, 0.01, 0.03], [0, 0, 0],
+        tree + '<link name="nut_mid"/><link name="nut">' + ug.inertial_xml(0.7, [0.02, 0.01, 0.03], [0, 0, 0],
                                                                            np.diag([0.01, 0.02, 0.015]))
         + f'</link><joint name="turn" type="continuous"><parent link="l{N}"/><child link="nut_mid"/>{_origin(XP)}'
         '<axis xyz="0 0 1"/></joint><joint name="advance" type="prismatic"><parent link="nut_mid"/>'

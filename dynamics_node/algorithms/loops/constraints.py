@@ -129,13 +129,18 @@ def _position_error(code, s, g, h):
         s[d + 3] = 0.5 * (B[5] - B[7])
         s[d + 4] = 0.5 * (B[6] - B[2])
         s[d + 5] = 0.5 * (B[1] - B[3])
-    elif code == 1 or code == 3:  # revolute; cylindrical (no d6)
+    elif code == 1 or code == 3 or code == 6:  # revolute; cylindrical (no d6); helical (its screw row)
         s[d] = E[5]
         s[d + 1] = -E[2]
         s[d + 3] = B[5]
         s[d + 4] = -B[2]
         if code == 1:
             s[d + 5] = B[0] * E[3] + B[1] * E[4]
+        elif code == 6:  # closed: rot(rz(theta)) xlt(0, 0, h theta) (Table 4.1)
+            th = math.atan2(E[1], E[0])
+            if h != 0.0:
+                th += 2.0 * math.pi * math.floor((r2 / h - th) / (2.0 * math.pi) + 0.5)
+            s[d + 5] = (r2 - h * th) / math.sqrt(1.0 + h * h)
     elif code == 2:  # prismatic
         s[d] = 0.5 * (E[5] - E[7])
         s[d + 1] = 0.5 * (E[6] - E[2])
@@ -146,19 +151,10 @@ def _position_error(code, s, g, h):
         s[d + 3] = B[3] * E[6] + B[4] * E[7] + B[5] * E[8]
         s[d + 4] = B[6] * E[0] + B[7] * E[1] + B[8] * E[2]
         s[d + 5] = B[0] * E[3] + B[1] * E[4] + B[2] * E[5]
-    elif code == 5:  # planar (not in Table 8.1; by Eqs. 8.25-8.27): the tilt of z, the offset along z
+    else:  # planar (not in Table 8.1; by Eqs. 8.25-8.27): the tilt of z, the offset along z
         s[d] = E[5]
         s[d + 1] = -E[2]
         s[d + 5] = r2
-    else:  # helical: rot(rz(theta)) xlt(0, 0, h theta) when closed (Table 4.1)
-        s[d] = E[5]
-        s[d + 1] = -E[2]
-        s[d + 3] = B[5]
-        s[d + 4] = -B[2]
-        th = math.atan2(E[1], E[0])
-        if h != 0.0:
-            th += 2.0 * math.pi * math.floor((r2 / h - th) / (2.0 * math.pi) + 0.5)
-        s[d + 5] = (r2 - h * th) / math.sqrt(1.0 + h * h)
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -259,11 +255,9 @@ def loop_wrench(li, lf, s, nb, l, lam, wr):
     hp = lf[fo + LF_PITCH]
     for c in range(li[o + LJ_NC]):
         k = li[o + LJ_DIR + c]
-        if k == 5 and hp != 0.0:  # the helical screw column (e6 - h e3) / sqrt(1 + h^2) (t_dot)
-            s[g + TS_M + 5] = lam[row + c] / math.sqrt(1.0 + hp * hp)
-            s[g + TS_M + 2] = -hp * s[g + TS_M + 5]
-        else:
-            s[g + TS_M + k] = lam[row + c]
+        s[g + TS_M + k] = lam[row + c] / math.sqrt(1.0 + hp * hp) if k == 5 else lam[row + c]
+        if k == 5:  # the helical screw column (e6 - h e3) / sqrt(1 + h^2) (t_dot); h = 0 for other types
+            s[g + TS_M + 2] -= hp * s[g + TS_M + 5]
     es = g + TS_ES
     for x in range(3):  # column x of E_s0^T is row x of E_s0: world = sum_a E_s0[a, x] joint_a
         n = s[es + x] * s[g + TS_M] + s[es + 3 + x] * s[g + TS_M + 1] + s[es + 6 + x] * s[g + TS_M + 2]
