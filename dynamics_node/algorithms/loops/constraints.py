@@ -33,7 +33,7 @@ from ...spatial import crm_t, load6, xm_t
 from .._common import (A_Q, ARG_NAMES, FASTMATH, as_vec, coordinate_owner, new_work, raise_status, to_tree_q,
                        to_tree_v)
 from ..rnea import rnea_kernel
-from .data import (SB_E0, SB_E0_N, SB_P0, SB_P0_N, SCRATCH_BODY, TS_D, TS_EJ, TS_EP, TS_ES, TS_M, TS_OP, TS_OS,
+from .data import (SB_E0, SB_E0_N, SB_P0, SB_P0_N, SCRATCH_BODY, TS_D, t_dot, TS_EJ, TS_EP, TS_ES, TS_M, TS_OP, TS_OS,
                    TS_RJ, TS_XB, TS_XE, scratch_size,
                    LF_EP, LF_ES, LF_HEADER, LF_PITCH, LF_RP, LF_RS, LF_STRIDE, LI_HEADER, LI_NC, LI_NL, LJ_DIR, LJ_NC,
                    LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC, LJ_TYPE)
@@ -80,15 +80,6 @@ def _joint_from_body(s, g, b, p0):
             s[ej + 3 * x + y] = (s[es + 3 * x] * s[e0 + 3 * y] + s[es + 3 * x + 1] * s[e0 + 3 * y + 1]
                                  + s[es + 3 * x + 2] * s[e0 + 3 * y + 2])
         s[rj + x] = s[e0 + 3 * x] * d0 + s[e0 + 3 * x + 1] * d1 + s[e0 + 3 * x + 2] * d2
-
-
-@njit(cache=True, inline="always")
-def t_dot(m, k, h):
-    """Column k (dir) of T_k dotted with the 6-vector m (joint coordinates, angular first): m[k], but for
-    k = 5 the helical screw direction (e6 - h e3) / sqrt(1 + h^2) of Table 4.1 (h = 0: m[5])."""
-    if k == 5 and h != 0.0:
-        return (m[5] - h * m[2]) / math.sqrt(1.0 + h * h)
-    return m[k]
 
 
 @njit(cache=True, inline="always")

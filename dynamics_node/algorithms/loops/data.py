@@ -24,6 +24,8 @@ The kernels read two flat arrays, named by the constants below:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..._jit import njit
@@ -56,6 +58,15 @@ LF_STRIDE = 25
 #: loop joint type -> code of Table 8.1's column in the kernels
 TYPE_CODE = {"fixed": 0, "revolute": 1, "continuous": 1, "prismatic": 2, "cylindrical": 3,
              "spherical": 4, "planar": 5, "helical": 6}
+
+
+@njit(cache=True, inline="always")
+def t_dot(m, k, h):
+    """Column k (dir) of T_k dotted with the 6-vector m (joint coordinates, angular first): m[k], but for
+    k = 5 the helical screw direction (e6 - h e3) / sqrt(1 + h^2) of Table 4.1 (h = 0: m[5])."""
+    if k == 5 and h != 0.0:
+        return (m[5] - h * m[2]) / math.sqrt(1.0 + h * h)
+    return m[k]
 
 
 def _ro(a):
