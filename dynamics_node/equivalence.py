@@ -122,7 +122,8 @@ def simplify_inertias(model):
       entry (for an axis along z: m, m c_z and Iyy, leaving Ixx - Iyy) move to the parent: 3 zeros;
     * prismatic: the child's whole rotational inertia Ibar moves: 6 zeros;
     * planar (three kernel joints, prismatic, prismatic, revolute about the normal n): J (1 - n n^T)
-      moves from the child through the two massless intermediate bodies to the parent: 1 zero;
+      moves from the child straight to the planar joint's parent (a pure rotational inertia, which
+      the two translations carry unchanged); the massless intermediate bodies stay empty: 1 zero;
     * floating base and floating joints (6-DoF): nothing moves (I_Delta = 0);
     * a joint on the fixed base: the body keeps only what its joint can feel (for a revolute about z:
       Izz, m c_x, m c_y; for a prismatic: m); the rest goes into the world, where it does nothing;
@@ -132,17 +133,18 @@ def simplify_inertias(model):
     * spherical and helical joints exist only as loop joints, which carry no inertia; a model with
       loop joints keeps its K and k (kinematics), so its closed-loop dynamics are unchanged too.
 
-    The result has the same H, C and gravity terms, inverse and forward dynamics (also closed-loop,
-    hybrid, contact) to rounding (the tests check 1e-12 relative on every file of example-robot-data,
-    fixed and floating base) and fewer nonzero inertial parameters (``nonzero_parameters``): on the
-    demo arm urdf/arm7.urdf 63 of 70 nonzero before, 40 after (its regressor has rank 43: the
-    structural count after §9.7 is 1 + 2 + 6 x 7 = 45, the two more being m c_x, m c_y of link 1, which
-    gravity along joint 1's axis cannot see, and some of the 45 are zero in the URDF already). On a
-    generic revolute chain (no two consecutive axes parallel, gravity not along joint 1) the
-    parameters left are exactly a set of base parameters: as many as the regressor's rank, and
-    independent. With parallel axes (Eq. 9.30 assumes any parent motion, a parallel-axis parent's
-    is restricted) or gravity along the first axis the base-parameter analysis of identification
-    finds more dependencies than §9.7 removes.
+    The result has the same H, C and gravity terms, inverse and forward dynamics to rounding (the
+    tests check 1e-12 relative on every file of example-robot-data, fixed and floating base, and the
+    closed-loop forward dynamics of the four-bar; what else depends only on H, C, g and kinematics,
+    hybrid, contact and impact dynamics, follows but is not tested separately) and fewer nonzero
+    inertial parameters (``nonzero_parameters``): on the demo arm urdf/arm7.urdf 63 of 70 nonzero
+    before, 40 after. Its regressor has rank 43; the structural count after §9.7 is 1 + 2 + 6 x 7 = 45,
+    the two more being m c_x, m c_y of link 1, which gravity along joint 1's axis cannot see, and some
+    of the 45 are zero in the URDF already. On a generic revolute chain (no two consecutive axes
+    parallel, gravity not along joint 1) the parameters left are exactly a set of base parameters: as
+    many as the regressor's rank, and independent. With parallel axes (Eq. 9.30 assumes any parent
+    motion, a parallel-axis parent's is restricted) or gravity along the first axis the
+    base-parameter analysis of identification finds more dependencies than §9.7 removes.
 
     The bodies are generally not physical any more (negative masses, indefinite inertias, as the book
     warns): the result is for computing, not a description of the robot. Do not load or check it with
