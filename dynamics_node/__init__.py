@@ -79,6 +79,8 @@ _LAZY = {
     # issue 23: contact and impact (Featherstone Ch. 11)
     "Contact": ".algorithms.contact_args", "contact_forward_dynamics": ".algorithms.contact",
     "impact": ".algorithms.impact",
+    # issue 28 §3: dynamic equivalence (Featherstone §9.7)
+    "simplify_inertias": ".equivalence",
     "soft_contact_forces": ".algorithms.soft_contact", "simulate_step": ".algorithms.soft_contact",
 }
 

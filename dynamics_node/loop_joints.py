@@ -12,7 +12,10 @@ child of ``<robot>``::
 The two origins place the joint frame on each link: they are Featherstone's X_P(l) and X_S(l) of
 §4.2 (here as 4x4 homogeneous transforms: pose of the joint frame in the link frame).  ``axis`` is in
 the joint frame.  When the loop is closed the predecessor and successor joint frames coincide up to
-the joint's own motion.
+the joint's own motion.  A ``type="helical"`` loop joint (a screw, Table 4.1) also takes
+``pitch="h"`` (m/rad: the successor advances h along the axis per radian turned about it).  In-tree
+helical motion needs no new joint: a revolute joint followed by a prismatic joint along the same axis
+with ``<mimic joint="the revolute" multiplier="h"/>`` is the same screw (§9.6 constraints).
 
 Vector convention.  The rest of dynamics_node (and ROS) orders 6-vectors linear first:
 motion [v; omega], force [f; n].  Featherstone orders them angular first ([omega; v], [n; f]).  The
@@ -20,7 +23,9 @@ motion [v; omega], force [f; n].  Featherstone orders them angular first ([omega
 convention and rotated so that the joint axis is the URDF ``axis`` (Featherstone's joints move
 about/along local z; ``R_align`` is the rotation whose third column is ``axis``, so
 S = blockdiag(R_align, R_align) S_Table4.1 with the rows swapped to linear first).  T is the
-constraint-force subspace: T^T S = 0 and [S T] is orthonormal (Featherstone Eq. 3.33 ff.).
+constraint-force subspace: T^T S = 0 and [S T] is orthonormal (Featherstone Eq. 3.33 ff.), except
+for the helical joint, whose S is Table 4.1's [0 0 1 0 0 h] (norm sqrt(1 + h^2)); its T is
+orthonormal all the same (its fifth column is Table 4.1's [0 0 -h 0 0 1] / sqrt(1 + h^2)).
 
 ``parse_transmissions`` reads the standard ``<transmission>`` elements (ros_control syntax, old and
 new) and returns the names of the actuated tree joints.
@@ -48,8 +53,9 @@ LOOP_JOINT_TYPES = {
     "cylindrical": 2,
     "spherical": 3,
     "planar": 3,
+    "helical": 1,
 }
-_NEEDS_AXIS = {"revolute", "continuous", "prismatic", "cylindrical", "planar"}
+_NEEDS_AXIS = {"revolute", "continuous", "prismatic", "cylindrical", "planar", "helical"}
 
 
 def _align_z(axis: np.ndarray) -> np.ndarray:
@@ -66,12 +72,13 @@ def _align_z(axis: np.ndarray) -> np.ndarray:
     return np.column_stack([x, y, z])
 
 
-def motion_subspace(jtype: str, R_align: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def motion_subspace(jtype: str, R_align: np.ndarray, pitch: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(S, T) of a loop joint in its joint frame, linear-first 6-vectors (Featherstone Table 4.1).
 
     Table 4.1 (angular first, joint about/along local z):
       revolute S = e3;  prismatic S = e6;  cylindrical S = [e3 e6];  spherical S = [e1 e2 e3];
-      planar S = [e3 e4 e5] (rotation about z, translation along x and y);  fixed: no S, T = 1.
+      planar S = [e3 e4 e5] (rotation about z, translation along x and y);  fixed: no S, T = 1;
+      helical (pitch h, m/rad) S = [0 0 1 0 0 h]^T, T = [e1 e2 (e6 - h e3)/sqrt(1 + h^2) e4 e5].
     T is the orthonormal complement (T^T S = 0).  Here rows are re-ordered to [linear; angular] and
     rotated by blockdiag(R_align, R_align) so that local z is the URDF axis.
     """
@@ -84,6 +91,7 @@ def motion_subspace(jtype: str, R_align: np.ndarray) -> tuple[np.ndarray, np.nda
         "cylindrical": [5, 2],
         "spherical": [3, 4, 5],
         "planar": [5, 0, 1],
+        "helical": [5],
     }[jtype]
     constrained = [i for i in range(6) if i not in free]
     rot = np.zeros((6, 6))
@@ -92,6 +100,10 @@ def motion_subspace(jtype: str, R_align: np.ndarray) -> tuple[np.ndarray, np.nda
     eye = np.eye(6)
     S = rot @ eye[:, free]
     T = rot @ eye[:, constrained]
+    if jtype == "helical":  # linear first: S = [0 0 h 0 0 1]; the screw column of T replaces e_z (linear)
+        S = rot @ np.array([0.0, 0.0, pitch, 0.0, 0.0, 1.0])[:, None]
+        T = T.copy()
+        T[:, constrained.index(2)] = rot @ np.array([0.0, 0.0, 1.0, 0.0, 0.0, -pitch]) / np.hypot(1.0, pitch)
     return S, T
 
 
@@ -113,6 +125,7 @@ class LoopJoint:
                (Featherstone X_P(l), X_S(l) of §4.2, as homogeneous transforms)
     axis : unit 3-vector in the joint frame (the plane normal for planar; (0, 0, 1) for fixed and
            spherical, where it is unused)
+    pitch : helical joints: m/rad along the axis per turn about it (0 for every other type)
     R_align : 3x3 rotation, third column = axis; joint frame * R_align is Featherstone's local-z frame
     S : 6 x dof motion subspace, linear first, joint-frame coordinates (Table 4.1)
     T : 6 x (6 - dof) constraint-force subspace, linear first, joint-frame coordinates
@@ -130,6 +143,7 @@ class LoopJoint:
     S: np.ndarray
     T: np.ndarray
     source: str = field(default="<robot_description>")
+    pitch: float = 0.0
 
     @property
     def dof(self) -> int:
@@ -202,7 +216,8 @@ def parse_loop_joints(robot: ET.Element, link_names: set[str], tree_joint_names:
 
     Raises ModelError naming ``source``, the element and the loop joint for: missing name, duplicate
     name (also against tree joints), missing or unknown type, missing predecessor/successor, unknown
-    link, both ends on the same link, missing/zero/NaN axis where the type needs one, NaN in origins.
+    link, both ends on the same link, missing/zero/NaN axis where the type needs one, NaN in origins,
+    a helical joint's missing or bad pitch (and a pitch on another type).
     (Both ends on two links merged by fixed joints is checked by the model loader, which knows the
     bodies.)  A loop whose frames do not meet at the loaded configuration is accepted: that is a state.
     """
@@ -248,15 +263,35 @@ def parse_loop_joints(robot: ET.Element, link_names: set[str], tree_joint_names:
         else:
             axis = np.array([0.0, 0.0, 1.0])
         R_align = _align_z(axis)
-        S, T = motion_subspace(jtype, R_align)
+        pitch = _pitch(el, jtype, source, what)
+        S, T = motion_subspace(jtype, R_align, pitch)
         out.append(LoopJoint(
             name=name, type=jtype,
             predecessor=ends["predecessor"][0], successor=ends["successor"][0],
             X_P=_frozen(ends["predecessor"][1]), X_S=_frozen(ends["successor"][1]),
             axis=_frozen(axis), R_align=_frozen(R_align), S=_frozen(S), T=_frozen(T),
-            source=source,
+            source=source, pitch=pitch,
         ))
     return tuple(out)
+
+
+def _pitch(el: ET.Element, jtype: str, source: str, what: str) -> float:
+    """The ``pitch`` of a helical loop joint (m/rad, finite, |h| <= 1e6; 0 makes it a revolute
+    joint); refused by name when missing, not a number, or on another type."""
+    text = el.get("pitch")
+    if jtype != "helical":
+        if text is not None:
+            raise _err(source, what, f"pitch={clip(repr(text), 80)} belongs to a helical joint, not a {jtype} one")
+        return 0.0
+    if text is None:
+        raise _err(source, what, "type 'helical' needs a pitch attribute (m/rad along the axis per radian)")
+    try:
+        h = float(text)
+    except ValueError:
+        raise _err(source, what, f"pitch={clip(repr(text), 80)} is not a number") from None
+    if not np.isfinite(h) or abs(h) > 1e6:
+        raise _err(source, what, f"pitch={clip(repr(text), 80)} must be finite and at most 1e6 m/rad in magnitude")
+    return h
 
 
 def parse_transmissions(robot: ET.Element, joint_names: set[str], source: str, report=None) -> tuple[str, ...] | None:
@@ -264,34 +299,69 @@ def parse_transmissions(robot: ET.Element, joint_names: set[str], source: str, r
 
     Accepts the ros_control syntax ``<transmission name=..><joint name="j1">..</joint>..`` (new) and
     ``<transmission type=..><joint name="j1"/>..`` (old).  Returns None when the robot has no
-    transmission naming a known joint (then every joint is actuated).  A transmission ``<joint>``
-    naming a joint the URDF does not have is ignored; it is listed in ``report.ignored`` and
-    ``report.warnings`` (load_model turns these into ModelWarnings).
+    transmission naming a known joint (then every joint is actuated).  What cannot be read is
+    ignored, listed in ``report.ignored`` and warned of by name in ``report.warnings`` (load_model
+    turns these into ModelWarnings, ``strict=True`` into a ModelError), because each can silently
+    change which joints count as actuated (no transmission read at all: every joint is):
+
+    * a ``<joint>`` naming a joint the URDF does not have;
+    * a transmission with no ``<joint>`` element (e.g. PR2's WristTransmission, whose
+      ``<flexJoint>`` / ``<rollJoint>`` dynamics does not read);
+    * a ``<joint>`` without a ``name``;
+    * a ``mechanicalReduction`` (element or attribute, anywhere in the transmission) that is not a
+      finite number; the joints of that transmission stay actuated (dynamics does not use the
+      reduction), the transmission is reported as malformed.
     """
     trans = robot.findall("transmission")
     if not trans:
         return None
+
+    def warn(what, msg):
+        if report is not None:
+            report.ignored.append(f"{what}: {msg}")
+            report.warnings.append(f"{source}: {what}: {msg}")
+
     out: dict[str, None] = {}
     for idx, t in enumerate(trans):
         tname = clip(t.get("name") or f"#{idx + 1}", 80)
         what = f"<transmission name={tname!r}>"
         joints = t.findall("joint")
-        if not joints and report is not None:  # e.g. PR2's differential wrist (<flexJoint>, <rollJoint>)
-            report.ignored.append(f"{what}: no <joint> element (a transmission type dynamics does not read)")
-        for j in joints:
+        if not joints:
+            warn(what, "has no <joint> element: dynamics cannot tell which joint it drives, so it is ignored "
+                 "(a transmission type dynamics does not read?)")
+        for red in _reductions(t):
+            warn(what, f"mechanicalReduction {red} is not a finite number")
+        for k, j in enumerate(joints):
             jn = j.get("name")
             if not jn:
-                if report is not None:
-                    report.ignored.append(f"{what}: a <joint> without a name")
+                warn(what, f"<joint> #{k + 1} has no name attribute: that <joint> entry is ignored")
                 continue
             if jn not in joint_names:
-                if report is not None:
-                    report.ignored.append(f"{what}: unknown joint '{clip(jn, 80)}'")
-                    report.warnings.append(f"{source}: {what} names joint '{clip(jn, 80)}', which the URDF does not "
-                                           "have: that <joint> entry is ignored")
+                warn(what, f"names joint '{clip(jn, 80)}', which the URDF does not have: that <joint> entry is "
+                     "ignored")
                 continue
             out[jn] = None
     return tuple(out) if out else None
+
+
+def _reductions(t: ET.Element) -> list[str]:
+    """The mechanicalReduction values of a transmission (elements and attributes) that are not finite
+    numbers, each quoted with the element that carries it."""
+    bad = []
+    for el in t.iter():
+        vals = []
+        if el.tag == "mechanicalReduction":
+            vals.append(("", el.text))
+        if "mechanicalReduction" in el.attrib:
+            vals.append((f" of <{el.tag} name={clip(el.get('name') or '', 80)!r}>", el.get("mechanicalReduction")))
+        for where, text in vals:
+            try:
+                ok = np.isfinite(float(text))
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                bad.append(f"{clip(repr((text or '').strip()), 80)}{where}")
+    return bad
 
 
 def validate_loop_bodies(loops, body_of, source: str) -> None:

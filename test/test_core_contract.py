@@ -42,6 +42,7 @@ EXEMPT = {  # public names that are not computations on arrays, with the reason
     "MomentumObserver": "a stateful class (samples in stamp order): its input checks are in test_observer_core",
     "external_wrench": "a least-squares solve on the observer's r (no data=): its checks are in test_observer_core",
     "Contact": "class (checked when made: test_core_contact_errors)",
+    "simplify_inertias": "takes the model alone (no arrays) and returns a Model: test_equivalence",
 }
 
 

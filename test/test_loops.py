@@ -66,8 +66,23 @@ BAD = {
                  '<axis xyz="0 nan 1"/></loop_joint>', ["lj", "NaN"]),
     "nan_origin": ('<loop_joint name="lj" type="spherical"><predecessor link="b"><origin xyz="0 0 nan"/>'
                    '</predecessor><successor link="c"/></loop_joint>', ["lj", "NaN", "predecessor"]),
-    "unknown_type": ('<loop_joint name="lj" type="helical"><predecessor link="b"/><successor link="c"/>'
-                     '<axis xyz="0 0 1"/></loop_joint>', ["lj", "helical"]),
+    "unknown_type": ('<loop_joint name="lj" type="screw"><predecessor link="b"/><successor link="c"/>'
+                     '<axis xyz="0 0 1"/></loop_joint>', ["lj", "screw"]),
+    # issue 28 §4: the helical joint's pitch
+    "helical_no_pitch": ('<loop_joint name="lj" type="helical"><predecessor link="b"/><successor link="c"/>'
+                         '<axis xyz="0 0 1"/></loop_joint>', ["lj", "pitch", "helical"]),
+    "helical_pitch_text": ('<loop_joint name="lj" type="helical" pitch="fine"><predecessor link="b"/>'
+                           '<successor link="c"/><axis xyz="0 0 1"/></loop_joint>', ["lj", "pitch", "'fine'"]),
+    "helical_pitch_nan": ('<loop_joint name="lj" type="helical" pitch="nan"><predecessor link="b"/>'
+                          '<successor link="c"/><axis xyz="0 0 1"/></loop_joint>', ["lj", "pitch", "finite"]),
+    "helical_pitch_inf": ('<loop_joint name="lj" type="helical" pitch="-inf"><predecessor link="b"/>'
+                          '<successor link="c"/><axis xyz="0 0 1"/></loop_joint>', ["lj", "pitch", "finite"]),
+    "helical_pitch_huge": ('<loop_joint name="lj" type="helical" pitch="1e9"><predecessor link="b"/>'
+                           '<successor link="c"/><axis xyz="0 0 1"/></loop_joint>', ["lj", "pitch", "1e6"]),
+    "helical_no_axis": ('<loop_joint name="lj" type="helical" pitch="0.01"><predecessor link="b"/>'
+                        '<successor link="c"/></loop_joint>', ["lj", "axis"]),
+    "pitch_on_revolute": ('<loop_joint name="lj" type="revolute" pitch="0.01"><predecessor link="b"/>'
+                          '<successor link="c"/><axis xyz="0 0 1"/></loop_joint>', ["lj", "pitch", "revolute"]),
     "missing_type": ('<loop_joint name="lj"><predecessor link="b"/><successor link="c"/></loop_joint>',
                      ["lj", "type"]),
     "missing_successor": ('<loop_joint name="lj" type="spherical"><predecessor link="b"/></loop_joint>',
@@ -115,6 +130,21 @@ def test_parse_every_type_subspaces(jtype, dof):
         np.testing.assert_allclose(lj.S[:, 0], np.r_[a, 0, 0, 0], atol=1e-14)
     if jtype == "planar":  # rotation about the normal, translation in the plane: T = tilt + normal force
         np.testing.assert_allclose(np.abs(lj.T[:3].T @ a).max(), 1.0, atol=1e-14)
+
+
+@pytest.mark.parametrize("h", [0.01, -0.3, 2.5, 0.0])
+def test_parse_helical_subspaces(h):
+    """Table 4.1's helical joint, linear first, axis a: S = [h a; a]; T orthonormal with T^T S = 0 and
+    range [S T] = R^6."""
+    xml = BASE.format(loop=f'<loop_joint name="lj" type="helical" pitch="{h}"><predecessor link="b"/>'
+                      '<successor link="c"/><axis xyz="0.3 -0.5 0.8"/></loop_joint>')
+    (lj,) = _parse(xml)
+    a = np.array([0.3, -0.5, 0.8]) / np.linalg.norm([0.3, -0.5, 0.8])
+    assert lj.pitch == h and lj.dof == 1 and lj.n_constraints == 5
+    np.testing.assert_allclose(lj.S[:, 0], np.r_[h * a, a], atol=1e-14)
+    np.testing.assert_allclose(lj.T.T @ lj.S, 0, atol=1e-14)
+    np.testing.assert_allclose(lj.T.T @ lj.T, np.eye(5), atol=1e-14)
+    assert np.linalg.matrix_rank(np.hstack([lj.S, lj.T])) == 6
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -165,6 +195,52 @@ def test_transmissions():
     m = dn.load_model(FIG83)
     assert set(m.actuated_joints) == {"j3", "j4"}
     assert m.loop_joints == ("j5",)
+
+
+MALFORMED_TRANSMISSIONS = {  # issue 28 §6: each loaded in silence before; (fragment, words of the warning)
+    "no_joint": ('<transmission name="t_diff"><actuator name="m1"><mechanicalReduction>50</mechanicalReduction>'
+                 '</actuator></transmission>', ["t_diff", "no <joint>"]),
+    "nameless_joint": ('<transmission name="t_anon"><joint><hardwareInterface>E</hardwareInterface></joint>'
+                       '</transmission>', ["t_anon", "no name"]),
+    "nan_reduction": ('<transmission name="t_nan"><joint name="ja"/><actuator name="m1"><mechanicalReduction>nan'
+                      '</mechanicalReduction></actuator></transmission>', ["t_nan", "'nan'", "finite"]),
+    "inf_reduction_attribute": ('<transmission name="t_inf"><joint name="ja"/><rightActuator name="m2" '
+                                'mechanicalReduction="inf"/></transmission>', ["t_inf", "'inf'", "m2"]),
+    "text_reduction": ('<transmission name="t_txt"><joint name="ja"/><mechanicalReduction>fifty'
+                       '</mechanicalReduction></transmission>', ["t_txt", "'fifty'"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_TRANSMISSIONS))
+def test_malformed_transmission_is_warned_by_name_and_refused_strict(case):
+    frag, words = MALFORMED_TRANSMISSIONS[case]
+    xml = BASE.format(loop=frag)
+    rep = SimpleNamespace(ignored=[], warnings=[])
+    parse_transmissions(ET.fromstring(xml), {"ja", "jb", "weld"}, "t.urdf", rep)
+    assert len(rep.warnings) == 1 and rep.warnings[0].startswith("t.urdf: "), rep.warnings
+    with pytest.warns(dn.ModelWarning) as rec:
+        m = dn.load_model(xml)
+    msgs = [str(r.message) for r in rec if issubclass(r.category, dn.ModelWarning)]
+    assert len(msgs) == 1, msgs
+    for w in words:
+        assert w.lower() in msgs[0].lower(), (case, msgs[0])
+    # what the transmission still says: a named known joint stays actuated, otherwise every joint is
+    assert m.actuated_joints == (("ja",) if 'name="ja"' in frag else m.joint_names)
+    with pytest.raises(dn.ModelError) as ei:
+        dn.load_model(xml, strict=True)
+    assert words[0] in str(ei.value) and "strict=True" in str(ei.value)
+
+
+def test_well_formed_transmissions_warn_of_nothing():
+    import warnings
+
+    good = BASE.format(loop='<transmission name="t"><type>transmission_interface/SimpleTransmission</type>'
+                       '<joint name="jb"><hardwareInterface>E</hardwareInterface></joint><actuator name="m">'
+                       '<mechanicalReduction> 1.5e2 </mechanicalReduction></actuator></transmission>')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = dn.load_model(good, strict=True)
+    assert m.actuated_joints == ("jb",)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -292,7 +368,7 @@ def dual_q0():
     return json.loads((DATA / "dual_arm_q0.json").read_text())["q0"]
 
 
-def _dual_variant(jtype, q0, axis="0.3 -0.5 0.8", rotate=True):
+def _dual_variant(jtype, q0, axis="0.3 -0.5 0.8", rotate=True, attrs=""):
     """The dual-arm model with its loop joint replaced by ``jtype`` whose joint frames coincide
     (position and orientation) at q0, so the loop is closed for every type."""
     src = (REPO / "urdf" / "dual_arm_object.urdf").read_text()
@@ -306,7 +382,7 @@ def _dual_variant(jtype, q0, axis="0.3 -0.5 0.8", rotate=True):
     xs = " ".join(repr(float(v)) for v in lj.X_S[:3, 3])
     rp = " ".join(repr(v) for v in _rpy(_rotx(0.4) if rotate else np.eye(3)))
     rs = " ".join(repr(v) for v in _rpy(RS))
-    new = (f'<loop_joint name="closure" type="{jtype}"><predecessor link="{lj.predecessor}"><origin xyz="{xp}" '
+    new = (f'<loop_joint name="closure" type="{jtype}"{attrs}><predecessor link="{lj.predecessor}"><origin xyz="{xp}" '
            f'rpy="{rp}"/></predecessor><successor link="{lj.successor}"><origin xyz="{xs}" rpy="{rs}"/>'
            f'</successor><axis xyz="{axis}"/></loop_joint>')
     start = src.index('<loop_joint name=')
@@ -320,9 +396,10 @@ def _rotx(a):
 
 
 @pytest.mark.parametrize("jtype", ["fixed", "revolute", "continuous", "prismatic", "cylindrical", "spherical",
-                                   "planar"])
+                                   "planar", "helical 0.05", "helical -1.7"])
 def test_delta_consistent_with_K(jtype, dual_q0):
-    m, q = _dual_variant(jtype, dual_q0)
+    jtype, *pitch = jtype.split()
+    m, q = _dual_variant(jtype, dual_q0, attrs=f' pitch="{pitch[0]}"' if pitch else "")
     assert L.loop_state(m, q).max_error < 1e-9
     rng = np.random.default_rng(3)
     for _ in range(3):

@@ -5,7 +5,8 @@ k_stab, G and g of §8.8, and the mobility of §8.10.
 Inside, the book's convention: angular-first spatial vectors, transforms as plx(E, r) (Table A.3).
 Every loop's terms are computed in the coordinates of its *successor joint frame* (origin o, the
 local-z axes of Table 4.1), the remedy of §8.7 "The Rounding-Error Problem": there T_k is a
-selection of unit vectors (see data.py), so T_k^T m is m[dir] and
+selection of unit vectors (see data.py), so T_k^T m is m[dir] (t_dot: the helical joint's screw row
+is (m[5] - h m[2]) / sqrt(1 + h^2)) and
 
     K_l = T_k^T ( ^J X_s J_s - ^J X_p J_p )                 (Eqs. 8.18-8.20, Table 8.4's while loop)
     k_l = -T_k^T ( a_s^vp - a_p^vp + v_s x v_p )            (Eq. 8.47)
@@ -28,13 +29,13 @@ from ..._jit import njit
 from ...errors import InputError, clip_names
 from ...layout import (BODY_F, BODY_I, DOF_F, H_NB, H_NVT, HEADER_F, HEADER_I, HF_GRAVITY, J_NV, J_PARENT, J_VI,
                        W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
-from ...spatial import crm_t, load6, store6, xm_t
+from ...spatial import crm_t, load6, xm_t
 from .._common import (A_Q, ARG_NAMES, FASTMATH, as_vec, coordinate_owner, new_work, raise_status, to_tree_q,
                        to_tree_v)
 from ..rnea import rnea_kernel
-from .data import (SB_E0, SB_E0_N, SB_P0, SB_P0_N, SCRATCH_BODY, TS_D, TS_EJ, TS_EP, TS_ES, TS_M, TS_OP, TS_OS,
+from .data import (SB_E0, SB_E0_N, SB_P0, SB_P0_N, SCRATCH_BODY, TS_D, t_dot, TS_EJ, TS_EP, TS_ES, TS_M, TS_OP, TS_OS,
                    TS_RJ, TS_XB, TS_XE, scratch_size,
-                   LF_EP, LF_ES, LF_HEADER, LF_RP, LF_RS, LF_STRIDE, LI_HEADER, LI_NC, LI_NL, LJ_DIR, LJ_NC,
+                   LF_EP, LF_ES, LF_HEADER, LF_PITCH, LF_RP, LF_RS, LF_STRIDE, LI_HEADER, LI_NC, LI_NL, LJ_DIR, LJ_NC,
                    LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC, LJ_TYPE)
 
 # the packed model and what the RNEA leaves in the work array (X_i as W_E, W_R; v_i, a_i as W_V,
@@ -82,9 +83,11 @@ def _joint_from_body(s, g, b, p0):
 
 
 @njit(cache=True, inline="always")
-def _position_error(code, s, g):
+def _position_error(code, s, g, h):
     """Table 8.1: delta of ^sX_p = rot(E) xlt(r) (Eq. 8.24) into s[g + TS_D:+6], Featherstone's
-    order (rotation x y z, translation x y z, successor axes).  x_ij (1-based) of X = [[E, 0], [B, E]]."""
+    order (rotation x y z, translation x y z, successor axes).  x_ij (1-based) of X = [[E, 0], [B, E]].
+    Helical (pitch h, not in Table 8.1): the revolute's four entries and, in the screw row's slot 5,
+    (r_z - h theta) / sqrt(1 + h^2), theta = atan2(x_12, x_11) taken on the turn that r_z / h says."""
     xe = g + TS_XE
     xb = g + TS_XB
     ep = g + TS_EP
@@ -117,13 +120,18 @@ def _position_error(code, s, g):
         s[d + 3] = 0.5 * (B[5] - B[7])
         s[d + 4] = 0.5 * (B[6] - B[2])
         s[d + 5] = 0.5 * (B[1] - B[3])
-    elif code == 1 or code == 3:  # revolute; cylindrical (no d6)
+    elif code == 1 or code == 3 or code == 6:  # revolute; cylindrical (no d6); helical (its screw row)
         s[d] = E[5]
         s[d + 1] = -E[2]
         s[d + 3] = B[5]
         s[d + 4] = -B[2]
         if code == 1:
             s[d + 5] = B[0] * E[3] + B[1] * E[4]
+        elif code == 6:  # closed: rot(rz(theta)) xlt(0, 0, h theta) (Table 4.1)
+            th = math.atan2(E[1], E[0])
+            if h != 0.0:
+                th += 2.0 * math.pi * math.floor((r2 / h - th) / (2.0 * math.pi) + 0.5)
+            s[d + 5] = (r2 - h * th) / math.sqrt(1.0 + h * h)
     elif code == 2:  # prismatic
         s[d] = 0.5 * (E[5] - E[7])
         s[d + 1] = 0.5 * (E[6] - E[2])
@@ -184,7 +192,8 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
         row = li[o + LJ_ROW]
         _joint_world(lf, fo + LF_EP, fo + LF_RP, bp, s, p0, g + TS_EP, g + TS_OP)
         _joint_world(lf, fo + LF_ES, fo + LF_RS, bs, s, p0, g + TS_ES, g + TS_OS)
-        _position_error(li[o + LJ_TYPE], s, g)
+        hp = lf[fo + LF_PITCH]
+        _position_error(li[o + LJ_TYPE], s, g, hp)
         # velocities and velocity-product accelerations of the two bodies in joint coordinates
         _joint_from_body(s, g, bs, p0)
         vs = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_V * nb + W_V_N * bs)) if bs >= 0 else zero6
@@ -195,9 +204,9 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
         cv = crm_t(vs, vp)
         for c in range(nc):
             k = li[o + LJ_DIR + c]
-            vj[row + c] = vs[k] - vp[k]
+            vj[row + c] = t_dot(vs, k, hp) - t_dot(vp, k, hp)
             dl[row + c] = s[g + TS_D + k]
-            kc = -(as_[k] - ap[k] + cv[k])                                   # Eq. 8.47
+            kc = -(t_dot(as_, k, hp) - t_dot(ap, k, hp) + t_dot(cv, k, hp))  # Eq. 8.47
             if alpha > 0.0:
                 kc -= 2.0 * alpha * vj[row + c] + alpha * alpha * dl[row + c]  # Eq. 8.22
             kk[row + c] = kc
@@ -217,9 +226,8 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
             vb = mi[HEADER_I + BODY_I * b + J_VI]
             for dof in range(vb, vb + mi[HEADER_I + BODY_I * b + J_NV]):
                 m6 = xm_t(s, g + TS_EJ, g + TS_RJ, load6(mf, do0 + DOF_F * dof))  # ^JX_b S_dof
-                store6(s, g + TS_M, m6)
                 for c in range(nc):
-                    K[(row + c) * nvt + dof] = sgn * s[g + TS_M + li[o + LJ_DIR + c]]  # Eq. 8.20
+                    K[(row + c) * nvt + dof] = sgn * t_dot(m6, li[o + LJ_DIR + c], hp)  # Eq. 8.20
     return 0
 
 
@@ -235,8 +243,12 @@ def loop_wrench(li, lf, s, nb, l, lam, wr):
     for k in range(6):
         s[g + TS_M + k] = 0.0
     row = li[o + LJ_ROW]
+    hp = lf[fo + LF_PITCH]
     for c in range(li[o + LJ_NC]):
-        s[g + TS_M + li[o + LJ_DIR + c]] = lam[row + c]
+        k = li[o + LJ_DIR + c]
+        s[g + TS_M + k] = lam[row + c] / math.sqrt(1.0 + hp * hp) if k == 5 else lam[row + c]
+        if k == 5:  # the helical screw column (e6 - h e3) / sqrt(1 + h^2) (t_dot); h = 0 for other types
+            s[g + TS_M + 2] -= hp * s[g + TS_M + 5]
     es = g + TS_ES
     for x in range(3):  # column x of E_s0^T is row x of E_s0: world = sum_a E_s0[a, x] joint_a
         n = s[es + x] * s[g + TS_M] + s[es + 3 + x] * s[g + TS_M + 1] + s[es + 6 + x] * s[g + TS_M + 2]

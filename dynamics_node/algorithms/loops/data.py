@@ -6,7 +6,9 @@ frame of Table 4.1 (the URDF joint frame turned by the loop joint's ``R_align``)
 the plx(E, r) pair of Table A.3 (E: body coordinates -> joint-frame coordinates, r: the joint-frame
 origin in body coordinates).  The constraint-force subspace T_k of Table 4.1 is, in those joint
 coordinates, a selection of unit vectors: column c of T_k is unit vector ``dir[c]`` (angular-first
-index 0..5), so T_k^T m = m[dir].  The columns keep the order of the parser's ``LoopJoint.T``, which
+index 0..5), so T_k^T m = m[dir].  One exception, the helical joint of pitch h (Table 4.1): its
+column with dir 5 is (e6 - h e3) / sqrt(1 + h^2), so T_k^T m = (m[5] - h m[2]) / sqrt(1 + h^2) there;
+every other type has h = 0 (constraints.t_dot).  The columns keep the order of the parser's ``LoopJoint.T``, which
 is the row order of K, k and delta at the API.
 
 The kernels read two flat arrays, named by the constants below:
@@ -16,11 +18,13 @@ The kernels read two flat arrays, named by the constants below:
     the loop in K, dir (6 slots, n_k^c used)
     λ': the expanded parent array of the tree's degrees of freedom (§6.5, Table 6.4)
 ``lf`` (float64) = [the model's singular-pivot tolerance, then per loop LF_STRIDE floats:
-    E_P (9, row-major), r_P (3), E_S (9), r_S (3)]
+    E_P (9, row-major), r_P (3), E_S (9), r_S (3), pitch h (helical; 0 for the other types)]
     the predecessor / successor joint frame on its body (X_P(l) and X_S(l) of §4.2 composed with
     the link's place on its body)
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -48,11 +52,21 @@ LF_EP = 0
 LF_RP = 9
 LF_ES = 12
 LF_RS = 21
-LF_STRIDE = 24
+LF_PITCH = 24
+LF_STRIDE = 25
 
 #: loop joint type -> code of Table 8.1's column in the kernels
 TYPE_CODE = {"fixed": 0, "revolute": 1, "continuous": 1, "prismatic": 2, "cylindrical": 3,
-             "spherical": 4, "planar": 5}
+             "spherical": 4, "planar": 5, "helical": 6}
+
+
+@njit(cache=True, inline="always")
+def t_dot(m, k, h):
+    """Column k (dir) of T_k dotted with the 6-vector m (joint coordinates, angular first): m[k], but for
+    k = 5 the helical screw direction (e6 - h e3) / sqrt(1 + h^2) of Table 4.1 (h = 0: m[5])."""
+    if k == 5 and h != 0.0:
+        return (m[5] - h * m[2]) / math.sqrt(1.0 + h * h)
+    return m[k]
 
 
 def _ro(a):
@@ -97,10 +111,17 @@ class LoopData:
 
 def constrained_directions(lj) -> np.ndarray:
     """dir of loop joint ``lj``: the angular-first index (in its local-z joint frame) of each column
-    of lj.T (the parser's linear-first T in the URDF joint frame)."""
+    of lj.T (the parser's linear-first T in the URDF joint frame); a helical joint's screw column
+    (e_z linear - h e_z angular) / sqrt(1 + h^2) is dir 5 (the module docstring)."""
     Ra = np.asarray(lj.R_align)
     T = np.asarray(lj.T)
     local = np.vstack([Ra.T @ T[:3], Ra.T @ T[3:]])  # linear first, local-z frame: unit vectors
+    h = float(getattr(lj, "pitch", 0.0))
+    if h:
+        screw = np.array([0.0, 0.0, 1.0, 0.0, 0.0, -h]) / np.hypot(1.0, h)
+        for c in range(local.shape[1]):
+            if np.allclose(local[:, c], screw, atol=1e-12):
+                local[:, c] = np.eye(6)[2]  # dir 5 below, read with the pitch by the kernels
     out = []
     for c in range(local.shape[1]):
         i = int(np.argmax(np.abs(local[:, c])))
@@ -140,6 +161,7 @@ def pack(model, lambda_dof) -> LoopData | None:
             RJ = Rl @ np.asarray(X)[:3, :3] @ np.asarray(lj.R_align)    # local-z joint axes, body coordinates
             lf[eo:eo + 9] = RJ.T.reshape(9)                              # E = body -> joint coordinates
             lf[ro:ro + 3] = Rl @ np.asarray(X)[:3, 3] + pl               # r = joint origin, body coordinates
+        lf[f + LF_PITCH] = float(getattr(lj, "pitch", 0.0))
         rows.append(slice(m, m + len(dirs)))
         m += len(dirs)
     li[LI_NL], li[LI_NC] = nl, m
