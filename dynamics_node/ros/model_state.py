@@ -256,7 +256,9 @@ def summary_lines(st: ModelState, cfg: Config) -> list:
         n = len(build_contacts(m, cfg))
         floor = f"floor through {list(cfg.simulation_floor[:3])} normal {list(cfg.simulation_floor[3:])}"
         lines.append(f"simulated robot: {cfg.simulation_rate:g} Hz x real time {cfg.real_time_factor:g}, "
-                     f"{n} contact points, {floor if cfg.simulation_floor else 'no floor'}; commands from "
+                     f"{n} collision points, {floor if cfg.simulation_floor else 'no floor'}, "
+                     f"{len(cfg.simulation_obstacles) // 6} box obstacles; {cfg.simulation_command_interface} "
+                     "commands from "
                      f"{cfg.effort_command_topic or '(no effort_command_topic: none)'}; publishes "
                      f"{cfg.joint_states_topic} and /clock")
     lines.append(f"warnings: {len(st.warnings)}" + ("".join(f"\n  - {w}" for w in st.warnings[:20])))

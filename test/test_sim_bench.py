@@ -1,0 +1,224 @@
+"""The simulated robot as a controller test bench (issue 30), in-process (sim_world.World, no ROS
+context): joint limits (hard constraints in joint space, restitution), collision shapes, box obstacles,
+default damping, position / velocity / trajectory commands; each against a closed form or an
+independent reference (MuJoCo: test_node_sim_mujoco.py). The node as a subprocess:
+test_node_simulation.py."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import node_support as ns
+
+pytestmark = pytest.mark.skipif(not ns.ros_available(), reason="rclpy or dynamics_interfaces not built")
+
+G = 9.81
+# a pendulum: a rod of 1 kg with its centre of mass 0.5 m from the pivot, axis -y, so that with q = 0
+# horizontal along x its centre of mass is at height z = r sin(q) and it falls toward negative q
+PEND = """<robot name="pendulum"><link name="base_link"/>
+  <link name="rod"><inertial><origin xyz="0.5 0 0"/><mass value="1.0"/>
+    <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.02" iyz="0" izz="0.02"/></inertial></link>
+  <joint name="hinge" type="revolute"><parent link="base_link"/><child link="rod"/><origin xyz="0 0 2"/>
+    <axis xyz="0 -1 0"/><limit lower="LOWER" upper="1.5" effort="50" velocity="20"/>
+    <safety_controller soft_lower_limit="-0.9" soft_upper_limit="1.4" k_position="10" k_velocity="1"/></joint>
+</robot>"""
+I_PEND = 0.02 + 1.0 * 0.5 ** 2  # about the pivot
+WHEEL = """<robot name="wheel"><link name="base_link"/>
+  <link name="wheel"><inertial><mass value="2.0"/>
+    <inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.5"/></inertial></link>
+  <joint name="spin" type="JTYPE"><parent link="base_link"/><child link="wheel"/>
+    <origin xyz="0 0 1"/><axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="100" velocity="5"/></joint>
+</robot>"""
+IZZ = 0.5
+
+
+def world(urdf=None, **values):
+    from dynamics_node.ros.model_state import build_state, load
+    from dynamics_node.ros.params import validate
+    from dynamics_node.ros.sim_world import World
+    src = {"robot_description": urdf} if urdf else {"urdf_path": str(ns.ARM7)}
+    c = validate({**src, "simulation": True, **values})
+    return World(build_state(load(c), c, {}), c)
+
+
+def run(w, seconds, each=None):
+    for _ in range(int(round(seconds / w.dt))):
+        assert w.step(), w.halted
+        if each is not None:
+            each(w)
+
+
+# ----------------------------------------------------------------------------- joint limits
+def test_a_pendulum_dropped_onto_its_lower_limit_stops_there():
+    """Released horizontal, the rod swings down onto its stop at -1 rad and stays there (restitution 0):
+    never beyond it by more than 1 mrad, at rest on it, the stop carrying the gravity torque m g r cos q."""
+    w = world(PEND.replace("LOWER", "-1.0"), simulation_floor=[])
+    low = []
+    run(w, 1.5, lambda w: low.append(w.q[0]))
+    assert min(low) > -1.0 - 1e-3 and abs(w.q[0] + 1.0) < 1e-3 and abs(w.qd[0]) < 1e-6
+    assert w.limit_tau[0] == pytest.approx(1.0 * G * 0.5 * math.cos(1.0), rel=1e-6)
+    assert w.commands.over_velocity(np.array([25.0])) == ["hinge"] and w.over_velocity() == []
+    assert any("<safety_controller> is read and ignored" in n for n in w.notes)
+
+
+@pytest.mark.parametrize("e", [0.3, 0.7])
+def test_the_pendulum_rebounds_from_its_limit_as_restitution_says(e):
+    """Energy: I w^2 / 2 = m g r (sin q0 - sin qL) at the stop; it leaves at e w, so it rises to the
+    apex qa of sin qa = sin qL + e^2 (sin q0 - sin qL) (closed form; 10 kHz steps)."""
+    qL = -1.2
+    w = world(PEND.replace("LOWER", str(qL)), simulation_floor=[], simulation_limit_restitution=e,
+              simulation_rate=10000.0)
+    trace = []
+    run(w, 1.2, lambda w: trace.append((w.q[0], w.qd[0])))
+    q = np.array([x for x, _ in trace])
+    v = np.array([x for _, x in trace])
+    hit = int(np.argmax(v > 0))                           # the first step moving up again: the bounce
+    w_in = math.sqrt(2 * G * 0.5 * (0 - math.sin(qL)) / I_PEND)
+    assert v[hit] == pytest.approx(e * w_in, rel=5e-3)
+    apex = q[hit + int(np.argmax(v[hit:] < 0))]
+    assert math.sin(apex) == pytest.approx(math.sin(qL) + e * e * (0 - math.sin(qL)), abs=2e-3)
+    assert q.min() > qL - 1e-3
+
+
+def test_continuous_joints_have_no_limits_and_commands_are_clipped_to_the_limits_and_reported():
+    w = world(WHEEL.replace("JTYPE", "continuous"), simulation_floor=[])
+    assert w.limits is None
+    w = world(WHEEL.replace("JTYPE", "revolute"), simulation_floor=[], effort_command_topic="/c",
+              simulation_command_interface="position", simulation_pd_gains=[50.0, 10.0])
+    assert w.command_array([4.0]) == "" and w.commands.cmd[0] == 3.0 and w.commands.clipped == 1
+    assert "position 4 for 'spin' clipped to 3" in w.commands.last_clip
+    run(w, 3.0)
+    assert abs(w.q[0] - 3.0) < 1e-3 and w.q[0] <= 3.0 + 1e-9
+    v = world(WHEEL.replace("JTYPE", "revolute"), simulation_floor=[], effort_command_topic="/c",
+              simulation_command_interface="velocity")
+    assert v.command_named(["spin"], [-9.0]) == "" and v.commands.cmd[0] == -5.0 and v.commands.clipped == 1
+
+
+# ----------------------------------------------------------------------------- damping, PD
+def test_default_damping_makes_a_spinning_joint_decay_as_exp_of_minus_b_t_over_i():
+    """simulation_default_damping b on a joint without <dynamics>: after the effort stops, qd(t) =
+    qd0 exp(-b t / I) (closed form; the URDF has no damping, so without it the wheel spins on)."""
+    b = 0.25
+    w = world(WHEEL.replace("JTYPE", "continuous"), simulation_floor=[], effort_command_topic="/c",
+              simulation_default_damping=b, simulation_command_timeout=0.1, friction=True)
+    w.command_array([10.0])
+    run(w, 0.105)  # the command is taken for 0.1 s and one step (its age reaches the timeout at the last)
+    v0, t0 = w.qd[0], w.t_ns
+    run(w, 2.0)
+    t = (w.t_ns - t0) * 1e-9
+    assert w.qd[0] == pytest.approx(v0 * math.exp(-b * t / IZZ), rel=2e-3)
+    free = world(WHEEL.replace("JTYPE", "continuous"), simulation_floor=[], effort_command_topic="/c",
+                 simulation_command_timeout=0.1)
+    free.command_array([10.0])
+    run(free, 2.105)
+    assert free.qd[0] == pytest.approx(10.0 * 0.101 / IZZ, rel=1e-9) and v0 < free.qd[0]
+
+
+def test_a_position_command_converges_as_the_pd_closed_form():
+    """I q'' + kd q' + kp q = kp r (no gravity on the vertical wheel): q(t) = r (1 - e^{-z w t} (cos wd t +
+    z w / wd sin wd t)), w = sqrt(kp / I), z = kd / (2 sqrt(kp I)) (10 kHz steps)."""
+    kp, kd, r = 200.0, 6.0, 0.4  # kp r below the effort limit (100 N m), which would saturate it
+    w = world(WHEEL.replace("JTYPE", "revolute"), simulation_floor=[], effort_command_topic="/c",
+              simulation_command_interface="position", simulation_pd_gains=[kp, kd], simulation_rate=10000.0)
+    assert w.command_named(["spin"], [r]) == ""
+    om, z = math.sqrt(kp / IZZ), kd / (2 * math.sqrt(kp * IZZ))
+    wd = om * math.sqrt(1 - z * z)
+    err = 0.0
+    for _ in range(20000):
+        w.step()
+        t = w.t_ns * 1e-9
+        ref = r * (1 - math.exp(-z * om * t) * (math.cos(wd * t) + z * om / wd * math.sin(wd * t)))
+        err = max(err, abs(w.q[0] - ref))
+    assert err < 2e-3 and abs(w.q[0] - r) < 1e-4
+
+
+def test_a_trajectory_is_followed_in_simulated_time():
+    """A joint_trajectory_controller's message: 0 -> 1 rad in 1 s -> 1.5 rad at 2 s; the stiff PD
+    follows the linear interpolation within what its lag allows."""
+    w = world(WHEEL.replace("JTYPE", "revolute"), simulation_floor=[], effort_command_topic="/c",
+              simulation_command_interface="position")
+    assert "refused" in w.command_trajectory(["nope"], [(1.0, [1.0], [])])
+    assert w.command_trajectory(["spin"], [(0.0, [0.0], []), (1.0, [1.0], []), (2.0, [1.5], [])]) == ""
+    run(w, 0.5)
+    assert w.q[0] == pytest.approx(0.5, abs=0.03)
+    run(w, 2.5)
+    assert w.q[0] == pytest.approx(1.5, abs=1e-3)
+
+
+# ----------------------------------------------------------------------------- shapes and obstacles
+BOX = """<robot name="box"><link name="box"><inertial><mass value="4.0"/>
+  <inertia ixx="0.05" ixy="0" ixz="0" iyy="0.05" iyz="0" izz="0.05"/></inertial>
+  <collision><origin xyz="0 0 0.05"/><geometry><box size="0.3 0.2 0.1"/></geometry></collision></link></robot>"""
+
+
+def test_a_box_link_rests_on_its_four_corners_each_carrying_a_quarter_of_its_weight():
+    w = world(BOX, floating_base=True, simulation_initial_positions=["root.z:=0.05"], simulation_friction=1.0)
+    assert w.env.npoints == 8
+    run(w, 2.0)
+    F = w.forces[np.any(w.forces != 0, axis=1)]
+    assert len(F) == 4
+    assert F[:, 2] == pytest.approx(np.full(4, 4.0 * G / 4), rel=1e-3)
+    bottom = w.contact_points()[np.any(w.forces != 0, axis=1)]
+    assert sorted(np.round(bottom[:, :2], 6).tolist()) == [[-0.15, -0.1], [-0.15, 0.1], [0.15, -0.1], [0.15, 0.1]]
+    assert abs(w.q[2]) < 1e-5 and np.abs(w.qd).max() < 1e-4  # 4 N per 1e7 N/m: a micrometre
+
+
+SPHERE = """<robot name="ball"><link name="ball"><inertial><mass value="1.0"/>
+  <inertia ixx="0.004" ixy="0" ixz="0" iyy="0.004" iyz="0" izz="0.004"/></inertial>
+  <collision><geometry><sphere radius="0.1"/></geometry></collision></link></robot>"""
+
+
+def test_a_sphere_rolls_along_a_table_and_falls_off_its_edge():
+    """A solid sphere (I = 2/5 m r^2) on a table (top z = 0.5, edge at x = 0.5) with gravity tilted
+    along x by gx = 1: rolling without slipping, x = 5/7 gx t^2 / 2; its centre passes the edge at t_e =
+    sqrt(2 * 0.5 / (5/7 gx)) and from there it falls freely (no edge rounding is modelled), z = 0.6 -
+    g (t - t_e)^2 / 2, until the floor."""
+    gx = 1.0
+    w = world(SPHERE, floating_base=True, gravity=[gx, 0.0, -G], simulation_friction=1.0,
+              simulation_obstacles=[0.0, 0.0, 0.25, 1.0, 1.0, 0.5], simulation_initial_positions=["root.z:=0.6"])
+    a = 5 / 7 * gx
+    te = math.sqrt(2 * 0.5 / a)
+    seen = []
+    run(w, te + 0.25, lambda w: seen.append((w.t_ns * 1e-9, w.q[0], w.q[2])))
+    seen = np.array(seen)
+    on = seen[seen[:, 0] < te - 0.05]
+    assert on[:, 1] == pytest.approx(a * on[:, 0] ** 2 / 2, abs=2e-3)
+    assert np.abs(on[:, 2] - 0.6).max() < 1e-4
+    off = seen[seen[:, 0] > te + 0.05]
+    assert off[:, 2] == pytest.approx(0.6 - G * (off[:, 0] - te) ** 2 / 2, abs=0.01)
+    run(w, 1.0)
+    assert w.q[2] == pytest.approx(0.1, abs=1e-4)  # on the floor
+
+
+def test_the_arm_released_at_rest_passes_through_nothing_and_comes_to_rest():
+    """arm7 (every link a cylinder) released beside a table: in 10 s no joint beyond its limit by 1 mrad,
+    no collision point deeper than 2 mm in the floor or the table, and at the end at rest."""
+    w = world(simulation_obstacles=[0.8, 0.0, 0.15, 0.6, 1.0, 0.3], simulation_default_damping=1.0,
+              simulation_initial_positions=["joint2=1.2", "joint4=0.6"])
+    lo, hi = w.limits[w.jv, 0], w.limits[w.jv, 1]
+    worst = {"limit": 0.0, "deep": 0.0}
+
+    def check(w):
+        qj = w.q[w.jq]
+        worst["limit"] = max(worst["limit"], float(np.max(np.maximum(lo - qj, qj - hi))))
+        worst["deep"] = max(worst["deep"], w.env.penetration(w.q))
+    run(w, 10.0, check)
+    assert worst["limit"] < 1e-3 and worst["deep"] < 2e-3, worst
+    assert np.abs(w.qd).max() < 1e-3 and w.touching() >= 1
+
+
+def test_bad_test_bench_parameters_are_refused_by_name():
+    from dynamics_node.ros.params import ConfigError, validate
+    for values, words in [({"simulation_obstacles": [0, 0, 0, 1, 1]}, "6 values per box"),
+                          ({"simulation_obstacles": [0, 0, 0, 1, 0, 1]}, "must be > 0"),
+                          ({"simulation_command_interface": "torque"}, "not effort, position or velocity"),
+                          ({"simulation_pd_gains": [1.0]}, "kp kd pairs"),
+                          ({"simulation_limit_restitution": 2.0}, "simulation_limit_restitution")]:
+        with pytest.raises(ConfigError) as e:
+            validate({"simulation": True, **values})
+        assert words in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        world(simulation_pd_gains=[1.0, 2.0, 3.0, 4.0])
+    assert "expected 0, 2 or 14 values" in str(e.value)
