@@ -302,7 +302,11 @@ def test_the_dropped_arm_lands_and_its_links_come_to_rest_above_the_floor():
     about an axis through tool0's origin: nothing in a rigid-body model without joint friction stops
     it, and it is left out."""
     import dynamics_node as dn
-    sim = Sim("sim_drop", {"urdf_path": str(ns.ARM7), "simulation_initial_positions": ["joint2=0.3"]})
+    links = [lk for lk in dn.load_model(str(ns.ARM7)).link_names if lk != "base_link"]
+    sim = Sim("sim_drop", {"urdf_path": str(ns.ARM7), "simulation_initial_positions": ["joint2=0.3"],
+                           # issue 23's environment: points at the link origins on the soft floor of 1e4 N/m
+                           "simulation_contact_links": links, "simulation_contact_points": [0.0] * (3 * len(links)),
+                           "simulation_stiffness": 1e4})
     try:
         st = sim.states(6.0, timeout=120.0)
     finally:
@@ -337,7 +341,8 @@ def test_a_floating_box_lands_on_its_corners_with_base_pose_markers_and_reset():
     corners = [x for a in (-0.1, 0.1) for b in (-0.1, 0.1) for x in (a, b, -0.1)]
     sim = Sim("sim_box", {"robot_description": BOX, "floating_base": True, "markers_rate": 10.0,
                           "simulation_initial_positions": ["root.z=0.4"], "simulation_friction": 1.0,
-                          "simulation_contact_links": ["box"] * 4, "simulation_contact_points": corners})
+                          "simulation_contact_links": ["box"] * 4, "simulation_contact_points": corners,
+                          "simulation_stiffness": 1e4})
     try:
         st = sim.states(3.0)
         assert st[-1][3] == [] and len(st[-1][1]) == 0  # no joints: the base is on its own topics
@@ -346,6 +351,7 @@ def test_a_floating_box_lands_on_its_corners_with_base_pose_markers_and_reset():
         assert got[-1].header.frame_id == "world" and abs(z[-1] - (0.1 - 4.0 * 9.81 / 4e4)) < 2e-4, z[-1]
         ns.drain(marks)
         m = ns.collect(marks, 1, 5.0)[-1]
+        assert m.markers[0].action == m.markers[0].DELETEALL
         spheres = [k for k in m.markers if k.ns == "contact_points"]
         arrows = [k for k in m.markers if k.ns == "contact_forces"]
         assert len(spheres) == 4 and all(k.color.g > 0.8 for k in spheres)

@@ -138,6 +138,13 @@ class Environment:
         st = np.asarray([self.state.get(k, (0.0, 0.0, 0.0)) for k in keys], dtype=float).reshape(-1, 3)
         return contacts, st
 
+    def points_at(self, q):
+        """World positions of the fixed collision points, then the spheres' centres, at q."""
+        Rb, pb = body_poses(self.model, q)
+        P = np.einsum("kij,kj->ki", Rb[self.point_body], self.point_pb) + pb[self.point_body]
+        C = np.einsum("kij,kj->ki", Rb[self.sphere_body], self.sphere_pb) + pb[self.sphere_body]
+        return np.vstack((P, C))
+
     def store(self, state):
         self.state = {k: state[j].copy() for j, k in enumerate(self.keys)}
 

@@ -259,8 +259,8 @@ class World:
         return True
 
     def contact_points(self):
-        """World positions (k x 3) of the last step's contact points (at its start)."""
-        return self.env.world_points
+        """World positions (n x 3) of every collision point (spheres: their centres) at q."""
+        return self.env.points_at(self.q)
 
     def touching(self) -> int:
         return int(np.count_nonzero(np.any(self.forces != 0.0, axis=1)))

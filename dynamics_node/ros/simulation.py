@@ -320,11 +320,23 @@ class Simulation:
 
 
 def contact_markers(w, stamp):
-    """Each contact point (sphere: green touching, grey apart) and its force (arrow), root-link frame."""
+    """Each contact point near a surface this step (sphere: green touching, grey apart) and its force
+    (arrow), and the box obstacles (grey cubes), root-link frame."""
     from geometry_msgs.msg import Point
     from visualization_msgs.msg import Marker, MarkerArray
     out = MarkerArray()
-    pts = w.contact_points()
+    clear = Marker(action=Marker.DELETEALL)  # the points near a surface change from step to step
+    clear.header.stamp, clear.header.frame_id = stamp, w.model.root_link
+    out.markers.append(clear)
+    for k, (c, h) in enumerate(w.env.boxes):
+        b = Marker(ns="obstacles", id=k, type=Marker.CUBE, action=Marker.ADD)
+        b.header.stamp, b.header.frame_id = stamp, w.model.root_link
+        b.pose.position.x, b.pose.position.y, b.pose.position.z = (float(x) for x in c)
+        b.pose.orientation.w = 1.0
+        b.scale.x, b.scale.y, b.scale.z = (float(2 * x) for x in h)
+        b.color.r, b.color.g, b.color.b, b.color.a = 0.55, 0.45, 0.35, 0.8
+        out.markers.append(b)
+    pts = w.env.world_points
     for k, (p, f) in enumerate(zip(pts, w.forces)):
         touching = bool(np.any(f != 0.0))
         s = Marker(ns="contact_points", id=k, type=Marker.SPHERE, action=Marker.ADD)
