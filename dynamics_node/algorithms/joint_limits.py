@@ -44,6 +44,7 @@ class LimitRows(NamedTuple):
 
 
 _QI = {}  # id(model) -> (model, q index of each v index or -1)
+_CHECKED = {}  # id(limits) -> (limits, model, limits_arg's result) for read-only limit arrays
 
 
 def _q_index(model):
@@ -67,6 +68,10 @@ def limits_arg(model, limits):
     from ..dispatch import mat
     from ..errors import InputError
 
+    frozen = isinstance(limits, np.ndarray) and not limits.flags.writeable
+    hit = _CHECKED.get(id(limits)) if frozen else None
+    if hit is not None and hit[0] is limits and hit[1] is model:  # a read-only array cannot have changed
+        return hit[2]
     a = mat(limits, "limits")
     if a.shape != (model.nv, 2):
         raise InputError(f"limits must be an nv x 2 array ({model.nv} x 2: lower upper per velocity "
@@ -81,6 +86,10 @@ def limits_arg(model, limits):
     if bad.size:
         raise InputError(f"limits[{int(bad[0])}]: only the coordinate of a revolute or prismatic joint can be "
                          "limited (a floating base's or a multi-coordinate joint's cannot)")
+    if frozen:
+        if len(_CHECKED) > 64:
+            _CHECKED.clear()
+        _CHECKED[id(limits)] = (limits, model, (lo, hi, qi))
     return lo, hi, qi
 
 

@@ -323,7 +323,8 @@ def simulate_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None, limit
     limit_tau = np.zeros(model.nv)
     if nl:
         qdd = qdd + M.T @ lam_l
-        np.add.at(limit_tau, rows_l.index, rows_l.sign * lam_l)
+        for i, sg, x in zip(rows_l.index, rows_l.sign, lam_l):
+            limit_tau[i] += sg * x
     qd1 = qd + dt * qdd
     q1 = integrate(model, q, qd1, dt)
     s1 = s.copy()

@@ -73,6 +73,8 @@ class Commands:
     def _gains(model, cfg, names, jv, q0):
         g = cfg.simulation_pd_gains
         kp, kd = np.zeros(model.nv), np.zeros(model.nv)
+        if not g and cfg.simulation_command_interface == "effort":
+            return kp, kd  # no PD loop
         if not g:
             inertia = np.diag(np.asarray(dn.mass_matrix(model, q0)))[jv]
             kp[jv], kd[jv] = inertia * OMEGA ** 2, 2.0 * inertia * OMEGA

@@ -2,21 +2,28 @@
 
 `World(st, cfg)` holds, for one model state, what `simulation: true` simulates (simulation.py runs it
 at its rate and publishes it):
-- the environment: the floor plane `simulation_floor` (a point and a normal in the root link's frame,
-  default z = 0, normal +z) and a contact point on each of `simulation_contact_links` (default every
-  moving link, at its origin), soft contacts of Featherstone §11.8 with `simulation_friction`,
-  `simulation_stiffness` and `simulation_damping` (dn.Contact);
-- the state q, qd (start: `simulation_initial_positions` by name, the rest at zero, at rest; a
-  floating base at its neutral pose unless root.x .. root.qw are named), the surfaces' state, and the
-  simulated time in integer nanoseconds (steps of 1/simulation_rate s);
-- the commanded efforts per joint with the simulated time they arrived: a std_msgs/Float64MultiArray
-  in command_joints order (`command_array`) or a sensor_msgs/JointState's efforts by name
-  (`command_named`); a joint whose command is older than `simulation_command_timeout` (simulated
-  time) gets zero effort; commands are clipped to the URDF <limit effort>, as a drive would;
-- `step()`: one dn.simulate_step (semi-implicit Euler, the contact forces implicit; the model's
-  `friction` option decides whether the URDF's damping and friction act).
-A step that fails or whose result is not finite is not taken: the world halts at its last finite state
-(`halted` says why) until reset. Nothing non-finite leaves it.
+- the environment (sim_env.py): the floor plane `simulation_floor` (a point and a normal in the root
+  link's frame, default z = 0, normal +z), the boxes of `simulation_obstacles`, and the collision
+  points of the links (sim_shapes.py: their URDF <collision> shapes; else a point at each moving
+  link's origin; or `simulation_contact_points`), soft contacts of Featherstone §11.8 with
+  `simulation_friction`, `simulation_stiffness` and `simulation_damping` (dn.Contact);
+- the joint limits (URDF <limit lower upper> of revolute and prismatic joints: hard constraints in
+  joint space in dn.simulate_step, restitution `simulation_limit_restitution`);
+- the model the step uses: the state's, with `simulation_default_damping` on joints without damping;
+- the state q, qd (start: `simulation_initial_positions` by name, the rest at zero, at rest, inside
+  the limits; a floating base at its neutral pose unless root.x .. root.qw are named), the surfaces'
+  state, and the simulated time in integer nanoseconds (steps of 1/simulation_rate s);
+- the commands (sim_commands.py): efforts, or positions / velocities through a PD loop
+  (`simulation_command_interface`), from a Float64MultiArray in command_joints order
+  (`command_array`), a JointState by name (`command_named`) or a JointTrajectory
+  (`command_trajectory`); effort and velocity commands older than `simulation_command_timeout`
+  (simulated time) count as zero; efforts are clipped to the URDF <limit effort>, as a drive would;
+- `step()`: one dn.simulate_step (semi-implicit Euler, the contact forces implicit, contacts and
+  limits speculative; the model's `friction` option decides whether the URDF's damping and friction
+  act).
+`notes` are what the world says once (meshes as boxes, positions moved inside limits, ignored
+<safety_controller>). A step that fails or whose result is not finite is not taken: the world halts
+at its last finite state (`halted` says why) until reset. Nothing non-finite leaves it.
 """
 from __future__ import annotations
 
@@ -139,6 +146,10 @@ class World:
         self.jv = np.asarray([m.v_slice(j).start for j in self.names], dtype=np.intp)
         self.index = {j: int(v) for j, v in zip(self.names, self.jv)}
         self.limits = limits_of(m, self.names)
+        if self.limits is not None:
+            self.limits.flags.writeable = False  # checked once by simulate_step (joint_limits.limits_arg)
+            self._lq = self.jq[np.isfinite(self.limits[self.jv]).any(axis=1)]
+            self._lv = self.jv[np.isfinite(self.limits[self.jv]).any(axis=1)]
         self.notes = []
         shapes = shapes_of(m, cfg)
         self.notes += shapes.notes
@@ -243,7 +254,7 @@ class World:
         try:
             contacts, state = self.env.select(self.q) if self.env.active() else ([], np.zeros((0, 3)))
             r = dn.simulate_step(self.model, self.q, self.qd, self.effort(), contacts, self.dt, state=state,
-                                 limits=self.limits, restitution=self.cfg.simulation_limit_restitution,
+                                 limits=self._near_limits(), restitution=self.cfg.simulation_limit_restitution,
                                  speculative=True)
             ok = all(np.isfinite(x).all() for x in (r.q, r.qd, r.state, r.forces))
             why = "" if ok else "the state is not finite"
@@ -257,6 +268,15 @@ class World:
         self.t_ns += self.dt_ns
         self.steps += 1
         return True
+
+    def _near_limits(self):
+        """The limits when some limited joint could reach one in this step (1 cm or rad beyond two steps at its
+        speed covers accelerations up to 5e3 per s^2), else None: the step then makes no limit rows anyway."""
+        if self.limits is None:
+            return None
+        q, v, lim = self.q[self._lq], self.qd[self._lv], self.limits[self._lv]
+        reach = 0.01 + 2.0 * self.dt * np.abs(v)
+        return self.limits if ((q - lim[:, 0] <= reach) | (lim[:, 1] - q <= reach)).any() else None
 
     def contact_points(self):
         """World positions (n x 3) of every collision point (spheres: their centres) at q."""

@@ -18,11 +18,13 @@ The node in simulation mode does not compute gravity torques from joint states (
 own): the dynamics node that controls the simulated robot is another node (launch/sim.launch.py).
 The simulated robot never publishes on the command topic; it subscribes to it with the type its
 publishers use: std_msgs/Float64MultiArray (command_joints order, what the dynamics node sends)
-unless only sensor_msgs/JointState publishers are there (efforts by name); the type is looked up in
-the graph twice a second.
+unless only sensor_msgs/JointState publishers are there (by name), or only
+trajectory_msgs/JointTrajectory ones (a joint_trajectory_controller's); the type is looked up in the
+graph twice a second. What the values are (effort, position, velocity): sim_commands.py.
 
 Also published: ~/contact_markers (visualization_msgs/MarkerArray at markers_rate while someone
-subscribes: each contact point, green while it touches, and its force as an arrow of 2 mm per N)
+subscribes: the box obstacles, each contact point near a surface, green while it touches, and its
+force as an arrow of 2 mm per N)
 and, for a floating base, ~/base_pose (geometry_msgs/PoseStamped, frame "world") and ~/base_twist
 (geometry_msgs/TwistStamped, the root's linear and angular velocity in the root frame, the core's
 convention): /joint_states carries the joints only.
