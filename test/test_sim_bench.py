@@ -238,3 +238,35 @@ def test_bad_test_bench_parameters_are_refused_by_name():
     with pytest.raises(ConfigError) as e:
         world(simulation_pd_gains=[1.0, 2.0, 3.0, 4.0])
     assert "expected 0, 2 or 14 values" in str(e.value)
+
+
+def test_meshes_are_their_bounding_boxes_and_a_missing_mesh_falls_back_to_the_link_origin(tmp_path):
+    """A binary STL of two triangles (vertices written by hand) scaled by 2 becomes the eight corners of
+    its axis-aligned bounding box, with a note naming the link; a mesh file that is not there is said
+    and its link has its origin as its one point; a capsule (cylinder + two spheres) has 16 rim points
+    and two spheres."""
+    import struct
+    tris = [((0, 0, 0), (0.1, 0, 0), (0, 0.2, 0)), ((0, 0, -0.05), (0.1, 0.2, 0.3), (0, 0, 0))]
+    data = b"\0" * 80 + struct.pack("<I", len(tris))
+    for t in tris:
+        data += struct.pack("<3f", 0, 0, 1) + b"".join(struct.pack("<3f", *v) for v in t) + b"\0\0"
+    (tmp_path / "part.stl").write_bytes(data)
+    link = ('<link name="{n}"><inertial><mass value="1"/><inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" '
+            'izz="0.01"/></inertial>{c}</link><joint name="j{n}" type="revolute"><parent link="base_link"/>'
+            '<child link="{n}"/><axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>')
+    mesh = '<collision><geometry><mesh filename="{f}" scale="2 2 2"/></geometry></collision>'
+    cap = ('<collision><geometry><cylinder radius="0.05" length="0.2"/></geometry></collision>'
+           '<collision><origin xyz="0 0 0.1"/><geometry><sphere radius="0.05"/></geometry></collision>'
+           '<collision><origin xyz="0 0 -0.1"/><geometry><sphere radius="0.05"/></geometry></collision>')
+    urdf = ('<robot name="m"><link name="base_link"/>' + link.format(n="a", c=mesh.format(f=tmp_path / "part.stl"))
+            + link.format(n="b", c=mesh.format(f=tmp_path / "gone.stl")) + link.format(n="c", c=cap) + "</robot>")
+    w = world(urdf)
+    a = w.env.point_local[[k for k, n in enumerate(w.env.point_link) if n == "a"]]
+    assert sorted(map(tuple, np.round(a, 6))) == sorted((x, y, z) for x in (0, 0.2) for y in (0, 0.4)
+                                                         for z in (-0.1, 0.6))
+    assert any("link 'a'" in n and "bounding box" in n for n in w.notes)
+    assert any("link 'b'" in n and "gone.stl" in n and "cannot be read" in n for n in w.notes)
+    b = w.env.point_local[[k for k, n in enumerate(w.env.point_link) if n == "b"]]
+    assert b.tolist() == [[0.0, 0.0, 0.0]]
+    assert w.env.point_link.count("c") == 16 and [s.link for s in w.env.spheres] == ["c", "c"]
+    assert sorted(s.center[2] for s in w.env.spheres) == [-0.1, 0.1]

@@ -153,3 +153,33 @@ def has_collision(model, link):
     if root is None:
         return False
     return any(el.get("name") == link and el.find("collision") is not None for el in root.findall("link"))
+
+
+def resolve_mesh(name):
+    """A mesh filename as a path: package://pkg/rel (the package's share folder), file://, ~, absolute, or
+    relative to the working directory. ValueError when a package is not found."""
+    if name.startswith("package://"):
+        pkg, _, rel = name[len("package://"):].partition("/")
+        try:
+            from ament_index_python.packages import get_package_share_directory
+            return str(pathlib.Path(get_package_share_directory(pkg)) / rel)
+        except Exception as e:  # noqa: BLE001 - PackageNotFoundError, ImportError
+            raise ValueError(f"package '{pkg}' not found: {e}") from None
+    if name.startswith("file://"):
+        name = name[len("file://"):]
+    return str(pathlib.Path(name).expanduser())
+
+
+def shapes_of(model, cfg, resolve=resolve_mesh):
+    """The collision points of the simulated robot: simulation_contact_points where given; else the
+    <collision> shapes of simulation_contact_links (default: every moving link with one), a link without
+    any at its origin; with no <collision> in the model, every moving link's origin. resolve: a mesh
+    filename (package://, absolute, relative) to a path."""
+    links = list(cfg.simulation_contact_links)
+    pts = cfg.simulation_contact_points
+    if pts:
+        return Shapes([(lk, np.asarray(pts[3 * k:3 * k + 3], dtype=float)) for k, lk in enumerate(links)], [], [])
+    if not links:
+        moving = [lk for k, lk in enumerate(model.link_names) if model.link_body[k] >= 0]
+        links = [lk for lk in moving if has_collision(model, lk)] or moving
+    return collision_shapes(model, links, resolve)

@@ -75,28 +75,6 @@ def moving_links(model):
     return [lk for k, lk in enumerate(model.link_names) if model.link_body[k] >= 0]
 
 
-def shapes_of(model, cfg):
-    """The collision points of the simulated robot (sim_shapes.py): simulation_contact_points where given;
-    else the <collision> shapes of simulation_contact_links (default: every moving link with one),
-    a link without any at its origin; with no <collision> in the model, every moving link's origin."""
-    from .model_state import resolve_urdf_path
-    from .sim_shapes import Shapes, collision_shapes, has_collision
-    links = list(cfg.simulation_contact_links)
-    pts = cfg.simulation_contact_points
-    if pts:
-        return Shapes([(lk, np.asarray(pts[3 * k:3 * k + 3], dtype=float)) for k, lk in enumerate(links)], [], [])
-    if not links:
-        moving = moving_links(model)
-        links = [lk for lk in moving if has_collision(model, lk)] or moving
-    return collision_shapes(model, links, lambda name: str(resolve_urdf_path(name)))
-
-
-def build_contacts(model, cfg):
-    """The collision points as floor contacts (the count the node's summary reports)."""
-    sh = shapes_of(model, cfg)
-    return [None] * (len(sh.points) + len(sh.spheres)) if cfg.simulation_floor or cfg.simulation_obstacles else []
-
-
 def effort_limits(model):
     """Per v index, the URDF <limit effort> (inf where none is given; the floating base: inf)."""
     lim = np.full(model.nv, np.inf)
@@ -151,6 +129,7 @@ class World:
             self._lq = self.jq[np.isfinite(self.limits[self.jv]).any(axis=1)]
             self._lv = self.jv[np.isfinite(self.limits[self.jv]).any(axis=1)]
         self.notes = []
+        from .sim_shapes import shapes_of
         shapes = shapes_of(m, cfg)
         self.notes += shapes.notes
         self.env = Environment(m, cfg, shapes)
