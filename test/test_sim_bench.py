@@ -270,3 +270,17 @@ def test_meshes_are_their_bounding_boxes_and_a_missing_mesh_falls_back_to_the_li
     assert b.tolist() == [[0.0, 0.0, 0.0]]
     assert w.env.point_link.count("c") == 16 and [s.link for s in w.env.spheres] == ["c", "c"]
     assert sorted(s.center[2] for s in w.env.spheres) == [-0.1, 0.1]
+
+
+def test_arm7_position_commanded_reaches_its_targets_and_a_target_beyond_a_limit_stops_at_it():
+    """Position interface on arm7 with the default gains (critically damped at 10 Hz) and gravity fed
+    forward: after 3 s every joint is within 1 mrad of its commanded position (the loaded shoulder too); a target
+    beyond joint4's limit is clipped to it, reported, and the joint rests there."""
+    w = world(simulation_floor=[], effort_command_topic="/c", simulation_command_interface="position")
+    target = np.array([0.5, 0.8, -0.4, -2.5, 0.3, 1.0, 0.2])
+    assert w.command_array(target) == "" and "joint4" in w.commands.last_clip
+    run(w, 3.0)
+    lim4 = w.limits[w.index["joint4"]]
+    expect = target.copy()
+    expect[3] = lim4[0]
+    assert np.abs(w.q[w.jq] - expect).max() < 1e-3 and np.abs(w.qd).max() < 1e-3

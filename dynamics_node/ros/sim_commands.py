@@ -3,10 +3,11 @@
 `simulation_command_interface` says what the commands on effort_command_topic are:
 - effort: the joint efforts [N m or N], applied as they are (clipped to the URDF <limit effort>);
 - position [rad or m]: a joint-space PD loop at every step, tau = kp (q_ref - q) + kd (qd_ref - qd)
-  (qd_ref from a trajectory's velocities, else 0), as gz_ros2_control runs for position-commanded
-  joints; until a joint's first command it holds its initial position, and a position is held after
-  its command grows old (a forward_command_controller publishes once);
-- velocity [rad/s or m/s]: tau = kd (qd_ref - qd); an old command counts as zero velocity.
+  + g(q) (qd_ref from a trajectory's velocities, else 0; g the model's gravity torques, fed forward as a
+  position-controlled drive compensates its load, so a held position is reached exactly), as
+  gz_ros2_control runs for position-commanded joints; until a joint's first command it holds its
+  initial position, and a position is held after its command grows old (a forward_command_controller publishes once);
+- velocity [rad/s or m/s]: tau = kd (qd_ref - qd) + g(q); an old command counts as zero velocity.
 The PD torque is clipped to the effort limit as an effort command is. Positions beyond a joint's
 <limit lower upper> and velocities beyond its <limit velocity> are clipped to them, counted and
 reported (`clipped`, `last_clip`).
@@ -189,8 +190,9 @@ class Commands:
             v = (P[k] - P[k - 1]) / max(ts[k] - ts[k - 1], 1e-9)
         return dst, q, v
 
-    def torque(self, q_v, qd, t_ns):
-        """The joint efforts of this step (q_v: the joints' positions by v index)."""
+    def torque(self, q_v, qd, t_ns, gravity=None):
+        """The joint efforts of this step (q_v: the joints' positions by v index; gravity: the model's
+        gravity torques at q, fed forward by the PD loop)."""
         fresh = (t_ns - self.cmd_t) <= self.timeout_ns
         if self.mode == "effort":
             return np.where(fresh, np.clip(self.cmd, -self.effort, self.effort), 0.0)
@@ -205,6 +207,8 @@ class Commands:
         tau = self.kd * (vref - qd)
         if self.mode == "position":
             tau = tau + self.kp * (qref - q_v)
+        if gravity is not None:
+            tau = tau + gravity
         return np.clip(tau, -self.effort, self.effort)
 
     def over_velocity(self, qd):

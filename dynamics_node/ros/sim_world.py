@@ -219,7 +219,11 @@ class World:
         """The efforts applied now (sim_commands.py): effort commands, or the PD loop's."""
         qv = np.zeros(self.model.nv)
         qv[self.jv] = self.q[self.jq]
-        return self.commands.torque(qv, self.qd, self.t_ns)
+        g = None
+        if self.commands.mode != "effort":
+            g = np.asarray(dn.gravity(self.model, self.q))
+            g[:6 if self.model.floating_base else 0] = 0.0  # nothing drives a floating base
+        return self.commands.torque(qv, self.qd, self.t_ns, g)
 
     def over_velocity(self):
         """The joints over their URDF <limit velocity> now."""
