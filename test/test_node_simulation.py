@@ -424,3 +424,52 @@ def test_the_simulation_parameter_switches_the_stream_process_at_run_time():
         rc, took = node.stop(signal.SIGINT)
         assert rc == 0 and took < STOP_S, node.output()[-3000:]
         assert "Traceback" not in node.output()
+
+
+def test_a_joint_trajectory_controllers_topic_drives_the_position_commanded_robot():
+    """Issue 30: with simulation_command_interface position, the command topic's publishers sending
+    trajectory_msgs/JointTrajectory (a joint_trajectory_controller's ~/joint_trajectory) make the
+    simulated robot subscribe with that type and follow the trajectory in simulated time: the wheel
+    ends at the last point, 1.2 rad; a point beyond its limit (3 rad) is clipped and reported in
+    /diagnostics."""
+    from builtin_interfaces.msg import Duration
+    from diagnostic_msgs.msg import DiagnosticArray
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    c = ns.ros()
+    diag, s1 = c.subscribe(DiagnosticArray, "/diagnostics", depth=50)
+    sim = Sim("sim_jtc", {"robot_description": WHEEL, "simulation_floor": [], "simulation_command_interface":
+                          "position", "effort_command_topic": "/sim_jtc/joint_trajectory"})
+    try:
+        pub = c.publisher(JointTrajectory, "/sim_jtc/joint_trajectory")
+        deadline = time.monotonic() + 30.0
+        while "as trajectory_msgs/JointTrajectory" not in sim.proc.output() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        c.wait_for_subscriber(pub)
+        msg = JointTrajectory(joint_names=["spin"], points=[
+            JointTrajectoryPoint(positions=[0.6], time_from_start=Duration(sec=0, nanosec=500_000_000)),
+            JointTrajectoryPoint(positions=[1.2], time_from_start=Duration(sec=1, nanosec=0))])
+        t0 = sim.states(0.0)[-1][0]
+        st = []
+        while not st or abs(st[-1][1][0] - 1.2) > 1e-3:
+            pub.publish(msg)  # best effort: sent until taken (each copy restarts the same trajectory)
+            st = sim.states(t0 + 0.2)
+            t0 = st[-1][0]
+            if time.monotonic() > deadline + 30.0:
+                break
+        st = sim.states(t0 + 2.0)
+        assert abs(st[-1][1][0] - 1.2) < 1e-3, st[-1]
+        pub.publish(JointTrajectory(joint_names=["spin"], points=[
+            JointTrajectoryPoint(positions=[5.0], time_from_start=Duration(sec=0, nanosec=100_000_000))]))
+        end = time.monotonic() + 20.0
+        seen = ""
+        while "clipped" not in seen and time.monotonic() < end:
+            pub.publish(JointTrajectory(joint_names=["spin"], points=[
+                JointTrajectoryPoint(positions=[5.0], time_from_start=Duration(sec=0, nanosec=100_000_000))]))
+            for m in ns.drain(diag, timeout=0.5):
+                for s in m.status:
+                    if s.name == "sim_jtc: simulation":
+                        seen = {kv.key: kv.value for kv in s.values}.get("last_clip", "")
+        assert "clipped" in seen and "'spin'" in seen, seen
+    finally:
+        c.node.destroy_subscription(s1)
+        sim.stop()
