@@ -284,3 +284,30 @@ def test_arm7_position_commanded_reaches_its_targets_and_a_target_beyond_a_limit
     expect = target.copy()
     expect[3] = lim4[0]
     assert np.abs(w.q[w.jq] - expect).max() < 1e-3 and np.abs(w.qd).max() < 1e-3
+
+
+def test_diagnostics_warn_of_a_joint_over_its_velocity_limit_and_list_the_clipped_commands():
+    """/diagnostics' `<name>: simulation` status (diagnostics.simulation_status) from a report of the
+    simulated robot whose wheel spins over its <limit velocity> (5 rad/s): WARN naming it."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    from dynamics_node.ros.diagnostics import simulation_status
+
+    class Stream:
+        error, restarts = "", 0
+
+        def alive(self):
+            return True
+
+    w = world(WHEEL.replace("JTYPE", "continuous"), simulation_floor=[], effort_command_topic="/c")
+    w.command_array([100.0])
+    run(w, 0.05)  # 100 N m / 0.5 kg m^2 for 50 ms: 10 rad/s
+    assert w.qd[0] > 5.0 and w.over_velocity() == ["spin"]
+    sim = {"running": True, "time": w.t_ns * 1e-9, "over_velocity_limit": ", ".join(w.over_velocity()),
+           "last_clip": w.commands.last_clip, "clipped": w.commands.clipped}
+    s = simulation_status("n", "hw", {"simulation": sim, "errors": 0}, Stream(), DiagnosticStatus)
+    values = {kv.key: kv.value for kv in s.values}
+    assert s.level == DiagnosticStatus.WARN and "spin" in s.message and values["over_velocity_limit"] == "spin"
+    sim["over_velocity_limit"] = ""
+    assert simulation_status("n", "hw", {"simulation": sim, "errors": 0}, Stream(), DiagnosticStatus).level == \
+        DiagnosticStatus.OK
