@@ -18,8 +18,9 @@ Measured in one run, on the same model and the same state:
   6. bench/bench_stream.py: the 1 kHz stream end to end as a busy client sees it (p50/p99/max alone, under
      service load, two controls with none of the load this node's work, with the cores loaded by other
      processes);
-  7. bench/bench_sim.py: the simulated robot (simulation: true) at 1 kHz with 4 contacts touching: achieved
-     rate, simulated/wall time, late steps, step time p50/p99 (issue 23);
+  7. bench/bench_sim.py: the simulated robot (simulation: true) at 1 kHz with 4 contacts touching, and with
+     arm7's cylinders (128 points), its joint limits and a table (issue 30): achieved rate, simulated/wall
+     time, late steps, step time p50/p99 (issue 23);
   8. bench/bench_node.py, if it exists.
 Functions not (yet) in the core are reported as "missing". No assertion: this only prints.
 """

@@ -182,3 +182,61 @@ def test_step_obeys_the_equation_of_motion_on_random_trees(floating, n_mimic):
             fn = F @ c.normal
             assert fn >= 0 and np.linalg.norm(F - fn * c.normal) <= c.friction * fn * (1 + 1e-9) + 1e-12
         assert np.any(np.linalg.norm(s.forces, axis=1) > 0)
+
+
+# ----------------------------------------------------------------------------- joint limits (issue 30)
+@pytest.mark.parametrize("floating,n_mimic", [(False, 0), (True, 0), (True, 1)])
+def test_core_step_with_limits_obeys_the_equation_of_motion(floating, n_mimic):
+    """simulate_step with joint limits around the current positions, every joint moving into one of
+    them (random trees with floating bases and mimic joints, contacts below a plane too): H qdd + C =
+    tau + J^T f + limit_tau (Pinocchio's H, C, Jacobians), every joint ends the step within its limits,
+    each limit force pushes away from its limit (>= 0 at a lower, <= 0 at an upper) and acts only on a
+    joint that ends the step at that limit (complementarity)."""
+    import urdfgen as ug
+
+    xml, _ = ug.random_urdf(60 + n_mimic, n_links=6, n_mimic=n_mimic)
+    m = dn.load_model(xml, floating_base=floating)
+    rng = np.random.default_rng(5)
+    links = [lk for lk in m.link_names if m.body_of(lk) >= 0]
+    cs = [dn.Contact(lk, normal=(0.1, 0.0, 1.0), friction=0.6, surface_point=(0, 0, 3.0)) for lk in links]
+    orc = Oracle(xml, m, cs, floating=floating)
+    dt = 1e-3
+    joints = [j for j in m.joint_names if m.q_slice(j).stop - m.q_slice(j).start == 1]
+    active = 0
+    for _ in range(6):
+        q, qd, _, tau = ug.random_state(m, rng)
+        lim = np.column_stack((np.full(m.nv, -np.inf), np.full(m.nv, np.inf)))
+        for j in joints:
+            i, v = m.q_slice(j).start, m.v_slice(j).start
+            gap = rng.uniform(0.0, 0.5) * abs(qd[v]) * dt  # reached within this step at the present speed
+            lim[v] = (q[i] - gap, np.inf) if qd[v] < 0 else (-np.inf, q[i] + gap)
+        s = dn.simulate_step(m, q, qd, tau, cs, dt, limits=lim, speculative=True)
+        H, C, J, _, _ = orc.terms(q, qd)
+        assert_close(H @ s.qdd + C, tau + J.T @ s.forces.reshape(-1) + s.limit_tau, 1e-8, "with the limits")
+        for j in joints:
+            i, v = m.q_slice(j).start, m.v_slice(j).start
+            lo, hi = lim[v]
+            assert lo - 1e-9 <= s.q[i] <= hi + 1e-9, (j, s.q[i], lim[v])
+            t = s.limit_tau[v]
+            assert (t >= -1e-9) if np.isfinite(lo) else (t <= 1e-9)
+            if abs(t) > 1e-6:
+                assert abs(s.q[i] - (lo if np.isfinite(lo) else hi)) < 1e-9
+        active += int(np.count_nonzero(s.limit_tau))
+    assert active >= 3  # limits did act (the others' joints were turned away by the random efforts)
+
+
+def test_core_limits_are_refused_by_name():
+    from dynamics_node.errors import InputError
+
+    m, _ = _box()
+    q = np.array([0, 0, 1.0, 0, 0, 0, 1.0])
+    z = np.zeros(6)
+    lim = np.column_stack((np.full(6, -np.inf), np.full(6, np.inf)))
+    for bad, words in [(lim[:5], "nv x 2"), (np.where(np.eye(6, 2, dtype=bool), np.nan, lim), "NaN"),
+                       (np.column_stack((np.ones(6), np.zeros(6))), "lower <= upper"),
+                       (np.column_stack((np.full(6, -1.0), np.full(6, 1.0))), "floating base")]:
+        with pytest.raises(InputError) as e:
+            dn.simulate_step(m, q, z, z, [], 1e-3, limits=bad)
+        assert words in str(e.value), str(e.value)
+    with pytest.raises(InputError, match="restitution must be in"):
+        dn.simulate_step(m, q, z, z, [], 1e-3, limits=lim, restitution=1.5)

@@ -17,6 +17,9 @@ MuJoCo's resting pose of a dropped arm: test_node_sim_mujoco.py.
 from __future__ import annotations
 
 import math
+import os
+import pathlib
+import re
 import signal
 import time
 
@@ -118,8 +121,19 @@ def _pin_free_motion(times, names):
     return sol.y[:m.nq][iq].T
 
 
+def arm7_without_limits():
+    """urdf/arm7.urdf with its joint limits out of reach (a file: the node takes it by path), for the tests
+    of issue 23 written before the simulated robot enforced limits (issue 30)."""
+    import tempfile
+    path = pathlib.Path(tempfile.gettempdir()) / f"arm7_no_limits_{os.getpid()}.urdf"
+    if not path.exists():
+        path.write_text(re.sub(r'lower="[^"]*" upper="[^"]*"', 'lower="-100" upper="100"', open(ns.ARM7).read()))
+    return str(path)
+
+
 def _free_motion_error(name, rate, rtf, until=0.5):
-    sim = Sim(name, {"urdf_path": str(ns.ARM7), "simulation_floor": [], "simulation_rate": rate,
+    # arm7 with its joint limits out of reach: the reference integrates free motion (issue 30 enforces limits)
+    sim = Sim(name, {"urdf_path": arm7_without_limits(), "simulation_floor": [], "simulation_rate": rate,
                      "real_time_factor": rtf, "simulation_initial_positions": [f"{k}={v}" for k, v in Q0.items()],
                      "simulation_wait_for_command": True, "effort_command_topic": f"/{name}/commands"},
               clock=True)
@@ -302,7 +316,11 @@ def test_the_dropped_arm_lands_and_its_links_come_to_rest_above_the_floor():
     about an axis through tool0's origin: nothing in a rigid-body model without joint friction stops
     it, and it is left out."""
     import dynamics_node as dn
-    sim = Sim("sim_drop", {"urdf_path": str(ns.ARM7), "simulation_initial_positions": ["joint2=0.3"]})
+    links = [lk for lk in dn.load_model(str(ns.ARM7)).link_names if lk != "base_link"]
+    sim = Sim("sim_drop", {"urdf_path": arm7_without_limits(), "simulation_initial_positions": ["joint2=0.3"],
+                           # issue 23's robot: no limits, points at the link origins on the soft floor of 1e4 N/m
+                           "simulation_contact_links": links, "simulation_contact_points": [0.0] * (3 * len(links)),
+                           "simulation_stiffness": 1e4})
     try:
         st = sim.states(6.0, timeout=120.0)
     finally:
@@ -337,7 +355,8 @@ def test_a_floating_box_lands_on_its_corners_with_base_pose_markers_and_reset():
     corners = [x for a in (-0.1, 0.1) for b in (-0.1, 0.1) for x in (a, b, -0.1)]
     sim = Sim("sim_box", {"robot_description": BOX, "floating_base": True, "markers_rate": 10.0,
                           "simulation_initial_positions": ["root.z=0.4"], "simulation_friction": 1.0,
-                          "simulation_contact_links": ["box"] * 4, "simulation_contact_points": corners})
+                          "simulation_contact_links": ["box"] * 4, "simulation_contact_points": corners,
+                          "simulation_stiffness": 1e4})
     try:
         st = sim.states(3.0)
         assert st[-1][3] == [] and len(st[-1][1]) == 0  # no joints: the base is on its own topics
@@ -346,6 +365,7 @@ def test_a_floating_box_lands_on_its_corners_with_base_pose_markers_and_reset():
         assert got[-1].header.frame_id == "world" and abs(z[-1] - (0.1 - 4.0 * 9.81 / 4e4)) < 2e-4, z[-1]
         ns.drain(marks)
         m = ns.collect(marks, 1, 5.0)[-1]
+        assert m.markers[0].action == m.markers[0].DELETEALL
         spheres = [k for k in m.markers if k.ns == "contact_points"]
         arrows = [k for k in m.markers if k.ns == "contact_forces"]
         assert len(spheres) == 4 and all(k.color.g > 0.8 for k in spheres)
@@ -404,3 +424,52 @@ def test_the_simulation_parameter_switches_the_stream_process_at_run_time():
         rc, took = node.stop(signal.SIGINT)
         assert rc == 0 and took < STOP_S, node.output()[-3000:]
         assert "Traceback" not in node.output()
+
+
+def test_a_joint_trajectory_controllers_topic_drives_the_position_commanded_robot():
+    """Issue 30: with simulation_command_interface position, the command topic's publishers sending
+    trajectory_msgs/JointTrajectory (a joint_trajectory_controller's ~/joint_trajectory) make the
+    simulated robot subscribe with that type and follow the trajectory in simulated time: the wheel
+    ends at the last point, 1.2 rad; a point beyond its limit (3 rad) is clipped and reported in
+    /diagnostics."""
+    from builtin_interfaces.msg import Duration
+    from diagnostic_msgs.msg import DiagnosticArray
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+    c = ns.ros()
+    diag, s1 = c.subscribe(DiagnosticArray, "/diagnostics", depth=50)
+    sim = Sim("sim_jtc", {"robot_description": WHEEL, "simulation_floor": [], "simulation_command_interface":
+                          "position", "effort_command_topic": "/sim_jtc/joint_trajectory"})
+    try:
+        pub = c.publisher(JointTrajectory, "/sim_jtc/joint_trajectory")
+        deadline = time.monotonic() + 30.0
+        while "as trajectory_msgs/JointTrajectory" not in sim.proc.output() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        c.wait_for_subscriber(pub)
+        msg = JointTrajectory(joint_names=["spin"], points=[
+            JointTrajectoryPoint(positions=[0.6], time_from_start=Duration(sec=0, nanosec=500_000_000)),
+            JointTrajectoryPoint(positions=[1.2], time_from_start=Duration(sec=1, nanosec=0))])
+        t0 = sim.states(0.0)[-1][0]
+        st = []
+        while not st or abs(st[-1][1][0] - 1.2) > 1e-3:
+            pub.publish(msg)  # best effort: sent until taken (each copy restarts the same trajectory)
+            st = sim.states(t0 + 0.2)
+            t0 = st[-1][0]
+            if time.monotonic() > deadline + 30.0:
+                break
+        st = sim.states(t0 + 2.0)
+        assert abs(st[-1][1][0] - 1.2) < 1e-3, st[-1]
+        pub.publish(JointTrajectory(joint_names=["spin"], points=[
+            JointTrajectoryPoint(positions=[5.0], time_from_start=Duration(sec=0, nanosec=100_000_000))]))
+        end = time.monotonic() + 20.0
+        seen = ""
+        while "clipped" not in seen and time.monotonic() < end:
+            pub.publish(JointTrajectory(joint_names=["spin"], points=[
+                JointTrajectoryPoint(positions=[5.0], time_from_start=Duration(sec=0, nanosec=100_000_000))]))
+            for m in ns.drain(diag, timeout=0.5):
+                for s in m.status:
+                    if s.name == "sim_jtc: simulation":
+                        seen = {kv.key: kv.value for kv in s.values}.get("last_clip", "")
+        assert "clipped" in seen and "'spin'" in seen, seen
+    finally:
+        c.node.destroy_subscription(s1)
+        sim.stop()

@@ -70,26 +70,33 @@ def test_simulation_parameters_are_checked_against_the_model_only_with_simulatio
     build_state(load(c), c, {})
 
 
-def test_the_default_environment_is_the_floor_z0_with_a_point_at_each_moving_link_origin():
-    w = world()
+def test_the_default_environment_is_the_floor_z0_with_the_collision_shapes_else_the_link_origins():
+    """arm7: every moving link has a <collision> cylinder, so each brings its 16 rim points (issue 30);
+    a robot without <collision> has a point at each moving link's origin, as before."""
     import dynamics_node as dn
+    from dynamics_node.ros.sim_shapes import cylinder_rims
+    w = world()
     moving = [lk for lk in w.model.link_names if lk != "base_link"]
-    assert [c.link for c in w.contacts] == moving
-    for c in w.contacts:
-        assert np.array_equal(c.point, [0, 0, 0]) and np.array_equal(c.normal, [0, 0, 1])
-        assert np.array_equal(c.surface_point, [0, 0, 0]) and c.friction == 0.5
-        assert c.stiffness == 1e4 and c.damping == 100.0
+    assert w.env.point_link == [lk for lk in moving for _ in range(16)]
+    assert np.allclose(w.env.point_local[:16], cylinder_rims(0.07, 0.19) + [0, 0, 0.095])  # link1's
     assert np.array_equal(w.q, np.zeros(7)) and np.array_equal(w.qd, np.zeros(7))
-    T = np.asarray(dn.link_pose(w.model, w.q, "tool0"))
-    assert np.allclose(w.contact_points()[-1], T[:3, 3])
+    no_shapes = WHEEL.replace("</robot>", '<link name="arm"/><joint name="a" type="fixed"><parent link="wheel"/>'
+                              '<child link="arm"/><origin xyz="0.3 0 0"/></joint></robot>')
+    o = world(no_shapes, simulation_initial_positions=["spin=0.5"], simulation_floor=[0, 0, 1, 0, 0, 1])
+    assert o.env.point_link == ["wheel", "arm"] and not o.env.point_local.any()
+    o.env.select(o.q)
+    c = o.contacts[1]
+    assert c.link == "arm" and np.array_equal(c.normal, [0, 0, 1]) and np.array_equal(c.surface_point, [0, 0, 1])
+    assert c.friction == 0.5 and c.stiffness == 1e7 and c.damping == 100.0
+    assert np.allclose(o.contact_points()[1], np.asarray(dn.link_pose(o.model, o.q, "arm"))[:3, 3])
     w2 = world(simulation_floor=[], simulation_initial_positions=["joint4:=-1.2", "joint2=0.5"])
-    assert w2.contacts == [] and np.array_equal(w2.q, [0, 0.5, 0, -1.2, 0, 0, 0])
+    assert not w2.env.active() and np.array_equal(w2.q, [0, 0.5, 0, -1.2, 0, 0, 0])
     w4 = world(command_joints=["nojoint"])  # no command topic: command_joints act on nothing, not checked
     assert w4.command_names == [] and w4.command_array([]) == ""
     w3 = world(simulation_contact_links=["link4", "tool0"], simulation_contact_points=[0, 0, 0.1, 0, 0, 0.05],
                simulation_floor=[0, 0, -0.2, 0, 0, 2], simulation_friction=0.0)
-    assert [c.link for c in w3.contacts] == ["link4", "tool0"] and w3.contacts[1].point[2] == 0.05
-    assert w3.contacts[0].surface_point[2] == -0.2 and w3.contacts[0].friction == 0.0
+    assert w3.env.point_link == ["link4", "tool0"] and w3.env.point_local[1][2] == 0.05
+    assert w3.env.floor[0][2] == -0.2 and w3.env.kw["friction"] == 0.0
 
 
 def test_commands_by_order_by_name_refusals_timeout_and_clipping():
@@ -160,7 +167,8 @@ def test_a_floating_base_starts_where_root_coordinates_say_and_lands_on_the_floo
       <inertia ixx="0.05" ixy="0" ixz="0" iyy="0.05" iyz="0" izz="0.05"/></inertial></link></robot>"""
     corners = [c for x in (-0.1, 0.1) for y in (-0.1, 0.1) for c in (x, y, -0.1)]
     w = world(box, floating_base=True, simulation_initial_positions=["root.z:=0.4", "root.qw:=2.0"],
-              simulation_contact_links=["box"] * 4, simulation_contact_points=corners, simulation_friction=1.0)
+              simulation_contact_links=["box"] * 4, simulation_contact_points=corners, simulation_friction=1.0,
+              simulation_stiffness=1e4)
     assert np.array_equal(w.q, [0, 0, 0.4, 0, 0, 0, 1])
     low = math.inf
     for _ in range(3000):

@@ -61,12 +61,13 @@ class SoftContactResult(NamedTuple):
 
 class SimulationStep(NamedTuple):
     """simulate_step: q, qd after the step, the surface state (k x 3) after it, and the contact
-    forces (k x 3, world) and qdd used in it."""
+    forces (k x 3, world) and qdd used in it; limit_tau (nv): the joint limits' generalized force."""
     q: np.ndarray
     qd: np.ndarray
     state: np.ndarray
     forces: np.ndarray
     qdd: np.ndarray
+    limit_tau: np.ndarray
 
 
 @njit(types.int64(I1, F1, F1, F1, I1, F1, F1, F1, F1, F1), cache=True)
@@ -209,13 +210,14 @@ def integrate(model, q, v, dt):
 
 
 def _rigid_terms(model, q, qd, tau, packed, f_ext, w):
-    """(A, b, v, qdd0, apply) in the contacts' local axes (contact.py), apply(f) = H^-1 T f."""
+    """(A, b, v, qdd0, apply, fac) in the contacts' local axes (contact.py), apply(f) = H^-1 T f, fac =
+    (the factored H, its parents, Y = L^-T T) for joint_limits.coupling (None for a mimic model)."""
     from ..dispatch import wrenches
     from .contact import TERMS_SCRATCH, contact_A, contact_terms
     from .contact_checks import _dense_terms, _raise
 
     if model.has_mimic:
-        return _dense_terms(model, q, qd, tau, packed, f_ext)
+        return (*_dense_terms(model, q, qd, tau, packed, f_ext), None)
     nvt, k = model.nvt, packed.body.shape[0]
     H = np.empty(max(nvt * nvt, 1))
     lam = np.empty(max(nvt, 1), dtype=np.int64)
@@ -233,7 +235,7 @@ def _rigid_terms(model, q, qd, tau, packed, f_ext, w):
         dl_apply(Hm, lam, y)
         return y
 
-    return A, b, v, qdd0, apply
+    return A, b, v, qdd0, apply, (Hm, lam, Yt)
 
 
 @njit(types.void(types.float64[:, ::1], I1, F1), cache=True)
@@ -242,15 +244,23 @@ def dl_apply(Hm, lam, y):
     dl_solve(Hm, lam, y)
 
 
-def simulate_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None):
+def simulate_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None, limits=None, restitution=0.0,
+                  speculative=False):
     """One step of a simulation with soft contacts (module docstring): SimulationStep(q, qd, state,
-    forces, qdd). dt in seconds (> 0); state as in soft_contact_forces (None = undeformed)."""
+    forces, qdd, limit_tau). dt in seconds (> 0); state as in soft_contact_forces (None = undeformed).
+    limits: None, or nv x 2 [lower upper] per velocity coordinate (+-inf: none), hard unilateral
+    constraints in joint space solved with the contacts (joint_limits.py), restitution e in [0, 1] at
+    their impacts; limit_tau (nv) is their generalized force. speculative: a contact also acts from
+    the step in which its point would reach the surface (p + dt (v_n + dt b_n) <= 0, b_n its free
+    acceleration), not only once it is below it, so a landing point does not sink by up to |v| dt
+    before the surface pushes."""
     from ..dispatch import _length, check_out, vec
     from ..errors import InputError
     from ._common import A_TAU
     from .contact_checks import _check_common, _raise, finite_or_raise
     from .contact_args import _real, to_world
     from .contact_ncp import STICK, solve
+    from .joint_limits import coupling, limit_rows, limits_arg
 
     q, qd, packed = _check_common(model, q, qd, contacts)
     tau = vec(tau, "tau")
@@ -259,36 +269,67 @@ def simulate_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None):
     dt = _real(dt, "dt")
     if not dt > 0.0:
         raise InputError(f"dt must be > 0, got {dt:g}")
+    e = _real(restitution, "restitution")
+    if not 0.0 <= e <= 1.0:
+        raise InputError(f"restitution must be in [0, 1], got {e:g}")
+    lim = limits_arg(model, limits) if limits is not None else None
     k = packed.body.shape[0]
     s = _state_arg(state, k)
     w = np.empty(model.work_size)
     pos, vel, _J = _points(model, q, qd, packed, w) if k else (None, None, None)
     dist = np.array([float(c.normal @ (pos[3 * j:3 * j + 3] - c.surface_point)) for j, c in enumerate(packed.contacts)])
+    A, b, v, qdd0, apply, fac = _rigid_terms(model, q, qd, tau, packed, f_ext, w)
     touching = dist <= s[:, 2] if k else np.zeros(0, dtype=bool)
-    A, b, v, qdd0, apply = _rigid_terms(model, q, qd, tau, packed, f_ext, w)
+    if speculative and k:
+        touching |= dist + dt * (v[2::3] + dt * b[2::3]) <= 0.0
+    rows_l = limit_rows(q, qd, qdd0, *lim, dt, e) if lim is not None else None
+    nl = 0 if rows_l is None else rows_l.index.size
     idx = np.nonzero(touching)[0]
+    nc = idx.size
     f = np.zeros(3 * k)
+    lam_l = np.zeros(nl)
     modes = np.zeros(k, dtype=np.int64)
-    if idx.size:  # backward Euler in the spring and damper: f = -K (y + dt v+) - D v+, v+ = v + dt (b + A f)
-        rows = (3 * idx[:, None] + np.arange(3)).reshape(-1)
-        Kc = np.repeat([packed.contacts[j].stiffness for j in idx], 3)
-        Dp = np.repeat([packed.contacts[j].damping for j in idx], 3) + dt * Kc
-        y = np.column_stack((s[idx, 0], s[idx, 1], dist[idx])).reshape(-1)  # x1 x2 p
-        As = A[np.ix_(rows, rows)] + np.diag(1.0 / (dt * Dp))
-        bs = v[rows] / dt + b[rows] + Kc * y / (dt * Dp)
-        x = np.empty(4 * idx.size)
-        ms = np.empty(idx.size, dtype=np.int64)
-        st = solve(As, bs, packed.mu[idx], np.zeros(idx.size, dtype=np.int64), np.zeros((idx.size, 2)), x, ms)
+    rows = (3 * idx[:, None] + np.arange(3)).reshape(-1)
+    if nl:
+        Acl, All, M = coupling(model, q, rows_l, fac, apply, 3 * k)
+    if nc or nl:  # backward Euler in the spring and damper: f = -K (y + dt v+) - D v+, v+ = v + dt (b + A f)
+        n = 3 * (nc + nl)
+        As, bs = np.zeros((n, n)), np.zeros(n)
+        if nc:
+            Kc = np.repeat([packed.contacts[j].stiffness for j in idx], 3)
+            Dp = np.repeat([packed.contacts[j].damping for j in idx], 3) + dt * Kc
+            y = np.column_stack((s[idx, 0], s[idx, 1], dist[idx])).reshape(-1)  # x1 x2 p
+            As[:3 * nc, :3 * nc] = A[np.ix_(rows, rows)] + np.diag(1.0 / (dt * Dp))
+            bs[:3 * nc] = v[rows] / dt + b[rows] + Kc * y / (dt * Dp)
+        if nl:  # the limits' rows (joint_limits.py): the normal of a 3-row block with mu = 0
+            lr = 3 * nc + 3 * np.arange(nl) + 2
+            As[lr[:, None], lr] = All + np.eye(nl) * (1e-12 * float(np.trace(All)) / nl)
+            As[lr - 1, lr - 1] = As[lr - 2, lr - 2] = 1.0
+            As[np.ix_(np.arange(3 * nc), lr)] = Acl[rows]
+            As[np.ix_(lr, np.arange(3 * nc))] = Acl[rows].T
+            i, sg = rows_l.index, rows_l.sign
+            bs[lr] = (sg * qd[i] - rows_l.target) / dt + sg * qdd0[i]
+        mu = np.concatenate((packed.mu[idx], np.zeros(nl)))
+        x = np.empty(4 * (nc + nl))
+        ms = np.empty(nc + nl, dtype=np.int64)
+        st = solve(As, bs, mu, np.zeros(nc + nl, dtype=np.int64), np.zeros((nc + nl, 2)), x, ms)
         if st:
             _raise(model, st, "the simulation step", ("q", "qd", "tau"), (q, qd, tau))
-        f[rows] = x[:3 * idx.size]
-        modes[idx] = ms
-    qdd = qdd0 + apply(f) if k else qdd0
+        f[rows] = x[:3 * nc]
+        modes[idx] = ms[:nc]
+        if nl:
+            lam_l = x[lr]
+    qdd = qdd0 + apply(f) if k else qdd0 + 0.0
+    limit_tau = np.zeros(model.nv)
+    if nl:
+        qdd = qdd + M.T @ lam_l
+        for i, sg, x in zip(rows_l.index, rows_l.sign, lam_l):
+            limit_tau[i] += sg * x
     qd1 = qd + dt * qdd
     q1 = integrate(model, q, qd1, dt)
     s1 = s.copy()
-    if idx.size:
-        vp = v + dt * (b + A @ f)  # the points' velocities after the step (local axes)
+    if nc:
+        vp = v + dt * (b + A @ f + (Acl @ lam_l if nl else 0.0))  # the points' velocities after the step (local)
         pos1 = _points(model, q1, qd1, packed, w)[0]
     for j, c in enumerate(packed.contacts):
         decay = math.exp(-c.stiffness / c.damping * dt)
@@ -296,13 +337,13 @@ def simulate_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None):
             s1[j] = s[j] * decay  # the exact recovery of Eqs. 11.76-11.77 with f = 0
             continue
         # the surface follows the point (z = p, below Eq. 11.76) unless the point leaves faster than
-        # the surface recovers from where it was pressed
-        s1[j, 2] = min(float(c.normal @ (pos1[3 * j:3 * j + 3] - c.surface_point)), dist[j] * decay)
+        # the surface recovers from where it was pressed (never above its rest: a speculative contact)
+        s1[j, 2] = min(float(c.normal @ (pos1[3 * j:3 * j + 3] - c.surface_point)), dist[j] * decay, 0.0)
         if modes[j] == STICK:  # x follows the point: xdot = v (Eq. 11.77 at f_t = f_stick)
             s1[j, :2] = s[j, :2] + dt * vp[3 * j:3 * j + 2]
         else:  # slipping, Eq. 11.77 by backward Euler
             s1[j, :2] = (s[j, :2] - dt * f[3 * j:3 * j + 2] / c.damping) / (1.0 + dt * c.stiffness / c.damping)
     F = to_world(packed, f)
-    out = SimulationStep(q1, qd1, s1, F, qdd)
+    out = SimulationStep(q1, qd1, s1, F, qdd, limit_tau)
     check_out(out, "the simulation step", ("q", "qd", "tau"), (q, qd, tau))
     return out

@@ -311,11 +311,16 @@ def simulation_status(name, hw, r, stream, DiagnosticStatus):
     elif not sim.get("running"):
         s.level = DiagnosticStatus.WARN
         s.message = "waiting for the first effort command" if sim.get("waiting") else "no model yet"
+    elif sim.get("over_velocity_limit"):  # issue 30: the simulated joint is not clipped, but said
+        s.level = DiagnosticStatus.WARN
+        s.message = f"over the URDF <limit velocity>: {sim['over_velocity_limit']}"
     else:
         s.message = f"simulating: t = {sim['time']:.3f} s"
     vals = [(k, sim.get(k)) for k in ("time", "wall", "steps", "target_rate_hz", "rate_hz", "real_time_factor",
                                        "late", "contacts", "touching", "command_topic", "command_type", "commands",
-                                       "refused", "last_refusal")]
+                                       "refused", "last_refusal", "collision_points", "obstacles",
+                                       "over_velocity_limit", "at_limit", "command_interface", "clipped",
+                                       "last_clip")]
     for label in ("step_us", "lateness_us"):
         t = sim.get(label)
         if t is not None:

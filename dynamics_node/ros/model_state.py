@@ -252,11 +252,14 @@ def summary_lines(st: ModelState, cfg: Config) -> list:
         lines.append(f"effort command on {cfg.effort_command_topic}, joints in this order: "
                      f"{', '.join(st.command_names)}; saturated at {lim or 'no URDF limits'}")
     if cfg.simulation:
-        from .sim_world import build_contacts
-        n = len(build_contacts(m, cfg))
+        from .sim_shapes import shapes_of
+        sh = shapes_of(m, cfg)
+        n = len(sh.points) + len(sh.spheres)
         floor = f"floor through {list(cfg.simulation_floor[:3])} normal {list(cfg.simulation_floor[3:])}"
         lines.append(f"simulated robot: {cfg.simulation_rate:g} Hz x real time {cfg.real_time_factor:g}, "
-                     f"{n} contact points, {floor if cfg.simulation_floor else 'no floor'}; commands from "
+                     f"{n} collision points, {floor if cfg.simulation_floor else 'no floor'}, "
+                     f"{len(cfg.simulation_obstacles) // 6} box obstacles; {cfg.simulation_command_interface} "
+                     "commands from "
                      f"{cfg.effort_command_topic or '(no effort_command_topic: none)'}; publishes "
                      f"{cfg.joint_states_topic} and /clock")
     lines.append(f"warnings: {len(st.warnings)}" + ("".join(f"\n  - {w}" for w in st.warnings[:20])))

@@ -136,11 +136,60 @@ PARAMETERS.update({  # the simulated robot (simulation.py, sim_world.py)
                                        "the link origins."),
     "simulation_friction": Param(0.5, "double", "Coulomb friction coefficient of the floor, 0 to 100.",
                                  (0.0, 100.0)),
-    "simulation_stiffness": Param(1.0e4, "double", "Stiffness of the floor per contact [N/m] (Featherstone "
-                                  "§11.8), 1 to 1e9.", (1.0, 1.0e9)),
+    "simulation_stiffness": Param(1.0e7, "double", "Stiffness of the floor and obstacles per contact [N/m] "
+                                  "(Featherstone §11.8), 1 to 1e9; the default keeps an arm's collision points "
+                                  "within 1 mm of the surface, landing included.", (1.0, 1.0e9)),
     "simulation_damping": Param(100.0, "double", "Damping of the floor per contact [N s/m], 0.01 to 1e7.",
                                 (0.01, 1.0e7)),
 })
+PARAMETERS.update({  # the simulated robot as a controller test bench (issue 30: sim_world, sim_env, sim_shapes)
+    "simulation_limit_restitution": Param(0.0, "double", "Restitution e of the joint limits (URDF <limit lower "
+                                          "upper> of revolute and prismatic joints, hard constraints in joint "
+                                          "space): a joint hitting its stop leaves it at e times its speed; 0 to 1.",
+                                          (0.0, 1.0)),
+    "simulation_obstacles": Param([], "double_array", "Box obstacles (a table, a wall) besides the floor: x y z "
+                                  "sx sy sz per box (centre and size [m], axis-aligned in the root link's frame); "
+                                  "the links' collision shapes touch them like the floor."),
+    "simulation_default_damping": Param(0.0, "double", "Viscous damping [N m s/rad or N s/m] of every joint whose "
+                                        "model has none (no URDF <dynamics damping>, or friction false), so that a "
+                                        "released arm comes to rest; 0 to 10000 (a value of 0.5-2 suits an arm of "
+                                        "a few kg per link).", (0.0, 1.0e4)),
+    "simulation_command_interface": Param("effort", "string", "What the commands on effort_command_topic are: "
+                                          "effort (N m or N), position (rad or m) or velocity (rad/s or m/s); "
+                                          "position and velocity commands drive a joint-space PD loop at every "
+                                          "step (simulation_pd_gains), as gz_ros2_control does."),
+    "simulation_pd_gains": Param([], "double_array", "Gains of the PD loop of position and velocity commands: "
+                                 "kp kd for every joint, or kp kd per joint in the model's joint order [N m/rad, "
+                                 "N m s/rad]; empty = from the model: kp = I w^2, kd = 2 I w with I the joint's "
+                                 "diagonal inertia at the initial pose and w = 2 pi 10 rad/s."),
+})
+
+
+def _test_bench(v) -> dict:
+    """The issue-30 parameters of the simulated robot (joints are checked against the model later)."""
+    out = {}
+    for key in ("simulation_limit_restitution", "simulation_default_damping"):
+        lo, hi = PARAMETERS[key].range
+        out[key] = _number(v[key], key, lo, hi, f"[{lo:g}, {hi:g}]")
+    ob = _floats(v["simulation_obstacles"], "simulation_obstacles")
+    if len(ob) % 6:
+        raise ConfigError(f"simulation_obstacles: expected 6 values per box (x y z sx sy sz), got {len(ob)}")
+    for k in range(len(ob) // 6):
+        if min(ob[6 * k + 3:6 * k + 6]) <= 0.0:
+            raise ConfigError(f"simulation_obstacles[{6 * k + 3}:{6 * k + 6}]: box {k}'s size "
+                              f"{list(ob[6 * k + 3:6 * k + 6])} must be > 0 in x, y and z")
+    out["simulation_obstacles"] = ob
+    mode = str(v["simulation_command_interface"])
+    if mode not in ("effort", "position", "velocity"):
+        raise ConfigError(f"simulation_command_interface: '{clip(mode)}' is not effort, position or velocity")
+    out["simulation_command_interface"] = mode
+    gains = _floats(v["simulation_pd_gains"], "simulation_pd_gains")
+    if len(gains) % 2 or any(g < 0 for g in gains):
+        raise ConfigError(f"simulation_pd_gains: expected kp kd pairs of values >= 0, got {list(gains)}")
+    out["simulation_pd_gains"] = gains
+    return out
+
+
 SIMULATION_KEYS = frozenset(k for k in PARAMETERS if k.startswith("simulation") or k == "real_time_factor")
 MAX_TERMS_POINT = 10.0  # m from the link origin, as a payload's centre of mass
 MODEL_KEYS = frozenset(("robot_description", "urdf_path", "xacro_args", "strict", "floating_base",
@@ -190,8 +239,13 @@ class Config:
     simulation_contact_links: tuple = ()
     simulation_contact_points: tuple = ()
     simulation_friction: float = 0.5
-    simulation_stiffness: float = 1.0e4
+    simulation_stiffness: float = 1.0e7
     simulation_damping: float = 100.0
+    simulation_limit_restitution: float = 0.0
+    simulation_obstacles: tuple = ()
+    simulation_default_damping: float = 0.0
+    simulation_command_interface: str = "effort"
+    simulation_pd_gains: tuple = ()
 
 
 def defaults() -> dict:
@@ -353,7 +407,9 @@ def _simulation(v) -> dict:
         raise ConfigError(f"simulation_contact_points: expected 0 or {3 * len(links)} values (x y z for each of "
                           f"the {len(links)} simulation_contact_links), got {len(pts)}")
     out["simulation_contact_links"], out["simulation_contact_points"] = links, pts
+    out.update(_test_bench(v))
     return out
+
 
 
 def _model_terms(v) -> dict:

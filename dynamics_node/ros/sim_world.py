@@ -2,21 +2,28 @@
 
 `World(st, cfg)` holds, for one model state, what `simulation: true` simulates (simulation.py runs it
 at its rate and publishes it):
-- the environment: the floor plane `simulation_floor` (a point and a normal in the root link's frame,
-  default z = 0, normal +z) and a contact point on each of `simulation_contact_links` (default every
-  moving link, at its origin), soft contacts of Featherstone §11.8 with `simulation_friction`,
-  `simulation_stiffness` and `simulation_damping` (dn.Contact);
-- the state q, qd (start: `simulation_initial_positions` by name, the rest at zero, at rest; a
-  floating base at its neutral pose unless root.x .. root.qw are named), the surfaces' state, and the
-  simulated time in integer nanoseconds (steps of 1/simulation_rate s);
-- the commanded efforts per joint with the simulated time they arrived: a std_msgs/Float64MultiArray
-  in command_joints order (`command_array`) or a sensor_msgs/JointState's efforts by name
-  (`command_named`); a joint whose command is older than `simulation_command_timeout` (simulated
-  time) gets zero effort; commands are clipped to the URDF <limit effort>, as a drive would;
-- `step()`: one dn.simulate_step (semi-implicit Euler, the contact forces implicit; the model's
-  `friction` option decides whether the URDF's damping and friction act).
-A step that fails or whose result is not finite is not taken: the world halts at its last finite state
-(`halted` says why) until reset. Nothing non-finite leaves it.
+- the environment (sim_env.py): the floor plane `simulation_floor` (a point and a normal in the root
+  link's frame, default z = 0, normal +z), the boxes of `simulation_obstacles`, and the collision
+  points of the links (sim_shapes.py: their URDF <collision> shapes; else a point at each moving
+  link's origin; or `simulation_contact_points`), soft contacts of Featherstone §11.8 with
+  `simulation_friction`, `simulation_stiffness` and `simulation_damping` (dn.Contact);
+- the joint limits (URDF <limit lower upper> of revolute and prismatic joints: hard constraints in
+  joint space in dn.simulate_step, restitution `simulation_limit_restitution`);
+- the model the step uses: the state's, with `simulation_default_damping` on joints without damping;
+- the state q, qd (start: `simulation_initial_positions` by name, the rest at zero, at rest, inside
+  the limits; a floating base at its neutral pose unless root.x .. root.qw are named), the surfaces'
+  state, and the simulated time in integer nanoseconds (steps of 1/simulation_rate s);
+- the commands (sim_commands.py): efforts, or positions / velocities through a PD loop
+  (`simulation_command_interface`), from a Float64MultiArray in command_joints order
+  (`command_array`), a JointState by name (`command_named`) or a JointTrajectory
+  (`command_trajectory`); effort and velocity commands older than `simulation_command_timeout`
+  (simulated time) count as zero; efforts are clipped to the URDF <limit effort>, as a drive would;
+- `step()`: one dn.simulate_step (semi-implicit Euler, the contact forces implicit, contacts and
+  limits speculative; the model's `friction` option decides whether the URDF's damping and friction
+  act).
+`notes` are what the world says once (meshes as boxes, positions moved inside limits, ignored
+<safety_controller>). A step that fails or whose result is not finite is not taken: the world halts
+at its last finite state (`halted` says why) until reset. Nothing non-finite leaves it.
 """
 from __future__ import annotations
 
@@ -68,18 +75,6 @@ def moving_links(model):
     return [lk for k, lk in enumerate(model.link_names) if model.link_body[k] >= 0]
 
 
-def build_contacts(model, cfg):
-    """The environment's dn.Contact list (module docstring)."""
-    floor = cfg.simulation_floor
-    if not floor:
-        return []
-    links = list(cfg.simulation_contact_links) or moving_links(model)
-    pts = cfg.simulation_contact_points or (0.0,) * (3 * len(links))
-    return [dn.Contact(lk, point=pts[3 * k:3 * k + 3], normal=floor[3:], friction=cfg.simulation_friction,
-                       surface_point=floor[:3], stiffness=cfg.simulation_stiffness, damping=cfg.simulation_damping)
-            for k, lk in enumerate(links)]
-
-
 def effort_limits(model):
     """Per v index, the URDF <limit effort> (inf where none is given; the floating base: inf)."""
     lim = np.full(model.nv, np.inf)
@@ -90,23 +85,54 @@ def effort_limits(model):
     return lim
 
 
+def limits_of(model, names):
+    """nv x 2 [lower upper] of the revolute and prismatic joints' URDF <limit> (+-inf: none; continuous
+    joints and the floating base have none); None when no joint has a limit."""
+    lim = np.column_stack((np.full(model.nv, -np.inf), np.full(model.nv, np.inf)))
+    for j in names:
+        x = model.joint_limits.get(j)
+        if x and model.joint_kinds.get(j) in ("revolute", "prismatic") and x[0] < x[1]:
+            lim[model.v_slice(j).start] = x[:2]
+    return lim if np.isfinite(lim).any() else None
+
+
+def sim_model(model, cfg):
+    """The model the world steps: simulation_default_damping on every joint whose model damping is zero
+    (the model's friction law, core RNEA/ABA, then includes it); the model itself when 0."""
+    b = cfg.simulation_default_damping
+    if b <= 0.0:
+        return model
+    from ..model import Model, _copy_spec
+    spec = model._spec
+    damp = np.array(spec.damping, dtype=float)
+    free = np.zeros(len(damp), dtype=bool)
+    free[:6 if model.floating_base else 0] = True  # the floating base's coordinates are not a joint
+    damp[(damp == 0.0) & ~free] = b
+    return Model(_copy_spec(spec, damping=list(damp)))
+
+
 class World:
     def __init__(self, st, cfg):
-        m = st.model
+        from .sim_commands import Commands
+        from .sim_env import Environment
+        m = sim_model(st.model, cfg)
         self.st, self.cfg, self.model = st, cfg, m
         self.dt_ns = max(1, int(round(1e9 / cfg.simulation_rate)))
         self.dt = self.dt_ns * 1e-9
-        self.timeout_ns = int(round(cfg.simulation_command_timeout * 1e9))
-        self.contacts = build_contacts(m, cfg)
         self.names = list(m.joint_names)
         self.jq = np.asarray([m.q_slice(j).start for j in self.names], dtype=np.intp)
         self.jv = np.asarray([m.v_slice(j).start for j in self.names], dtype=np.intp)
         self.index = {j: int(v) for j, v in zip(self.names, self.jv)}
-        self.limit = effort_limits(m)
-        # Float64MultiArray commands: command_joints (else every joint in the model's order); checked against
-        # the model only with a command topic (model_state.build_state), so none without one
-        self.command_names = (list(cfg.command_joints) or self.names) if cfg.effort_command_topic else []
-        self.command_v = np.asarray([self.index[j] for j in self.command_names], dtype=np.intp)
+        self.limits = limits_of(m, self.names)
+        if self.limits is not None:
+            self.limits.flags.writeable = False  # checked once by simulate_step (joint_limits.limits_arg)
+            self._lq = self.jq[np.isfinite(self.limits[self.jv]).any(axis=1)]
+            self._lv = self.jv[np.isfinite(self.limits[self.jv]).any(axis=1)]
+        self.notes = []
+        from .sim_shapes import shapes_of
+        shapes = shapes_of(m, cfg)
+        self.notes += shapes.notes
+        self.env = Environment(m, cfg, shapes)
         self.q0 = np.asarray(m.neutral(), dtype=float).copy()
         pos = {n: x for n, x in cfg.simulation_initial_positions}
         for j in self.names:
@@ -119,20 +145,40 @@ class World:
             quat = self.q0[3:7]
             norm = float(np.linalg.norm(quat))
             self.q0[3:7] = quat / norm if norm > 0 else (0.0, 0.0, 0.0, 1.0)
+        if self.limits is not None:
+            for j, qi, v in zip(self.names, self.jq, self.jv):
+                x = float(np.clip(self.q0[qi], *self.limits[v]))
+                if x != self.q0[qi]:
+                    self.notes.append(f"joint '{j}': initial position {self.q0[qi]:g} is beyond its <limit>; "
+                                      f"starts at {x:g}")
+                    self.q0[qi] = x
+        root = m.xml_root
+        for el in (root.findall("joint") if root is not None else []):
+            if el.find("safety_controller") is not None:
+                self.notes.append(f"joint '{el.get('name')}': <safety_controller> is read and ignored (the "
+                                  "simulated robot enforces <limit> only)")
+        self.commands = Commands(m, cfg, self.names, self.index, self.q0)
+        self.command_names = self.commands.command_names
+        self.command_v = self.commands.command_v
+        self.limit = self.commands.effort
         self.t_ns = 0
         self.steps = 0
-        self.cmd = np.zeros(m.nv)
-        self.cmd_t = np.full(m.nv, -(1 << 62), dtype=np.int64)  # simulated time of each joint's command
         self.started = not cfg.simulation_wait_for_command
         self.reset()
+
+    @property
+    def contacts(self):
+        """The contacts of the last step (sim_env.py)."""
+        return self.env.contacts
 
     # ---------------------------------------------------------------- state
     def reset(self):
         """Back to the initial state at rest, surfaces undeformed (the simulated time goes on)."""
         self.q = self.q0.copy()
         self.qd = np.zeros(self.model.nv)
-        self.surface = np.zeros((len(self.contacts), 3))
-        self.forces = np.zeros((len(self.contacts), 3))
+        self.env.reset()
+        self.forces = np.zeros((0, 3))
+        self.limit_tau = np.zeros(self.model.nv)
         self.halted = ""
 
     def take_over(self, old):
@@ -143,50 +189,45 @@ class World:
         if (old.names == self.names and old.model.nq == self.model.nq and np.array_equal(old.q0, self.q0)
                 and old.cfg.simulation_floor == self.cfg.simulation_floor):
             self.q, self.qd, self.halted = old.q.copy(), old.qd.copy(), old.halted
-            if len(old.contacts) == len(self.contacts):
-                self.surface, self.forces = old.surface.copy(), old.forces.copy()
-            self.cmd[:], self.cmd_t[:] = old.cmd, old.cmd_t
+            if old.env.npoints == self.env.npoints:
+                self.env.state = dict(old.env.state)
+            c, o = self.commands, old.commands
+            if c.mode == o.mode:
+                c.cmd[:], c.cmd_t[:], c.traj = o.cmd, o.cmd_t, o.traj
         return self
 
     # ---------------------------------------------------------------- commands
     def command_array(self, data) -> str:
         """A Float64MultiArray's data in command_joints order; '' when taken, else why it was refused."""
-        a = np.asarray(data, dtype=float).ravel()
-        if a.size != self.command_v.size:
-            return (f"effort command of {a.size} values refused: expected {self.command_v.size}, one per joint "
-                    f"of command_joints in order ({_names(self.command_names, 120)})")
-        if not np.isfinite(a).all():
-            k = int(np.flatnonzero(~np.isfinite(a))[0])
-            return f"effort command refused: data[{k}] ('{self.command_names[k]}') is {a[k]}"
-        self.cmd[self.command_v] = a
-        self.cmd_t[self.command_v] = self.t_ns
-        self.started = True
-        return ""
+        why = self.commands.array(data, self.t_ns)
+        self.started = self.started or not why
+        return why
 
-    def command_named(self, names, effort) -> str:
-        """A JointState's efforts by name (joints the model does not have are ignored)."""
-        e = np.asarray(effort, dtype=float).ravel()
-        if e.size != len(names):
-            return f"effort command refused: {len(names)} names but {e.size} efforts"
-        idx = [(k, self.index[n]) for k, n in enumerate(names) if n in self.index]
-        if not idx:
-            return f"effort command refused: it names no joint of the model ({_names(list(names), 120) or 'none'})"
-        if len({v for _, v in idx}) != len(idx):
-            return "effort command refused: a joint is listed twice"
-        src = np.asarray([k for k, _ in idx], dtype=np.intp)
-        dst = np.asarray([v for _, v in idx], dtype=np.intp)
-        if not np.isfinite(e[src]).all():
-            k = int(src[np.flatnonzero(~np.isfinite(e[src]))[0]])
-            return f"effort command refused: effort[{k}] ('{names[k]}') is {e[k]}"
-        self.cmd[dst] = e[src]
-        self.cmd_t[dst] = self.t_ns
-        self.started = True
-        return ""
+    def command_named(self, names, values) -> str:
+        """A JointState's values by name (joints the model does not have are ignored)."""
+        why = self.commands.named(names, values, self.t_ns)
+        self.started = self.started or not why
+        return why
+
+    def command_trajectory(self, names, points) -> str:
+        """A JointTrajectory: [(time_from_start s, positions, velocities)] (sim_commands.py)."""
+        why = self.commands.trajectory(list(names), points, self.t_ns)
+        self.started = self.started or not why
+        return why
 
     def effort(self) -> np.ndarray:
-        """The efforts applied now: fresh commands clipped to the URDF effort limits, else zero."""
-        fresh = (self.t_ns - self.cmd_t) <= self.timeout_ns
-        return np.where(fresh, np.clip(self.cmd, -self.limit, self.limit), 0.0)
+        """The efforts applied now (sim_commands.py): effort commands, or the PD loop's."""
+        qv = np.zeros(self.model.nv)
+        qv[self.jv] = self.q[self.jq]
+        g = None
+        if self.commands.mode != "effort":
+            g = np.asarray(dn.gravity(self.model, self.q))
+            g[:6 if self.model.floating_base else 0] = 0.0  # nothing drives a floating base
+        return self.commands.torque(qv, self.qd, self.t_ns, g)
+
+    def over_velocity(self):
+        """The joints over their URDF <limit velocity> now."""
+        return self.commands.over_velocity(self.qd)
 
     # ---------------------------------------------------------------- the step
     def step(self) -> bool:
@@ -194,8 +235,10 @@ class World:
         if not self.started or self.halted:
             return False
         try:
-            r = dn.simulate_step(self.model, self.q, self.qd, self.effort(), self.contacts, self.dt,
-                                 state=self.surface)
+            contacts, state = self.env.select(self.q) if self.env.active() else ([], np.zeros((0, 3)))
+            r = dn.simulate_step(self.model, self.q, self.qd, self.effort(), contacts, self.dt, state=state,
+                                 limits=self._near_limits(), restitution=self.cfg.simulation_limit_restitution,
+                                 speculative=True)
             ok = all(np.isfinite(x).all() for x in (r.q, r.qd, r.state, r.forces))
             why = "" if ok else "the state is not finite"
         except DynamicsError as e:  # InputError included (a value too large for the model)
@@ -203,18 +246,24 @@ class World:
         if not ok:
             self.halted = clip(f"halted at t = {self.t_ns * 1e-9:.6f} s: {why}", 600)
             return False
-        self.q, self.qd, self.surface, self.forces = r.q, r.qd, r.state, r.forces
+        self.q, self.qd, self.forces, self.limit_tau = r.q, r.qd, r.forces, r.limit_tau
+        self.env.store(r.state)
         self.t_ns += self.dt_ns
         self.steps += 1
         return True
 
+    def _near_limits(self):
+        """The limits when some limited joint could reach one in this step (1 cm or rad beyond two steps at its
+        speed covers accelerations up to 5e3 per s^2), else None: the step then makes no limit rows anyway."""
+        if self.limits is None:
+            return None
+        q, v, lim = self.q[self._lq], self.qd[self._lv], self.limits[self._lv]
+        reach = 0.01 + 2.0 * self.dt * np.abs(v)
+        return self.limits if ((q - lim[:, 0] <= reach) | (lim[:, 1] - q <= reach)).any() else None
+
     def contact_points(self):
-        """World positions (k x 3) of the contact points at q."""
-        out = np.empty((len(self.contacts), 3))
-        for k, c in enumerate(self.contacts):
-            T = np.asarray(dn.link_pose(self.model, self.q, c.link))
-            out[k] = T[:3, :3] @ c.point + T[:3, 3]
-        return out
+        """World positions (n x 3) of every collision point (spheres: their centres) at q."""
+        return self.env.points_at(self.q)
 
     def touching(self) -> int:
         return int(np.count_nonzero(np.any(self.forces != 0.0, axis=1)))

@@ -18,11 +18,13 @@ The node in simulation mode does not compute gravity torques from joint states (
 own): the dynamics node that controls the simulated robot is another node (launch/sim.launch.py).
 The simulated robot never publishes on the command topic; it subscribes to it with the type its
 publishers use: std_msgs/Float64MultiArray (command_joints order, what the dynamics node sends)
-unless only sensor_msgs/JointState publishers are there (efforts by name); the type is looked up in
-the graph twice a second.
+unless only sensor_msgs/JointState publishers are there (by name), or only
+trajectory_msgs/JointTrajectory ones (a joint_trajectory_controller's); the type is looked up in the
+graph twice a second. What the values are (effort, position, velocity): sim_commands.py.
 
 Also published: ~/contact_markers (visualization_msgs/MarkerArray at markers_rate while someone
-subscribes: each contact point, green while it touches, and its force as an arrow of 2 mm per N)
+subscribes: the box obstacles, each contact point near a surface, green while it touches, and its
+force as an arrow of 2 mm per N)
 and, for a floating base, ~/base_pose (geometry_msgs/PoseStamped, frame "world") and ~/base_twist
 (geometry_msgs/TwistStamped, the root's linear and angular velocity in the root frame, the core's
 convention): /joint_states carries the joints only.
@@ -96,6 +98,8 @@ class Simulation:
                 world.take_over(old)
             if world is not None and (old is None or old.names != world.names):
                 self._share(world.names)
+            for note in (world.notes if world is not None else ()):
+                self.log.warning(f"simulation: {note}")
             self._topics(cfg, world, changed)
             self.world, self.cfg = world, cfg
         except Exception as e:  # noqa: BLE001 - a bad configuration must not end the loop
@@ -139,12 +143,16 @@ class Simulation:
             self._subscribe(self._command_type())
 
     def _command_type(self):
-        """Float64MultiArray unless the command topic's publishers all send JointState."""
+        """Float64MultiArray unless the command topic's publishers all send JointState, or all
+        trajectory_msgs/JointTrajectory (a joint_trajectory_controller's topic)."""
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
+        from trajectory_msgs.msg import JointTrajectory
         if self.cmd_topic is None:
             return None
         types = {i.topic_type for i in self.node.get_publishers_info_by_topic(self.cmd_topic)}
+        if types == {"trajectory_msgs/msg/JointTrajectory"}:
+            return JointTrajectory
         return JointState if types == {"sensor_msgs/msg/JointState"} else Float64MultiArray
 
     def _subscribe(self, msg_type):
@@ -159,7 +167,8 @@ class Simulation:
         self.sub_cmd = self.node.create_subscription(
             msg_type, self.cmd_topic, self._on_command, QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT),
             event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False))
-        self.log.info(f"simulation: effort commands from {self.cmd_topic} as {msg_type.__module__.split('.')[0]}/"
+        mode = self.cfg.simulation_command_interface if self.cfg else "effort"
+        self.log.info(f"simulation: {mode} commands from {self.cmd_topic} as {msg_type.__module__.split('.')[0]}/"
                       f"{msg_type.__name__}")
 
     # -------------------------------------------------------------- commands and services (loop thread)
@@ -168,7 +177,14 @@ class Simulation:
         if w is None:
             return
         self.commands += 1
-        why = w.command_array(msg.data) if hasattr(msg, "data") else w.command_named(list(msg.name), msg.effort)
+        if hasattr(msg, "data"):
+            why = w.command_array(msg.data)
+        elif hasattr(msg, "points"):
+            why = w.command_trajectory(list(msg.joint_names), [
+                (p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec, list(p.positions), list(p.velocities))
+                for p in msg.points])
+        else:
+            why = w.command_named(list(msg.name), getattr(msg, w.commands.mode))
         if why:
             self.refused += 1
             self.last_refusal = why
@@ -294,6 +310,10 @@ class Simulation:
                    "time": w.t_ns * 1e-9, "steps": w.steps, "rate_hz": rate, "real_time_factor": rtf,
                    "target_rate_hz": self.cfg.simulation_rate * self.cfg.real_time_factor,
                    "late": self.late, "contacts": len(w.contacts), "touching": w.touching(),
+                   "collision_points": w.env.npoints, "obstacles": len(w.env.boxes),
+                   "over_velocity_limit": ", ".join(w.over_velocity()), "clipped": w.commands.clipped,
+                   "last_clip": w.commands.last_clip, "command_interface": w.commands.mode,
+                   "at_limit": ", ".join(n for n, v in zip(w.names, w.jv) if w.limit_tau[v] != 0.0),
                    "commands": self.commands, "refused": self.refused, "last_refusal": self.last_refusal,
                    "command_topic": self.cmd_topic or "", "command_type": getattr(self.cmd_type, "__name__", ""),
                    "step_us": self.step_time.totals_us(), "lateness_us": self.lateness.totals_us(),
@@ -302,11 +322,23 @@ class Simulation:
 
 
 def contact_markers(w, stamp):
-    """Each contact point (sphere: green touching, grey apart) and its force (arrow), root-link frame."""
+    """Each contact point near a surface this step (sphere: green touching, grey apart) and its force
+    (arrow), and the box obstacles (grey cubes), root-link frame."""
     from geometry_msgs.msg import Point
     from visualization_msgs.msg import Marker, MarkerArray
     out = MarkerArray()
-    pts = w.contact_points()
+    clear = Marker(action=Marker.DELETEALL)  # the points near a surface change from step to step
+    clear.header.stamp, clear.header.frame_id = stamp, w.model.root_link
+    out.markers.append(clear)
+    for k, (c, h) in enumerate(w.env.boxes):
+        b = Marker(ns="obstacles", id=k, type=Marker.CUBE, action=Marker.ADD)
+        b.header.stamp, b.header.frame_id = stamp, w.model.root_link
+        b.pose.position.x, b.pose.position.y, b.pose.position.z = (float(x) for x in c)
+        b.pose.orientation.w = 1.0
+        b.scale.x, b.scale.y, b.scale.z = (float(2 * x) for x in h)
+        b.color.r, b.color.g, b.color.b, b.color.a = 0.55, 0.45, 0.35, 0.8
+        out.markers.append(b)
+    pts = w.env.world_points
     for k, (p, f) in enumerate(zip(pts, w.forces)):
         touching = bool(np.any(f != 0.0))
         s = Marker(ns="contact_points", id=k, type=Marker.SPHERE, action=Marker.ADD)
