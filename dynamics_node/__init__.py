@@ -81,8 +81,8 @@ _LAZY = {
     "impact": ".algorithms.impact",
     "soft_contact_forces": ".algorithms.soft_contact", "simulate_step": ".algorithms.soft_contact",
     # issue 29: analytic derivatives of the dynamics and the linearised step
-    "inverse_dynamics_derivatives": ".algorithms.derivatives", "forward_dynamics_derivatives": ".algorithms.derivatives",
-    "gravity_derivatives": ".algorithms.derivatives",
+    "inverse_dynamics_derivatives": ".algorithms.derivatives",
+    "forward_dynamics_derivatives": ".algorithms.derivatives", "gravity_derivatives": ".algorithms.derivatives",
     "inverse_dynamics_derivatives_batch": ".algorithms.derivatives",
     "linearize": ".algorithms.linearize", "linearize_batch": ".algorithms.linearize",
     "integrate": ".algorithms.lie_group", "difference": ".algorithms.lie_group",

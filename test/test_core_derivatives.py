@@ -314,6 +314,7 @@ def test_batch_refusals_name_sample_and_field(dn):
     QDD[1, 4] = np.nan
     with pytest.raises(dn.InputError, match=r"QDD\[1, 4\]"):
         dn.inverse_dynamics_derivatives_batch(m, Q, QD, QDD)
+    QDD[1, 4] = 0.0
     with pytest.raises(dn.InputError, match="same number of rows"):
         dn.inverse_dynamics_derivatives_batch(m, Q, QD[:3], QDD)
 
@@ -326,3 +327,24 @@ def test_overflow_refused_not_returned(dn):
         dn.inverse_dynamics_derivatives(m, q, qd, np.zeros(7))
     with pytest.raises(dn.InputError, match="out of range"):
         dn.linearize(m, q, qd, np.zeros(7), 0.01)
+
+
+def test_docs_library_blocks_run():
+    """docs/library.md's derivatives section: its Python blocks run as written (from the repository root)."""
+    import os
+    import re
+
+    repo = pathlib.Path(__file__).resolve().parent.parent
+    text = (repo / "docs" / "library.md").read_text()
+    section = text.split("## Derivatives of the dynamics", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    cwd = os.getcwd()
+    os.chdir(repo)
+    try:
+        env = {}
+        for b in blocks:
+            exec(compile(b, "docs/library.md", "exec"), env)
+    finally:
+        os.chdir(cwd)
+    assert env["A"].shape == (14, 14) and env["B"].shape == (14, 7)

@@ -17,16 +17,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..dispatch import Route, check_model, to_tree, wrenches
-from ..errors import InputError
-from ._common import EMPTY, raise_status
-from .rnea_derivatives import rnea_derivatives_kernel
+from ..batch_errors import blame_row
+from ..errors import InputError, SingularMassMatrixError
+from ._common import EMPTY
+from .rnea_derivatives import rnea_derivatives_kernel, scratch_size
 
 
 def _tree_derivatives(model, q, qd, qdd, fx):
     """(dtau_dq, dtau_dqd, H) of tree coordinates, or raises by the kernel's status."""
     n = model.nvt
-    dq, dv, H = np.empty((n, n)), np.empty((n, n)), np.empty((n, n))
-    st = rnea_derivatives_kernel(model._kmi, model._kmf, q, qd, qdd, fx, np.empty(n), dq, dv, H, 0)
+    dq, dv, H, s = np.empty((n, n)), np.empty((n, n)), np.empty((n, n)), np.empty(scratch_size(model.nb, n))
+    st = rnea_derivatives_kernel(model._kmi, model._kmf, q, qd, qdd, fx, dq, dv, H, s, 0)
     return st, (dq, dv, H)
 
 
@@ -43,8 +44,8 @@ def _id_derivatives(model, data, w, q, qd, qdd, f_ext):
 
 def _gravity_derivatives(model, data, w, q):
     n = model.nvt
-    dq, dv, H = np.empty((n, n)), np.empty((n, n)), np.empty((n, n))
-    st = rnea_derivatives_kernel(model._kmi, model._kmf, q, EMPTY, EMPTY, EMPTY, np.empty(n), dq, dv, H, 1)
+    dq, dv, H, s = np.empty((n, n)), np.empty((n, n)), np.empty((n, n)), np.empty(scratch_size(model.nb, n))
+    st = rnea_derivatives_kernel(model._kmi, model._kmf, q, EMPTY, EMPTY, EMPTY, dq, dv, H, s, 1)
     return st, (None if st else _user(model, dq))
 
 
@@ -117,46 +118,18 @@ def batch_rows(names, arrays):
 
 
 def each_state(model, what, names, arrays, fn):
-    """[fn(row k of each array) for every k]: the single-state function per state, whose refusal is
-    re-raised naming the sample and field as 'QD[3, 2]' (row, column of the caller's array)."""
+    """[fn(row k of each array) for every k]: the single-state function per state, whose refusal of a
+    finite state (an overflow) is re-raised naming the sample and field as 'QD[3, 2]' (batch_errors)."""
     batch_rows(names, arrays)
     out = []
     for k in range(arrays[0].shape[0]):
-        rows = [A[k] for A in arrays]
         try:
-            out.append(fn(*rows))
+            out.append(fn(*(A[k] for A in arrays)))
         except InputError as e:
-            raise InputError(blame_batch(model, what, names, arrays, k, e)) from None
+            raise InputError(blame_row(model, what, names, arrays, k, str(e))) from None
+        except SingularMassMatrixError as e:
+            raise SingularMassMatrixError(f"{what}: state {k}: {e}") from None
     return out
-
-
-def blame_batch(model, what, names, arrays, k, err):
-    """The message of a refused state k of a batch: the first non-finite entry, else the largest entry
-    above 1e8 (overflow), as NAME[k, i] with the joint it belongs to; else the single state's message."""
-    best = None
-    for nm, A in zip(names, arrays):
-        row = A[k]
-        bad = np.flatnonzero(~np.isfinite(row))
-        if bad.size:
-            i = int(bad[0])
-            return f"{what}: {nm}[{k}, {i}]{_owner(model, nm, i)} is not finite ({row[i]})"
-        if row.size:
-            i = int(np.argmax(np.abs(row)))
-            if abs(row[i]) > 1e8 and (best is None or abs(row[i]) > best[0]):
-                best = (abs(row[i]), nm, i)
-    if best is not None:
-        _, nm, i = best
-        return (f"{what}: the result of state {k} is not finite: input out of range: {nm}[{k}, {i}]"
-                f"{_owner(model, nm, i)} = {arrays[names.index(nm)][k, i]:.3g}")
-    return f"{what}: state {k}: {err}"
-
-
-def _owner(model, name, i):
-    slices = model._q_slices if name == "Q" else model._v_slices
-    for j, sl in slices.items():
-        if sl.start <= i < sl.stop:
-            return f" (joint '{j}')"
-    return ""
 
 
 def _id_derivatives_batch(model, data, w, Q, QD, QDD):

@@ -68,7 +68,8 @@ def _linearize_batch(model, data, w, Q, QD, TAU, dt):
                      lambda q, qd, tau: _step_matrices(model, q, qd, tau, dt))
     n = model.nv
     N = Q.shape[0]
-    return 0, (np.array([o[0] for o in out]).reshape(N, 2 * n, 2 * n), np.array([o[1] for o in out]).reshape(N, 2 * n, n))
+    A = np.array([o[0] for o in out]).reshape(N, 2 * n, 2 * n)
+    return 0, (A, np.array([o[1] for o in out]).reshape(N, 2 * n, n))
 
 
 _LINEARIZE = Route("linearize", (("q", "q"), ("qd", "v"), ("tau", "v")), _linearize, extras=("dt",), tree=False).front

@@ -40,13 +40,11 @@ adds its d tau_f / d qd on the diagonal of dtau/dqd.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .._jit import njit, types
 from ..joints import jcalc
 from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DOF_F, D_ARMATURE, D_DAMPING, D_S, FEXT_N, HEADER_F,
                       HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_NV, J_PARENT, J_VI)
-from ._common import A_FEXT, BAD_LENGTH, F1, F2, I1, check_q, check_state
+from ._common import A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, check_q, check_state
 
 
 
@@ -97,49 +95,72 @@ def _skew(x, y, z, M, r0, c0, s):
     M[r0 + 2, c0], M[r0 + 2, c0 + 1], M[r0 + 2, c0 + 2] = -s * y, s * x, 0.0
 
 
-@njit(cache=True)
+def scratch_size(nb, nv):
+    """Floats of the kernel's scratch (layout in rnea_derivatives_kernel)."""
+    return 12 + 102 * nb + 42 * nv + 5 * 6 + 2 * 36
+
+
+@njit(cache=True, inline="always")
 def _world_inertia(mf, i, R, p, Y):
     """Y = ^0X_i^* I_i ^iX_0 dense (Featherstone Eq. 2.66): rbi(m, h, Ibar) rotated by R (body to world)
-    and moved to the world origin: h_w = R h + m p, Ibar_w = R Ibar R^T - m p x p x - p x h' x - h' x p x."""
+    and moved to the world origin: h_w = R h + m p, Ibar_w = R Ibar R^T - m p x p x - p x h' x - h' x p x
+    (-a x b x = (a.b) 1 - b a^T), as [Ibar_w, h_w x; -h_w x, m 1] (Eq. 2.63)."""
     bo = HEADER_F + BODY_F * i
     m = mf[bo + B_M]
-    hb = mf[bo + B_H:bo + B_H + 3]
-    Ib = mf[bo + B_IBAR:bo + B_IBAR + 9].reshape((3, 3))
-    hr = R @ hb
-    Ir = R @ Ib @ R.T
-    P = np.zeros((3, 3))
-    Hm = np.zeros((3, 3))
-    _skew(p[0], p[1], p[2], P, 0, 0, 1.0)
-    _skew(hr[0], hr[1], hr[2], Hm, 0, 0, 1.0)
-    Iw = Ir - m * (P @ P) - P @ Hm - Hm @ P
-    h = hr + m * p
+    ib = bo + B_IBAR
+    hr0 = R[0, 0] * mf[bo + B_H] + R[0, 1] * mf[bo + B_H + 1] + R[0, 2] * mf[bo + B_H + 2]
+    hr1 = R[1, 0] * mf[bo + B_H] + R[1, 1] * mf[bo + B_H + 1] + R[1, 2] * mf[bo + B_H + 2]
+    hr2 = R[2, 0] * mf[bo + B_H] + R[2, 1] * mf[bo + B_H + 1] + R[2, 2] * mf[bo + B_H + 2]
+    for r in range(3):   # R Ibar R^T into Y[0:3, 3:6] first (as scratch), then its final place
+        for c in range(3):
+            Y[r, 3 + c] = R[r, 0] * mf[ib + c] + R[r, 1] * mf[ib + 3 + c] + R[r, 2] * mf[ib + 6 + c]
+    p0, p1, p2 = p[0], p[1], p[2]
+    pp = p0 * p0 + p1 * p1 + p2 * p2
+    ph = p0 * hr0 + p1 * hr1 + p2 * hr2
+    pv = (p0, p1, p2)
+    hv = (hr0, hr1, hr2)
     for r in range(3):
         for c in range(3):
-            Y[r, c] = Iw[r, c]
-            Y[r + 3, c + 3] = m if r == c else 0.0
-    _skew(h[0], h[1], h[2], Y, 0, 3, 1.0)   # [Ibar, h x; h x^T, m 1] (Eq. 2.63)
-    _skew(h[0], h[1], h[2], Y, 3, 0, -1.0)
+            t = Y[r, 3] * R[c, 0] + Y[r, 4] * R[c, 1] + Y[r, 5] * R[c, 2]
+            # -m p x p x = m (p.p 1 - p p^T);  -(p x h x + h x p x) = 2 (p.h) 1 - h p^T - p h^T
+            t += m * ((pp if r == c else 0.0) - pv[r] * pv[c])
+            t += (2.0 * ph if r == c else 0.0) - hv[r] * pv[c] - pv[r] * hv[c]
+            Y[r, c] = t
+    h0, h1, h2 = hr0 + m * p0, hr1 + m * p1, hr2 + m * p2
+    for r in range(3):
+        for c in range(3):
+            Y[3 + r, 3 + c] = m if r == c else 0.0
+    _skew(h0, h1, h2, Y, 0, 3, 1.0)
+    _skew(h0, h1, h2, Y, 3, 0, -1.0)
 
 
-@njit(cache=True)
-def _variation(Y, v, h, B):
-    """B = v x* Y - Y v x + h x̄* with h = Y v (the inertia's variation, see the module docstring)."""
-    C = np.zeros((6, 6))   # crm(v) = [w x, 0; u x, w x]
-    _skew(v[0], v[1], v[2], C, 0, 0, 1.0)
+@njit(cache=True, inline="always")
+def _variation(Y, v, h, B, C, Hb):
+    """B = v x* Y - Y v x + h x̄* with h = Y v (the inertia's variation, see the module docstring);
+    C and Hb are 6 x 6 scratch."""
+    for r in range(6):
+        for c in range(6):
+            C[r, c] = 0.0
+            Hb[r, c] = 0.0
+    _skew(v[0], v[1], v[2], C, 0, 0, 1.0)   # crm(v) = [w x, 0; u x, w x]
     _skew(v[0], v[1], v[2], C, 3, 3, 1.0)
     _skew(v[3], v[4], v[5], C, 3, 0, 1.0)
-    Hb = np.zeros((6, 6))  # h x̄* = [-hn x, -hf x; -hf x, 0]
-    _skew(h[0], h[1], h[2], Hb, 0, 0, -1.0)
+    _skew(h[0], h[1], h[2], Hb, 0, 0, -1.0)  # h x̄* = [-hn x, -hf x; -hf x, 0]
     _skew(h[3], h[4], h[5], Hb, 0, 3, -1.0)
     _skew(h[3], h[4], h[5], Hb, 3, 0, -1.0)
-    B[:, :] = -(C.T @ Y) - Y @ C + Hb   # crf(v) = -crm(v)^T
+    for r in range(6):   # crf(v) = -crm(v)^T
+        for c in range(6):
+            t = Hb[r, c]
+            for k in range(6):
+                t -= C[k, r] * Y[k, c] + Y[r, k] * C[k, c]
+            B[r, c] = t
 
 
-@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F2, F2, F2, types.int64), cache=True)
-def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, tau, dq, dv, H, gravity_only):
-    """tau = ID(q, qd, qdd, f^x) and its partial derivatives dq = dtau/dq (tangent), dv = dtau/dqd,
-    H = dtau/dqdd (tree coordinates, nvt x nvt each). gravity_only: qd = qdd = 0 and no f^x (qd, qdd
-    are not read). Returns 0 or a status (_common)."""
+@njit(types.int64(I1, F1, F1, F1, F1, F1, F2, F2, F2, F1, types.int64), cache=True, fastmath=FASTMATH)
+def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
+    """dq = dtau/dq (tangent), dv = dtau/dqd and H = dtau/dqdd of tau = ID(q, qd, qdd, f^x) (tree
+    coordinates, nvt x nvt each), with s the scratch (scratch_size floats). gravity_only: qd = qdd = 0
+    and no f^x (qd, qdd are not read). Returns 0 or a status (_common)."""
     nb = mi[H_NB]
     nv = mi[H_NVT]
     if gravity_only:
@@ -152,26 +173,47 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, tau, dq, dv, H, gravity_only
     if hasfx and fx.shape[0] != FEXT_N * nb:
         return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
     dofs = HEADER_F + BODY_F * nb
-    x = np.empty(12)
-    Rw = np.empty((nb, 3, 3))
-    pw = np.empty((nb, 3))
-    ov = np.zeros((nb, 6))
-    oa = np.zeros((nb, 6))
-    F = np.empty((nb, 6))
-    Yc = np.empty((nb, 6, 6))
-    Bc = np.zeros((nb, 6, 6))
-    J = np.empty((nv, 6))
-    dV = np.zeros((nv, 6))    # dV/dq_j
-    dA = np.empty((nv, 6))    # dA/dq_j
-    dAv = np.empty((nv, 6))   # dA/dqd_j
-    dFq = np.empty((nv, 6))   # the columns' force derivatives, kept for the rows of the ancestors
-    dFv = np.empty((nv, 6))
-    dFa = np.empty((nv, 6))
-    tmp = np.empty(6)
-    tmp2 = np.empty(6)
-    vJ = np.empty(6)
-    zero6 = np.zeros(6)
-    a0 = np.zeros(6)
+    o = 12
+    x = s[0:12]
+    Rw = s[o:o + 9 * nb].reshape((nb, 3, 3))
+    o += 9 * nb
+    pw = s[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    ov = s[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    oa = s[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    F = s[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    Yc = s[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    Bc = s[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    J = s[o:o + 6 * nv].reshape((nv, 6))
+    o += 6 * nv
+    dV = s[o:o + 6 * nv].reshape((nv, 6))     # dV/dq_j
+    o += 6 * nv
+    dA = s[o:o + 6 * nv].reshape((nv, 6))     # dA/dq_j
+    o += 6 * nv
+    dAv = s[o:o + 6 * nv].reshape((nv, 6))    # dA/dqd_j
+    o += 6 * nv
+    dFq = s[o:o + 6 * nv].reshape((nv, 6))    # the columns' force derivatives, kept for the ancestors' rows
+    o += 6 * nv
+    dFv = s[o:o + 6 * nv].reshape((nv, 6))
+    o += 6 * nv
+    dFa = s[o:o + 6 * nv].reshape((nv, 6))
+    o += 6 * nv
+    tmp = s[o:o + 6]
+    tmp2 = s[o + 6:o + 12]
+    vJ = s[o + 12:o + 18]
+    zero6 = s[o + 18:o + 24]
+    a0 = s[o + 24:o + 30]
+    o += 30
+    C = s[o:o + 36].reshape((6, 6))
+    Hb = s[o + 36:o + 72].reshape((6, 6))
+    for k in range(6):
+        zero6[k] = 0.0
+        a0[k] = 0.0
     for k in range(3):
         a0[3 + k] = -mf[HF_GRAVITY + k]
     # ---- forward pass ----------------------------------------------------------------------
@@ -181,20 +223,23 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, tau, dq, dv, H, gravity_only
         vi = mi[ii + J_VI]
         nvi = mi[ii + J_NV]
         jcalc(mi, mf, i, q, x, 0, 9)   # ^iX_λ(i) = (E, r) (Table 4.1, §4.2)
-        E = x[0:9].reshape((3, 3))
-        r = x[9:12]
-        if p >= 0:
-            Rw[i] = Rw[p] @ E.T            # body -> world rotation: ^0E_i^T = ^0E_p^T E^T
-            pw[i] = pw[p] + Rw[p] @ r
+        R = Rw[i]
+        if p >= 0:   # body -> world rotation: ^0E_i^T = ^0E_p^T E^T; origin p_i = p_p + ^0E_p^T r
+            Rp = Rw[p]
+            for a in range(3):
+                for b in range(3):
+                    R[a, b] = Rp[a, 0] * x[3 * b] + Rp[a, 1] * x[3 * b + 1] + Rp[a, 2] * x[3 * b + 2]
+                pw[i, a] = pw[p, a] + Rp[a, 0] * x[9] + Rp[a, 1] * x[10] + Rp[a, 2] * x[11]
             vp = ov[p]
             ap = oa[p]
         else:
-            Rw[i] = E.T
-            pw[i] = r.copy()
+            for a in range(3):
+                for b in range(3):
+                    R[a, b] = x[3 * b + a]
+                pw[i, a] = x[9 + a]
             vp = zero6
             ap = a0
-        R = Rw[i]
-        o = pw[i]
+        op = pw[i]
         for k in range(6):
             vJ[k] = 0.0
         for c in range(vi, vi + nvi):   # J_c = ^0X_i S_c: w = R s_w, u = R s_u + o x w
@@ -202,9 +247,9 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, tau, dq, dv, H, gravity_only
             for a in range(3):
                 J[c, a] = R[a, 0] * mf[so] + R[a, 1] * mf[so + 1] + R[a, 2] * mf[so + 2]
                 J[c, 3 + a] = R[a, 0] * mf[so + 3] + R[a, 1] * mf[so + 4] + R[a, 2] * mf[so + 5]
-            J[c, 3] += o[1] * J[c, 2] - o[2] * J[c, 1]
-            J[c, 4] += o[2] * J[c, 0] - o[0] * J[c, 2]
-            J[c, 5] += o[0] * J[c, 1] - o[1] * J[c, 0]
+            J[c, 3] += op[1] * J[c, 2] - op[2] * J[c, 1]
+            J[c, 4] += op[2] * J[c, 0] - op[0] * J[c, 2]
+            J[c, 5] += op[0] * J[c, 1] - op[1] * J[c, 0]
             if not gravity_only:
                 for k in range(6):
                     vJ[k] += J[c, k] * qd[c]
@@ -223,28 +268,33 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, tau, dq, dv, H, gravity_only
                 _cross_m(vp, dV[c], tmp)
             else:
                 for k in range(6):
+                    dV[c, k] = 0.0
                     tmp[k] = 0.0
             _cross_m(ap, J[c], dA[c])                     # dA/dq_j = a_p x J_j + v_p x dV/dq_j
             for k in range(6):
                 dA[c, k] += tmp[k]
                 tmp2[k] = ov[i, k] + vp[k]
             _cross_m(tmp2, J[c], dAv[c])                  # dA/dqd_j = (v_j + v_p) x J_j
-        _world_inertia(mf, i, R, o, Yc[i])
+        _world_inertia(mf, i, R, op, Yc[i])
         _mul6(Yc[i], oa[i], F[i])                         # f_i = Y_i a_i + v_i x* Y_i v_i - f^x_i
         if not gravity_only:
             _mul6(Yc[i], ov[i], tmp)
             _cross_f(ov[i], tmp, tmp2)
             for k in range(6):
                 F[i, k] += tmp2[k]
-            _variation(Yc[i], ov[i], tmp, Bc[i])
+            _variation(Yc[i], ov[i], tmp, Bc[i], C, Hb)
+        else:
+            for a in range(6):
+                for b in range(6):
+                    Bc[i, a, b] = 0.0
         if hasfx:  # f^x in body coordinates -> world: n_w = R n + o x f_w, f_w = R f
             fo = FEXT_N * i
             for a in range(3):
                 tmp[3 + a] = R[a, 0] * fx[fo + 3] + R[a, 1] * fx[fo + 4] + R[a, 2] * fx[fo + 5]
                 tmp[a] = R[a, 0] * fx[fo] + R[a, 1] * fx[fo + 1] + R[a, 2] * fx[fo + 2]
-            tmp[0] += o[1] * tmp[5] - o[2] * tmp[4]
-            tmp[1] += o[2] * tmp[3] - o[0] * tmp[5]
-            tmp[2] += o[0] * tmp[4] - o[1] * tmp[3]
+            tmp[0] += op[1] * tmp[5] - op[2] * tmp[4]
+            tmp[1] += op[2] * tmp[3] - op[0] * tmp[5]
+            tmp[2] += op[0] * tmp[4] - op[1] * tmp[3]
             for k in range(6):
                 F[i, k] -= tmp[k]
     # ---- backward pass ---------------------------------------------------------------------
@@ -279,13 +329,7 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, tau, dq, dv, H, gravity_only
                 dFq[c, k] += tmp[k]
         for m in range(vi, vi + nvi):
             Jm = J[m]
-            t = 0.0
-            for k in range(6):
-                t += Jm[k] * F[i, k]
             dd = dofs + DOF_F * m
-            if not gravity_only:
-                t += mf[dd + D_ARMATURE] * qdd[m]
-            tau[m] = t   # the friction term itself is added by the caller's ID (rnea_kernel)
             for c in range(vi, end):   # own and descendant columns: J_m^T dF_c
                 s_q = 0.0
                 s_v = 0.0
