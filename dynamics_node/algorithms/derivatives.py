@@ -19,8 +19,9 @@ import numpy as np
 from ..dispatch import Route, check_model, to_tree, wrenches
 from ..batch_errors import blame_row
 from ..errors import InputError, SingularMassMatrixError
-from ._common import EMPTY
-from .rnea_derivatives import rnea_derivatives_kernel, scratch_size
+from ._common import EMPTY, raise_status
+from .rnea_derivatives import (rnea_derivatives_batch_entry, rnea_derivatives_entry, rnea_derivatives_kernel,
+                               scratch_size)
 
 
 def _tree_derivatives(model, q, qd, qdd, fx):
@@ -36,20 +37,27 @@ def _user(model, D):
 
 
 def _id_derivatives(model, data, w, q, qd, qdd, f_ext):
-    st, (dq, dv, _) = _tree_derivatives(model, q, qd, qdd, wrenches(model, f_ext))
+    st, dq, dv = rnea_derivatives_entry(model._kmi, model._kmf, q, qd, qdd,
+                                        EMPTY if f_ext is None else wrenches(model, f_ext), 0)
     if st:
         return st, None
-    return 0, (_user(model, dq), _user(model, dv))
+    return 0, (_user(model, dq), _user(model, dv)) if model.has_mimic else (dq, dv)
 
 
 def _gravity_derivatives(model, data, w, q):
-    n = model.nvt
-    dq, dv, H, s = np.empty((n, n)), np.empty((n, n)), np.empty((n, n)), np.empty(scratch_size(model.nb, n))
-    st = rnea_derivatives_kernel(model._kmi, model._kmf, q, EMPTY, EMPTY, EMPTY, dq, dv, H, s, 1)
+    st, dq, _ = rnea_derivatives_entry(model._kmi, model._kmf, q, EMPTY, EMPTY, EMPTY, 1)
     return st, (None if st else _user(model, dq))
 
 
 def _fd_derivatives(model, data, w, q, qd, tau, f_ext):
+    if not model.has_mimic:   # one compiled call: ABA, RNEA derivatives, H^-1 (aba_derivatives.py)
+        from .aba_derivatives import aba_derivatives_kernel
+
+        n = model.nvt
+        out = (np.empty((n, n)), np.empty((n, n)), np.empty((n, n)))
+        st = aba_derivatives_kernel(model._kmi, model._kmf, q, qd, tau, wrenches(model, f_ext), np.empty(n), *out,
+                                    np.empty((n, n)), np.empty((n, n)), np.empty(scratch_size(model.nb, n)), w)
+        return st, (None if st else out)
     from .aba import forward_dynamics
 
     qdd = forward_dynamics(model, q, qd, tau, f_ext)   # refuses a singular H by name
@@ -133,16 +141,24 @@ def each_state(model, what, names, arrays, fn):
 
 
 def _id_derivatives_batch(model, data, w, Q, QD, QDD):
-    names = ["Q", "QD", "QDD"]
-    out = each_state(model, "batch inverse dynamics derivatives", names, [Q, QD, QDD],
-                     lambda q, qd, qdd: inverse_dynamics_derivatives(model, q, qd, qdd))
-    n = Q.shape[0]
-    return 0, (np.array([o[0] for o in out]).reshape(n, model.nv, model.nv),
-               np.array([o[1] for o in out]).reshape(n, model.nv, model.nv))
+    """Tree coordinates in (the route maps mimic models' rows); every state in one compiled loop."""
+    batch_rows(["Q", "QD", "QDD"], [Q, QD, QDD])
+    N, n = Q.shape[0], model.nvt
+    DQ, DV = np.empty((N, n, n)), np.empty((N, n, n))
+    st, k = rnea_derivatives_batch_entry(model._kmi, model._kmf, Q, QD, QDD, DQ, DV)
+    if st:   # inputs are finite (the route checked them): a bad quaternion of state k
+        try:
+            raise_status(model, st, tree=model.has_mimic, what="batch inverse dynamics derivatives")
+        except InputError as e:
+            raise InputError(f"{e} (state {k}: Q[{k}])") from None
+    if model.has_mimic:
+        G = model.G
+        DQ, DV = G.T @ DQ @ G, G.T @ DV @ G
+    return 0, (DQ, DV)
 
 
 _ID_D_BATCH = Route("batch inverse dynamics derivatives", (("Q", "Q"), ("QD", "V"), ("QDD", "V")),
-                    _id_derivatives_batch, tree=False).front
+                    _id_derivatives_batch).front
 
 
 def inverse_dynamics_derivatives_batch(model, Q, QD, QDD):

@@ -40,6 +40,8 @@ adds its d tau_f / d qd on the diagonal of dtau/dqd.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .._jit import njit, types
 from ..joints import jcalc
 from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DOF_F, D_ARMATURE, D_DAMPING, D_S, FEXT_N, HEADER_F,
@@ -93,6 +95,14 @@ def _skew(x, y, z, M, r0, c0, s):
     M[r0, c0], M[r0, c0 + 1], M[r0, c0 + 2] = 0.0, -s * z, s * y
     M[r0 + 1, c0], M[r0 + 1, c0 + 1], M[r0 + 1, c0 + 2] = s * z, 0.0, -s * x
     M[r0 + 2, c0], M[r0 + 2, c0 + 1], M[r0 + 2, c0 + 2] = -s * y, s * x, 0.0
+
+
+@njit(cache=True, inline="always")
+def _is_descendant(mi, k, i):
+    p = mi[HEADER_I + BODY_I * k + J_PARENT]
+    while p > i:
+        p = mi[HEADER_I + BODY_I * p + J_PARENT]
+    return p == i
 
 
 def scratch_size(nb, nv):
@@ -381,9 +391,30 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
     return 0
 
 
-@njit(cache=True, inline="always")
-def _is_descendant(mi, k, i):
-    p = mi[HEADER_I + BODY_I * k + J_PARENT]
-    while p > i:
-        p = mi[HEADER_I + BODY_I * p + J_PARENT]
-    return p == i
+
+@njit(cache=True)
+def rnea_derivatives_entry(mi, mf, q, qd, qdd, fx, gravity_only):
+    """The Python entry: (status, dtau/dq, dtau/dqd) with the outputs and the scratch allocated in
+    compiled code (fewer arguments and no numpy calls from Python: the call costs less)."""
+    n = mi[H_NVT]
+    dq = np.empty((n, n))
+    dv = np.empty((n, n))
+    H = np.empty((n, n))
+    s = np.empty(12 + 102 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
+    st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only)
+    return st, dq, dv
+
+
+@njit(cache=True)
+def rnea_derivatives_batch_entry(mi, mf, Q, QD, QDD, DQ, DV):
+    """DQ[k], DV[k] = dtau/dq, dtau/dqd of state k (rows of Q, QD, QDD), one scratch for all states.
+    Returns (status, k) of the first state refused, or (0, -1)."""
+    n = mi[H_NVT]
+    H = np.empty((n, n))
+    s = np.empty(12 + 102 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
+    e = np.empty(0)
+    for k in range(Q.shape[0]):
+        st = rnea_derivatives_kernel(mi, mf, Q[k], QD[k], QDD[k], e, DQ[k], DV[k], H, s, 0)
+        if st != 0:
+            return st, k
+    return 0, -1
