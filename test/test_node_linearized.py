@@ -156,7 +156,11 @@ def test_trajectory_inverse_dynamics_refusal_names_point_and_field():
 # ------------------------------------------------------------------------------ on a running node
 @pytest.fixture(scope="module")
 def node():
-    yield from ns.serve_one(NAME, {"urdf_path": str(ARM7)})
+    from dynamics_interfaces.srv import LinearizedDynamics
+    for proc in ns.serve_one(NAME, {"urdf_path": str(ARM7)}):
+        # the first request may compile the derivative kernels (no ahead-of-time library holds njit kernels)
+        ns.ros().call(LinearizedDynamics, proc.path("linearized_dynamics"), request(), timeout=300)
+        yield proc
 
 
 def cli(*args, timeout=60):

@@ -32,9 +32,10 @@ def _coefficients(t):
         t2 = t * t
         return (0.5 - t2 / 24.0, 1.0 / 6.0 - t2 / 120.0, -1.0 / 12.0 + t2 / 180.0, -1.0 / 60.0 + t2 / 1260.0)
     s, c = np.sin(t), np.cos(t)
-    a = (1.0 - c) / (t * t)
-    b = (t - s) / t ** 3
-    return a, b, (t * s - 2.0 * (1.0 - c)) / t ** 4, ((1.0 - c) * t - 3.0 * (t - s)) / t ** 5
+    t2 = t * t   # products, not t ** k: a float power past 1e308 raises OverflowError, a product gives inf
+    t4 = t2 * t2
+    a, b = (1.0 - c) / t2, (t - s) / (t2 * t)
+    return a, b, (t * s - 2.0 * (1.0 - c)) / t4, ((1.0 - c) * t - 3.0 * (t - s)) / (t4 * t)
 
 
 def _exp3(w):

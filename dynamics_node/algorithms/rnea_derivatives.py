@@ -392,7 +392,8 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
 
 
 
-@njit(cache=True)
+@njit("Tuple((int64, float64[:, ::1], float64[:, ::1]))(int64[::1], float64[::1], float64[::1], float64[::1], "
+      "float64[::1], float64[::1], int64)", cache=True)
 def rnea_derivatives_entry(mi, mf, q, qd, qdd, fx, gravity_only):
     """The Python entry: (status, dtau/dq, dtau/dqd) with the outputs and the scratch allocated in
     compiled code (fewer arguments and no numpy calls from Python: the call costs less)."""
@@ -405,7 +406,8 @@ def rnea_derivatives_entry(mi, mf, q, qd, qdd, fx, gravity_only):
     return st, dq, dv
 
 
-@njit(cache=True)
+@njit("UniTuple(int64, 2)(int64[::1], float64[::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], "
+      "float64[:, :, ::1], float64[:, :, ::1])", cache=True)
 def rnea_derivatives_batch_entry(mi, mf, Q, QD, QDD, DQ, DV):
     """DQ[k], DV[k] = dtau/dq, dtau/dqd of state k (rows of Q, QD, QDD), one scratch for all states.
     Returns (status, k) of the first state refused, or (0, -1)."""

@@ -51,8 +51,6 @@ def _horizon(c, traj):
 
 
 def linearized_dynamics(ctx, st, req, res):
-    from .services import _tree_note
-
     c = st.conv
     order = c.order(req.name)
     q, qd, tau = c.q(req.position, order), c.v(req.velocity, order, "velocity"), c.v(req.effort, order, "effort")
@@ -91,7 +89,9 @@ def linearized_dynamics(ctx, st, req, res):
     res.a = to_float64_array(np.ascontiguousarray(A).ravel())
     res.b = to_float64_array(np.ascontiguousarray(B).ravel())
     res.convention = CONVENTION
-    _tree_note(st, res)
+    if st.loops:   # as services._tree_note says it
+        res.message = ("note: the model has closed loops; this is the spanning tree's result (use "
+                       "the closed_loop_* services)")
 
 
 # ---------------------------------------------------------------------------------------------- CLI

@@ -19,6 +19,7 @@ import dynamics_node as dn
 from ..errors import DynamicsError, InputError, clip
 from .conversions import finite_or_raise, to_float64_array, wrench_to_tuple
 from .model_state import WAITING
+from .linearized import request_field, trajectory_field
 from .model_terms import jacobian_options, model_terms
 from .params import ConfigError
 
@@ -171,7 +172,6 @@ def trajectory_inverse_dynamics(ctx, st, req, res):
     try:
         TAU = _finite(dn.inverse_dynamics_batch(st.model, Q, QD, QDD), "effort")
     except InputError as e:  # 'QD[3, 2]' of the core: the request's trajectory.points[3].velocities[2]
-        from .linearized import request_field, trajectory_field
         raise InputError(request_field(str(e), order, trajectory_field())) from None
     traj = req.trajectory
     c.fill_efforts(traj.points, TAU, order)
