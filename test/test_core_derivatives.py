@@ -155,18 +155,20 @@ def _fd_v(m, f, x):
     return np.stack(cols, axis=-1)
 
 
-def _friction_model(dn, floating):
-    txt, _ = ug.random_urdf(41, 8, dynamics=True, n_mimic=2)
+def _friction_model(dn, floating, n_mimic=2):
+    txt, _ = ug.random_urdf(41, 8, dynamics=True, n_mimic=n_mimic)
     rng = np.random.default_rng(4)
     return dn.load_model(txt, floating_base=floating, friction=True, armature=float(rng.uniform(0.05, 0.3)))
 
 
+@pytest.mark.parametrize("n_mimic", [2, 0], ids=["mimic", "no_mimic"])
 @pytest.mark.parametrize("floating", [False, True], ids=["fixed", "floating"])
-def test_finite_differences_armature_friction_mimic(dn, floating):
+def test_finite_differences_armature_friction_mimic(dn, floating, n_mimic):
     """Armature, viscous and Coulomb friction (qd kept away from 0, where sign() jumps) and mimic offsets:
-    no Pinocchio counterpart, so central differences through dn.integrate."""
-    m = _friction_model(dn, floating)
-    assert m.has_mimic
+    no Pinocchio counterpart, so central differences through dn.integrate. Without mimic joints the
+    forward dynamics' derivatives take the one compiled call (aba_derivatives.py), with them numpy's."""
+    m = _friction_model(dn, floating, n_mimic)
+    assert m.has_mimic == bool(n_mimic)
     rng = np.random.default_rng(8)
     for _ in range(2):
         q, qd, qdd, tau = ug.random_state(m, rng)
