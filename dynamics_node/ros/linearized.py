@@ -12,7 +12,6 @@ import re
 import numpy as np
 
 import dynamics_node as dn
-from ..algorithms.linearize import CONVENTION
 from ..errors import DynamicsError, InputError
 from .conversions import to_float64_array
 
@@ -51,6 +50,8 @@ def _horizon(c, traj):
 
 
 def linearized_dynamics(ctx, st, req, res):
+    from ..algorithms.linearize import CONVENTION   # here: the node loads the derivative kernels on first use
+
     c = st.conv
     order = c.order(req.name)
     q, qd, tau = c.q(req.position, order), c.v(req.velocity, order, "velocity"), c.v(req.effort, order, "effort")
