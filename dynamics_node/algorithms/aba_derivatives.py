@@ -1,4 +1,5 @@
-"""Derivatives of the forward dynamics (Carpentier & Mansard, RSS 2018, §V-B, Eq. 11): differentiating
+"""Derivatives of the forward dynamics (Carpentier & Mansard, RSS 2018, as Pinocchio's computeABADerivatives,
+but with H^-1 from a dense Cholesky factor instead of the paper's dedicated pass): differentiating
 ID(q, qd, FD(q, qd, tau)) = tau at qdd = FD(q, qd, tau) gives
 
     dqdd/dq = -H^-1 dID/dq,   dqdd/dqd = -H^-1 dID/dqd,   dqdd/dtau = H^-1,

@@ -2,7 +2,7 @@
 
 The inverse dynamics' derivatives come from the analytic RNEA derivatives (rnea_derivatives.py,
 Carpentier & Mansard 2018); the forward dynamics' from them by implicit differentiation of
-ID(q, qd, FD(q, qd, tau)) = tau (Carpentier & Mansard §V, Eq. 11):
+ID(q, qd, FD(q, qd, tau)) = tau (as Carpentier & Mansard do):
 
     dqdd/dq = -H^-1 dID/dq,   dqdd/dqd = -H^-1 dID/dqd,   dqdd/dtau = H^-1,   evaluated at qdd = FD(q, qd, tau).
 

@@ -1,5 +1,8 @@
 """Analytic derivatives of the recursive Newton-Euler algorithm (Carpentier & Mansard, RSS 2018,
-"Analytical Derivatives of Rigid Body Dynamics Algorithms", Algorithm 1 and §IV), in the world frame.
+"Analytical Derivatives of Rigid Body Dynamics Algorithms": a forward and a backward pass over world-frame
+quantities, as Pinocchio's computeRNEADerivatives). The paper is not among the project's seeds: the
+equations below are derived here, in Featherstone's notation, and checked against Pinocchio and finite
+differences (test_core_derivatives.py).
 
 Every quantity below is expressed in the world (base) frame, angular-first (Featherstone §2.2):
 J_i = ^0X_i S_i are the motion-subspace columns of joint i in the world frame, Y_i the body's spatial
@@ -13,7 +16,7 @@ written in the world frame, where d(J_i)/dt = v_i x J_i because S_i is constant 
 A tangent perturbation of q_j (Lie-group coordinates: q ⊕ dq; for a free joint q ⊕ dq = M exp(dq) with dq
 in the child frame, as Pinocchio) moves the subtree of j rigidly with the world twist J_j dq_j: every world
 quantity of that subtree is transported (motions by J_j x, forces by J_j x*, inertias by J_j x* Y - Y J_j x),
-except the parent's velocity and acceleration that it carries. With p = λ(j), the paper's Eqs. (forward pass):
+except the parent's velocity and acceleration that it carries. With p = λ(j), the forward pass keeps per column j:
 
     dV/dq_j = v_p x J_j                               (the velocity's untransported part, "dVdq")
     dA/dq_j = a_p x J_j + v_p x dV/dq_j               ("dAdq")
@@ -28,7 +31,7 @@ the backward pass gives, for joints i and j on one path (the derivatives are zer
 
     j in subtree(i):  dtau_i/dq_j  = J_i^T (Y^C_j dA/dq_j + B^C_j dV/dq_j + [j != i] J_j x* F_j)
                       dtau_i/dqd_j = J_i^T (Y^C_j dA/dqd_j + B^C_j J_j)
-                      H_ij         = J_i^T Y^C_j J_j                                (Eq. 6.? / Table 6.2)
+                      H_ij         = J_i^T Y^C_j J_j                       (the CRBA's H, Table 6.2)
     j ancestor of i:  dtau_i/dq_j  = J_i^T (Y^C_i dA/dq_j + B^C_i dV/dq_j)
                       dtau_i/dqd_j = J_i^T (Y^C_i dA/dqd_j + B^C_i J_j)
                       H_ij         = J_i^T Y^C_i J_j
