@@ -21,7 +21,10 @@ Measured in one run, on the same model and the same state:
   7. bench/bench_sim.py: the simulated robot (simulation: true) at 1 kHz with 4 contacts touching, and with
      arm7's cylinders (128 points), its joint limits and a table (issue 30): achieved rate, simulated/wall
      time, late steps, step time p50/p99 (issue 23);
-  8. bench/bench_node.py, if it exists.
+  8. bench/bench_derivatives.py: the derivatives of the dynamics (issue 29) against Pinocchio's
+     computeRNEADerivatives / computeABADerivatives on the arm, solo12 and TALOS; batch per state; analytic
+     against central finite differences;
+  9. bench/bench_node.py, if it exists.
 Functions not (yet) in the core are reported as "missing". No assertion: this only prints.
 """
 from __future__ import annotations
@@ -485,6 +488,12 @@ def main(argv=None):
         observer_cost(benches[0])
     if not args.no_scaling:
         scaling(quick=args.quick)
+    deriv = HERE / "bench_derivatives.py"
+    if deriv.exists():
+        print(f"== {deriv.relative_to(REPO)} (derivatives of the dynamics vs Pinocchio, issue 29) ==", flush=True)
+        r = subprocess.run([sys.executable, str(deriv)], cwd=str(REPO))
+        if r.returncode:
+            print(f"bench_derivatives.py exited with {r.returncode}")
     loops = HERE / "bench_loops.py"
     if loops.exists():
         print(f"== {loops.relative_to(REPO)} (closed-loop FD of the dual-arm model vs Pinocchio constraintDynamics) ==",

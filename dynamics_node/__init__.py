@@ -82,6 +82,12 @@ _LAZY = {
     # issue 28 §3: dynamic equivalence (Featherstone §9.7)
     "simplify_inertias": ".equivalence",
     "soft_contact_forces": ".algorithms.soft_contact", "simulate_step": ".algorithms.soft_contact",
+    # issue 29: analytic derivatives of the dynamics and the linearised step
+    "inverse_dynamics_derivatives": ".algorithms.derivatives",
+    "forward_dynamics_derivatives": ".algorithms.derivatives", "gravity_derivatives": ".algorithms.derivatives",
+    "inverse_dynamics_derivatives_batch": ".algorithms.derivatives",
+    "linearize": ".algorithms.linearize", "linearize_batch": ".algorithms.linearize",
+    "integrate": ".algorithms.lie_group", "difference": ".algorithms.lie_group",
 }
 
 __all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]

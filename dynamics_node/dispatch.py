@@ -45,7 +45,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import _fast
+from . import _fast, batch_errors
 from .errors import InputError, clip_names
 
 OVERFLOW = 5  # status kind (KIND * 10**8 + ...) for a finite input whose result is not finite
@@ -265,6 +265,7 @@ class Route:
         self.extras, self.fast = tuple(extras), tuple(fast)
         self.shim, self.matrix, self.tree, self.post = shim, matrix, tree, post
         self.n, self.nargs = len(self.inputs), len(self.inputs) + len(self.extras)
+        self.batch = any(kind in "QV" for _, kind in self.inputs)  # rows of states: refusals name NAME[row, col]
         self.names = [nm for nm, _ in self.inputs]
         self.addr = shim.address if shim is not None and _fast.AVAILABLE else None
         self.front = self.slow
@@ -293,6 +294,8 @@ class Route:
             if kind != "x":
                 _length(model, x, nm, kind)
             xs.append(x)
+        if self.batch:
+            batch_errors.check_finite(model, self.what, self.names, xs)
         extras = args[self.n:]
         mimic = self.tree and model.has_mimic
         kx = [to_tree(model, x, kind) if kind != "x" else x for x, (_, kind) in zip(xs, self.inputs)] if mimic else xs
@@ -312,7 +315,11 @@ class Route:
             G = model.G
             out = G.T @ out if self.post == "v" else (G.T @ out @ G if self.post == "vv" else out @ G)
         if not _finite_out(out):
-            raise overflow(self.what, _out_of_range(model, self.names, xs, self._detail(extras)))
+            detail = _out_of_range(model, self.names, xs, self._detail(extras))
+            k = batch_errors.first_bad_row(out, xs[0].shape[0]) if self.batch else None
+            if k is not None:
+                raise InputError(batch_errors.blame_row(model, self.what, self.names, xs, k, detail))
+            raise overflow(self.what, detail)
         return out
 
     def _fail(self, model, st, mimic, xs, kx, extras):

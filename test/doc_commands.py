@@ -89,6 +89,9 @@ RUN_BY = {
     '-p payload.mass:=1.5 -p "payload.center_of_mass:=[0.0, 0.0, 0.05]" '
     '-p effort_command_topic:=/effort_controller/commands '
     '-p "command_joints:=[joint7, joint6, joint5, joint4, joint3, joint2, joint1]"': START,
+    # docs/node.md: linearised dynamics
+    "dynamics_cli linearized_dynamics -q 0 0.5 0 -1.2 0 0.8 0 -v 0.1 0 0 0 0 0 0 -e 0 1 0 0 0 0 0 --dt 0.01":
+        "test_node_linearized.py::test_docs_node_command_runs_as_written",
     # docs/node.md: dynamics_cli
     "dynamics_cli inverse_dynamics -q 0 0.5 0 -1.2 0 0.8 0 -a 1 0 0 0 0 0 0 -w tool0 0 0 -20 0 0 0": CLI,
     "dynamics_cli forward_dynamics -n joint7 joint6 joint5 joint4 joint3 joint2 joint1 -q 0 0.8 0 -1.2 0 0.5 0 "

@@ -128,6 +128,18 @@ CALLS = {
         m, q, qd, [dn.Contact(_link(m), surface_point=(0, 0, 2.0))])),
     "simulate_step": ("arm", "qvv", lambda m, q, qd, tau: dn.simulate_step(
         m, q, qd, tau, [dn.Contact(_link(m), surface_point=(0, 0, 2.0))], 1e-3)),
+    # issue 29: derivatives, the linearised step, the configuration space's group operations
+    "inverse_dynamics_derivatives": ("mimic", "qvv", lambda m, q, qd, qdd: dn.inverse_dynamics_derivatives(
+        m, q, qd, qdd)),
+    "forward_dynamics_derivatives": ("arm", "qvv", lambda m, q, qd, tau: dn.forward_dynamics_derivatives(
+        m, q, qd, tau)),
+    "gravity_derivatives": ("mimic", "q", lambda m, q: dn.gravity_derivatives(m, q)),
+    "inverse_dynamics_derivatives_batch": ("mimic", "QVV", lambda m, Q, QD, QDD: dn.inverse_dynamics_derivatives_batch(
+        m, Q, QD, QDD)),
+    "linearize": ("arm", "qvv", lambda m, q, qd, tau: dn.linearize(m, q, qd, tau, 0.01)),
+    "linearize_batch": ("arm", "QVV", lambda m, Q, QD, TAU: dn.linearize_batch(m, Q, QD, TAU, 0.01)),
+    "integrate": ("mimic", "qv", lambda m, q, v: dn.integrate(m, q, v)),
+    "difference": ("mimic", "qq", lambda m, q0, q1: dn.difference(m, q0, q1)),
 }
 NAMES = {  # the public argument names of the arrays, in order
     "inverse_dynamics": "q qd qdd", "gravity": "q", "bias_forces": "q qd", "mass_matrix": "q",
@@ -147,6 +159,9 @@ NAMES = {  # the public argument names of the arrays, in order
     "manipulability": "q", "jacobian_singular_values": "q", "analytic_jacobian": "q",
     "contact_forward_dynamics": "q qd tau", "impact": "q qd_minus", "soft_contact_forces": "q qd",
     "simulate_step": "q qd tau",
+    "inverse_dynamics_derivatives": "q qd qdd", "forward_dynamics_derivatives": "q qd tau", "gravity_derivatives": "q",
+    "inverse_dynamics_derivatives_batch": "Q QD QDD", "linearize": "q qd tau", "linearize_batch": "Q QD TAU",
+    "integrate": "q v", "difference": "q0 q1",
 }
 DATA_FUNCS = ["inverse_dynamics", "gravity", "bias_forces", "mass_matrix", "forward_dynamics", "hybrid_dynamics",
               "floating_base_inverse_dynamics", "jacobian", "link_pose", "link_poses", "link_velocity",

@@ -19,6 +19,7 @@ import dynamics_node as dn
 from ..errors import DynamicsError, InputError, clip
 from .conversions import finite_or_raise, to_float64_array, wrench_to_tuple
 from .model_state import WAITING
+from .linearized import request_field, trajectory_field
 from .model_terms import jacobian_options, model_terms
 from .params import ConfigError
 
@@ -168,7 +169,10 @@ def trajectory_inverse_dynamics(ctx, st, req, res):
     t0 = time.perf_counter()
     c = st.conv
     order, Q, QD, QDD = c.trajectory(req.trajectory)
-    TAU = _finite(dn.inverse_dynamics_batch(st.model, Q, QD, QDD), "effort")
+    try:
+        TAU = _finite(dn.inverse_dynamics_batch(st.model, Q, QD, QDD), "effort")
+    except InputError as e:  # 'QD[3, 2]' of the core: the request's trajectory.points[3].velocities[2]
+        raise InputError(request_field(str(e), order, trajectory_field())) from None
     traj = req.trajectory
     c.fill_efforts(traj.points, TAU, order)
     res.trajectory = traj
@@ -220,6 +224,11 @@ from .contact_services import contact_dynamics, impact  # noqa: E402
 SERVICES["contact_dynamics"] = Service("ContactDynamics", contact_dynamics,
                                        "forward dynamics with point contacts: accelerations and contact forces")
 SERVICES["impact"] = Service("Impact", impact, "velocities after an impact at point contacts, and the impulses")
+# issue 29 §2: A and B of the linearised step (the handler and its CLI lines live in linearized.py)
+from .linearized import linearized_dynamics  # noqa: E402
+
+SERVICES["linearized_dynamics"] = Service("LinearizedDynamics", linearized_dynamics,
+                                          "A and B of the linearised semi-implicit Euler step (MPC)")
 
 
 def clear_response(res):

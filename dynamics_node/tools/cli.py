@@ -13,6 +13,7 @@ There is no `ros2` command line on pip-installed ROS 2, so this client stands in
     dynamics_cli model_terms -q ... -v ... --links tool0 [--point 0 0 0.1]
     dynamics_cli set_payload --link tool0 --mass 2 --com 0 0 0.05 --inertia 0.002 0 0 0.002 0 0.002
     dynamics_cli trajectory_inverse_dynamics --file traj.yaml
+    dynamics_cli linearized_dynamics -q ... -v ... -e ... --dt 0.01    (A and B of the step, for MPC)
     dynamics_cli identify_payload --link tool0 --record 10 [--apply]   (records joint states with efforts)
     dynamics_cli closed_loop_forward_dynamics / closed_loop_inverse_dynamics ...
     dynamics_cli param list | param get gravity | param set gravity "[0, 0, -1.62]"
@@ -118,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
                             help="a contact: point in the link frame, normal (world), friction; repeatable")
             if name == "impact":
                 sp.add_argument("--restitution", type=float, default=0.0)
+        elif name == "linearized_dynamics":
+            from ..ros.linearized import cli_arguments
+            cli_arguments(sp, state_args)
         elif name == "identify_payload":
             from .record import add_arguments
             add_arguments(sp)
@@ -212,6 +216,8 @@ def build_request(args, srv_type):
             req.contacts.append(c)
         if cmd == "impact":
             req.restitution = float(args.restitution)
+    if cmd == "linearized_dynamics":
+        req.dt = float(args.dt)
     if cmd == "closed_loop_forward_dynamics":
         req.stabilization_time = float(args.stabilization_time)
     if cmd == "closed_loop_inverse_dynamics":
@@ -267,6 +273,9 @@ def format_response(cmd, res, summary=False) -> str:
         k = len(j) // 6 if j else n
         lines.append(f"jacobian:  # 6 x {k}, rows vx vy vz wx wy wz")
         lines += ["  - " + _vec(j[r * k:(r + 1) * k]) for r in range(6)]
+    if cmd == "linearized_dynamics":
+        from ..ros.linearized import cli_lines
+        lines += cli_lines(res, _vec)
     if cmd == "model_terms":
         from ..ros.model_terms import format_terms
         lines += format_terms(res, n, _vec)

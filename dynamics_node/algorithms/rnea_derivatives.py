@@ -1,0 +1,425 @@
+"""Analytic derivatives of the recursive Newton-Euler algorithm (Carpentier & Mansard, RSS 2018,
+"Analytical Derivatives of Rigid Body Dynamics Algorithms": a forward and a backward pass over world-frame
+quantities, as Pinocchio's computeRNEADerivatives). The paper is not among the project's seeds: the
+equations below are derived here, in Featherstone's notation, and checked against Pinocchio and finite
+differences (test_core_derivatives.py).
+
+Every quantity below is expressed in the world (base) frame, angular-first (Featherstone §2.2):
+J_i = ^0X_i S_i are the motion-subspace columns of joint i in the world frame, Y_i the body's spatial
+inertia in the world frame, and for a body k the forward pass gives (Featherstone Eqs. 5.14-5.16
+written in the world frame, where d(J_i)/dt = v_i x J_i because S_i is constant in the body frame):
+
+    v_k = v_λ(k) + J_k qd_k                              a_k = a_λ(k) + J_k qdd_k + v_k x J_k qd_k
+    f_k = Y_k a_k + v_k x* Y_k v_k - f^x_k               a_0 = -a_g (gravity as a base acceleration, §5.3)
+    tau_i = J_i^T F_i,  F_i = sum of f_k over the subtree of i  (Eqs. 5.17-5.18)
+
+A tangent perturbation of q_j (Lie-group coordinates: q ⊕ dq; for a free joint q ⊕ dq = M exp(dq) with dq
+in the child frame, as Pinocchio) moves the subtree of j rigidly with the world twist J_j dq_j: every world
+quantity of that subtree is transported (motions by J_j x, forces by J_j x*, inertias by J_j x* Y - Y J_j x),
+except the parent's velocity and acceleration that it carries. With p = λ(j), the forward pass keeps per column j:
+
+    dV/dq_j = v_p x J_j                               (the velocity's untransported part, "dVdq")
+    dA/dq_j = a_p x J_j + v_p x dV/dq_j               ("dAdq")
+    dA/dqd_j = (v_j + v_p) x J_j                      ("dAdv": d/dqd_j of a_k less the part B_k takes)
+
+and with the composite inertia Y^C_i = sum Y_k and its variation B^C_i = sum B_k over the subtree, where
+
+    B_k = v_k x* Y_k - Y_k v_k x + (Y_k v_k) x̄*      (d/dv of v x* Y v, less Y v x;  f x̄* m := m x* f;
+                                                       the B of Singh, Russell & Wensing's IDSVA, times 2)
+
+the backward pass gives, for joints i and j on one path (the derivatives are zero otherwise):
+
+    j in subtree(i):  dtau_i/dq_j  = J_i^T (Y^C_j dA/dq_j + B^C_j dV/dq_j + [j != i] J_j x* F_j)
+                      dtau_i/dqd_j = J_i^T (Y^C_j dA/dqd_j + B^C_j J_j)
+                      H_ij         = J_i^T Y^C_j J_j                       (the CRBA's H, Table 6.2)
+    j ancestor of i:  dtau_i/dq_j  = J_i^T (Y^C_i dA/dq_j + B^C_i dV/dq_j)
+                      dtau_i/dqd_j = J_i^T (Y^C_i dA/dqd_j + B^C_i J_j)
+                      H_ij         = J_i^T Y^C_i J_j
+
+(the transport of J_i and of F_i cancel: (J_j x J_i)^T F + J_i^T (J_j x* F) = 0, which is why the own block
+and the ancestors' columns carry no J x* F term). The model's joint terms are added per dof: armature qdd
+(Example 9.5) gives H_ii += armature, and the friction law (``friction_slope``, the one place that knows it)
+adds its d tau_f / d qd on the diagonal of dtau/dqd.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._jit import njit, types
+from ..joints import jcalc
+from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DOF_F, D_ARMATURE, D_DAMPING, D_S, FEXT_N, HEADER_F,
+                      HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_NV, J_PARENT, J_VI)
+from ._common import A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, check_q, check_state
+
+
+
+@njit(cache=True, inline="always")
+def friction_slope(mf, dd, qd):
+    """d tau_friction / d qd of one dof (the law's only derivative: it is diagonal). The model's law is
+    damping qd + coulomb sign(qd): the sign's slope is zero away from qd = 0 (and undefined at 0,
+    where the one-sided slopes are taken as zero too)."""
+    return mf[dd + D_DAMPING]
+
+
+@njit(cache=True, inline="always")
+def _cross_m(m, n, out):
+    """out = m x n (motion cross motion, Featherstone Eq. 2.31, angular-first)."""
+    out[0] = m[1] * n[2] - m[2] * n[1]
+    out[1] = m[2] * n[0] - m[0] * n[2]
+    out[2] = m[0] * n[1] - m[1] * n[0]
+    out[3] = m[1] * n[5] - m[2] * n[4] + m[4] * n[2] - m[5] * n[1]
+    out[4] = m[2] * n[3] - m[0] * n[5] + m[5] * n[0] - m[3] * n[2]
+    out[5] = m[0] * n[4] - m[1] * n[3] + m[3] * n[1] - m[4] * n[0]
+
+
+@njit(cache=True, inline="always")
+def _cross_f(m, f, out):
+    """out = m x* f (motion cross force, Featherstone Eq. 2.32)."""
+    out[0] = m[1] * f[2] - m[2] * f[1] + m[4] * f[5] - m[5] * f[4]
+    out[1] = m[2] * f[0] - m[0] * f[2] + m[5] * f[3] - m[3] * f[5]
+    out[2] = m[0] * f[1] - m[1] * f[0] + m[3] * f[4] - m[4] * f[3]
+    out[3] = m[1] * f[5] - m[2] * f[4]
+    out[4] = m[2] * f[3] - m[0] * f[5]
+    out[5] = m[0] * f[4] - m[1] * f[3]
+
+
+@njit(cache=True, inline="always")
+def _mul6(A, x, out):
+    for r in range(6):
+        s = 0.0
+        for c in range(6):
+            s += A[r, c] * x[c]
+        out[r] = s
+
+
+@njit(cache=True, inline="always")
+def _skew(x, y, z, M, r0, c0, s):
+    """M[r0:r0+3, c0:c0+3] = s * (x, y, z)x (the cross-product matrix)."""
+    M[r0, c0], M[r0, c0 + 1], M[r0, c0 + 2] = 0.0, -s * z, s * y
+    M[r0 + 1, c0], M[r0 + 1, c0 + 1], M[r0 + 1, c0 + 2] = s * z, 0.0, -s * x
+    M[r0 + 2, c0], M[r0 + 2, c0 + 1], M[r0 + 2, c0 + 2] = -s * y, s * x, 0.0
+
+
+@njit(cache=True, inline="always")
+def _is_descendant(mi, k, i):
+    p = mi[HEADER_I + BODY_I * k + J_PARENT]
+    while p > i:
+        p = mi[HEADER_I + BODY_I * p + J_PARENT]
+    return p == i
+
+
+def scratch_size(nb, nv):
+    """Floats of the kernel's scratch (layout in rnea_derivatives_kernel)."""
+    return 12 + 102 * nb + 42 * nv + 5 * 6 + 2 * 36
+
+
+@njit(cache=True, inline="always")
+def _world_inertia(mf, i, R, p, Y):
+    """Y = ^0X_i^* I_i ^iX_0 dense (Featherstone Eq. 2.66): rbi(m, h, Ibar) rotated by R (body to world)
+    and moved to the world origin: h_w = R h + m p, Ibar_w = R Ibar R^T - m p x p x - p x h' x - h' x p x
+    (-a x b x = (a.b) 1 - b a^T), as [Ibar_w, h_w x; -h_w x, m 1] (Eq. 2.63)."""
+    bo = HEADER_F + BODY_F * i
+    m = mf[bo + B_M]
+    ib = bo + B_IBAR
+    hr0 = R[0, 0] * mf[bo + B_H] + R[0, 1] * mf[bo + B_H + 1] + R[0, 2] * mf[bo + B_H + 2]
+    hr1 = R[1, 0] * mf[bo + B_H] + R[1, 1] * mf[bo + B_H + 1] + R[1, 2] * mf[bo + B_H + 2]
+    hr2 = R[2, 0] * mf[bo + B_H] + R[2, 1] * mf[bo + B_H + 1] + R[2, 2] * mf[bo + B_H + 2]
+    for r in range(3):   # R Ibar R^T into Y[0:3, 3:6] first (as scratch), then its final place
+        for c in range(3):
+            Y[r, 3 + c] = R[r, 0] * mf[ib + c] + R[r, 1] * mf[ib + 3 + c] + R[r, 2] * mf[ib + 6 + c]
+    p0, p1, p2 = p[0], p[1], p[2]
+    pp = p0 * p0 + p1 * p1 + p2 * p2
+    ph = p0 * hr0 + p1 * hr1 + p2 * hr2
+    pv = (p0, p1, p2)
+    hv = (hr0, hr1, hr2)
+    for r in range(3):
+        for c in range(3):
+            t = Y[r, 3] * R[c, 0] + Y[r, 4] * R[c, 1] + Y[r, 5] * R[c, 2]
+            # -m p x p x = m (p.p 1 - p p^T);  -(p x h x + h x p x) = 2 (p.h) 1 - h p^T - p h^T
+            t += m * ((pp if r == c else 0.0) - pv[r] * pv[c])
+            t += (2.0 * ph if r == c else 0.0) - hv[r] * pv[c] - pv[r] * hv[c]
+            Y[r, c] = t
+    h0, h1, h2 = hr0 + m * p0, hr1 + m * p1, hr2 + m * p2
+    for r in range(3):
+        for c in range(3):
+            Y[3 + r, 3 + c] = m if r == c else 0.0
+    _skew(h0, h1, h2, Y, 0, 3, 1.0)
+    _skew(h0, h1, h2, Y, 3, 0, -1.0)
+
+
+@njit(cache=True, inline="always")
+def _variation(Y, v, h, B, C, Hb):
+    """B = v x* Y - Y v x + h x̄* with h = Y v (the inertia's variation, see the module docstring);
+    C and Hb are 6 x 6 scratch."""
+    for r in range(6):
+        for c in range(6):
+            C[r, c] = 0.0
+            Hb[r, c] = 0.0
+    _skew(v[0], v[1], v[2], C, 0, 0, 1.0)   # crm(v) = [w x, 0; u x, w x]
+    _skew(v[0], v[1], v[2], C, 3, 3, 1.0)
+    _skew(v[3], v[4], v[5], C, 3, 0, 1.0)
+    _skew(h[0], h[1], h[2], Hb, 0, 0, -1.0)  # h x̄* = [-hn x, -hf x; -hf x, 0]
+    _skew(h[3], h[4], h[5], Hb, 0, 3, -1.0)
+    _skew(h[3], h[4], h[5], Hb, 3, 0, -1.0)
+    for r in range(6):   # crf(v) = -crm(v)^T
+        for c in range(6):
+            t = Hb[r, c]
+            for k in range(6):
+                t -= C[k, r] * Y[k, c] + Y[r, k] * C[k, c]
+            B[r, c] = t
+
+
+@njit(types.int64(I1, F1, F1, F1, F1, F1, F2, F2, F2, F1, types.int64), cache=True, fastmath=FASTMATH)
+def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
+    """dq = dtau/dq (tangent), dv = dtau/dqd and H = dtau/dqdd of tau = ID(q, qd, qdd, f^x) (tree
+    coordinates, nvt x nvt each), with s the scratch (scratch_size floats). gravity_only: qd = qdd = 0
+    and no f^x (qd, qdd are not read). Returns 0 or a status (_common)."""
+    nb = mi[H_NB]
+    nv = mi[H_NVT]
+    if gravity_only:
+        st = check_q(q, mi)
+    else:
+        st = check_state(q, qd, qdd, mi)
+    if st != 0:
+        return st
+    hasfx = fx.shape[0] != 0
+    if hasfx and fx.shape[0] != FEXT_N * nb:
+        return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
+    dofs = HEADER_F + BODY_F * nb
+    o = 12
+    x = s[0:12]
+    Rw = s[o:o + 9 * nb].reshape((nb, 3, 3))
+    o += 9 * nb
+    pw = s[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    ov = s[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    oa = s[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    F = s[o:o + 6 * nb].reshape((nb, 6))
+    o += 6 * nb
+    Yc = s[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    Bc = s[o:o + 36 * nb].reshape((nb, 6, 6))
+    o += 36 * nb
+    J = s[o:o + 6 * nv].reshape((nv, 6))
+    o += 6 * nv
+    dV = s[o:o + 6 * nv].reshape((nv, 6))     # dV/dq_j
+    o += 6 * nv
+    dA = s[o:o + 6 * nv].reshape((nv, 6))     # dA/dq_j
+    o += 6 * nv
+    dAv = s[o:o + 6 * nv].reshape((nv, 6))    # dA/dqd_j
+    o += 6 * nv
+    dFq = s[o:o + 6 * nv].reshape((nv, 6))    # the columns' force derivatives, kept for the ancestors' rows
+    o += 6 * nv
+    dFv = s[o:o + 6 * nv].reshape((nv, 6))
+    o += 6 * nv
+    dFa = s[o:o + 6 * nv].reshape((nv, 6))
+    o += 6 * nv
+    tmp = s[o:o + 6]
+    tmp2 = s[o + 6:o + 12]
+    vJ = s[o + 12:o + 18]
+    zero6 = s[o + 18:o + 24]
+    a0 = s[o + 24:o + 30]
+    o += 30
+    C = s[o:o + 36].reshape((6, 6))
+    Hb = s[o + 36:o + 72].reshape((6, 6))
+    for k in range(6):
+        zero6[k] = 0.0
+        a0[k] = 0.0
+    for k in range(3):
+        a0[3 + k] = -mf[HF_GRAVITY + k]
+    # ---- forward pass ----------------------------------------------------------------------
+    for i in range(nb):
+        ii = HEADER_I + BODY_I * i
+        p = mi[ii + J_PARENT]
+        vi = mi[ii + J_VI]
+        nvi = mi[ii + J_NV]
+        jcalc(mi, mf, i, q, x, 0, 9)   # ^iX_λ(i) = (E, r) (Table 4.1, §4.2)
+        R = Rw[i]
+        if p >= 0:   # body -> world rotation: ^0E_i^T = ^0E_p^T E^T; origin p_i = p_p + ^0E_p^T r
+            Rp = Rw[p]
+            for a in range(3):
+                for b in range(3):
+                    R[a, b] = Rp[a, 0] * x[3 * b] + Rp[a, 1] * x[3 * b + 1] + Rp[a, 2] * x[3 * b + 2]
+                pw[i, a] = pw[p, a] + Rp[a, 0] * x[9] + Rp[a, 1] * x[10] + Rp[a, 2] * x[11]
+            vp = ov[p]
+            ap = oa[p]
+        else:
+            for a in range(3):
+                for b in range(3):
+                    R[a, b] = x[3 * b + a]
+                pw[i, a] = x[9 + a]
+            vp = zero6
+            ap = a0
+        op = pw[i]
+        for k in range(6):
+            vJ[k] = 0.0
+        for c in range(vi, vi + nvi):   # J_c = ^0X_i S_c: w = R s_w, u = R s_u + o x w
+            so = dofs + DOF_F * c + D_S
+            for a in range(3):
+                J[c, a] = R[a, 0] * mf[so] + R[a, 1] * mf[so + 1] + R[a, 2] * mf[so + 2]
+                J[c, 3 + a] = R[a, 0] * mf[so + 3] + R[a, 1] * mf[so + 4] + R[a, 2] * mf[so + 5]
+            J[c, 3] += op[1] * J[c, 2] - op[2] * J[c, 1]
+            J[c, 4] += op[2] * J[c, 0] - op[0] * J[c, 2]
+            J[c, 5] += op[0] * J[c, 1] - op[1] * J[c, 0]
+            if not gravity_only:
+                for k in range(6):
+                    vJ[k] += J[c, k] * qd[c]
+        for k in range(6):
+            ov[i, k] = vp[k] + vJ[k]                      # v_i = v_λ(i) + J_i qd_i
+        _cross_m(ov[i], vJ, tmp)
+        for k in range(6):
+            oa[i, k] = ap[k] + tmp[k]                     # a_i = a_λ(i) + v_i x J_i qd_i + J_i qdd_i
+        if not gravity_only:
+            for c in range(vi, vi + nvi):
+                for k in range(6):
+                    oa[i, k] += J[c, k] * qdd[c]
+        for c in range(vi, vi + nvi):
+            if p >= 0 and not gravity_only:
+                _cross_m(vp, J[c], dV[c])                 # dV/dq_j = v_p x J_j
+                _cross_m(vp, dV[c], tmp)
+            else:
+                for k in range(6):
+                    dV[c, k] = 0.0
+                    tmp[k] = 0.0
+            _cross_m(ap, J[c], dA[c])                     # dA/dq_j = a_p x J_j + v_p x dV/dq_j
+            for k in range(6):
+                dA[c, k] += tmp[k]
+                tmp2[k] = ov[i, k] + vp[k]
+            _cross_m(tmp2, J[c], dAv[c])                  # dA/dqd_j = (v_j + v_p) x J_j
+        _world_inertia(mf, i, R, op, Yc[i])
+        _mul6(Yc[i], oa[i], F[i])                         # f_i = Y_i a_i + v_i x* Y_i v_i - f^x_i
+        if not gravity_only:
+            _mul6(Yc[i], ov[i], tmp)
+            _cross_f(ov[i], tmp, tmp2)
+            for k in range(6):
+                F[i, k] += tmp2[k]
+            _variation(Yc[i], ov[i], tmp, Bc[i], C, Hb)
+        else:
+            for a in range(6):
+                for b in range(6):
+                    Bc[i, a, b] = 0.0
+        if hasfx:  # f^x in body coordinates -> world: n_w = R n + o x f_w, f_w = R f
+            fo = FEXT_N * i
+            for a in range(3):
+                tmp[3 + a] = R[a, 0] * fx[fo + 3] + R[a, 1] * fx[fo + 4] + R[a, 2] * fx[fo + 5]
+                tmp[a] = R[a, 0] * fx[fo] + R[a, 1] * fx[fo + 1] + R[a, 2] * fx[fo + 2]
+            tmp[0] += op[1] * tmp[5] - op[2] * tmp[4]
+            tmp[1] += op[2] * tmp[3] - op[0] * tmp[5]
+            tmp[2] += op[0] * tmp[4] - op[1] * tmp[3]
+            for k in range(6):
+                F[i, k] -= tmp[k]
+    # ---- backward pass ---------------------------------------------------------------------
+    for a in range(nv):
+        for b in range(nv):
+            dq[a, b] = 0.0
+            dv[a, b] = 0.0
+            H[a, b] = 0.0
+    for i in range(nb - 1, -1, -1):
+        ii = HEADER_I + BODY_I * i
+        p = mi[ii + J_PARENT]
+        vi = mi[ii + J_VI]
+        nvi = mi[ii + J_NV]
+        # the subtree's columns: depth-first order puts them right after the joint's own
+        end = vi + nvi
+        k2 = i + 1
+        while k2 < nb and _is_descendant(mi, k2, i):
+            kk = HEADER_I + BODY_I * k2
+            end = mi[kk + J_VI] + mi[kk + J_NV]
+            k2 += 1
+        Y = Yc[i]
+        B = Bc[i]
+        for c in range(vi, vi + nvi):   # the joint's own columns' force derivatives
+            _mul6(Y, J[c], dFa[c])
+            _mul6(Y, dAv[c], dFv[c])
+            _mul6(B, J[c], tmp)
+            for k in range(6):
+                dFv[c, k] += tmp[k]
+            _mul6(Y, dA[c], dFq[c])
+            _mul6(B, dV[c], tmp)
+            for k in range(6):
+                dFq[c, k] += tmp[k]
+        for m in range(vi, vi + nvi):
+            Jm = J[m]
+            dd = dofs + DOF_F * m
+            for c in range(vi, end):   # own and descendant columns: J_m^T dF_c
+                s_q = 0.0
+                s_v = 0.0
+                s_a = 0.0
+                for k in range(6):
+                    s_q += Jm[k] * dFq[c, k]
+                    s_v += Jm[k] * dFv[c, k]
+                    s_a += Jm[k] * dFa[c, k]
+                dq[m, c] = s_q
+                dv[m, c] = s_v
+                H[m, c] = s_a
+            # ancestors' columns: (J_m^T Y^C_i) X_c + (J_m^T B^C_i) Z_c
+            for k in range(6):
+                s1 = 0.0
+                s2 = 0.0
+                for l2 in range(6):
+                    s1 += Jm[l2] * Y[l2, k]
+                    s2 += Jm[l2] * B[l2, k]
+                tmp[k] = s1
+                tmp2[k] = s2
+            anc = p
+            while anc >= 0:
+                aa = HEADER_I + BODY_I * anc
+                for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                    s_q = 0.0
+                    s_v = 0.0
+                    s_a = 0.0
+                    for k in range(6):
+                        s_q += tmp[k] * dA[c, k] + tmp2[k] * dV[c, k]
+                        s_v += tmp[k] * dAv[c, k] + tmp2[k] * J[c, k]
+                        s_a += tmp[k] * J[c, k]
+                    dq[m, c] = s_q
+                    dv[m, c] = s_v
+                    H[m, c] = s_a
+                anc = mi[aa + J_PARENT]
+            H[m, m] += mf[dd + D_ARMATURE]
+            if not gravity_only:
+                dv[m, m] += friction_slope(mf, dd, qd[m])
+        for c in range(vi, vi + nvi):   # the transport of the subtree's force, for the ancestors' rows
+            _cross_f(J[c], F[i], tmp)
+            for k in range(6):
+                dFq[c, k] += tmp[k]
+        if p >= 0:
+            for a in range(6):
+                F[p, a] += F[i, a]
+                for b in range(6):
+                    Yc[p, a, b] += Y[a, b]
+                    Bc[p, a, b] += B[a, b]
+    return 0
+
+
+
+@njit("Tuple((int64, float64[:, ::1], float64[:, ::1]))(int64[::1], float64[::1], float64[::1], float64[::1], "
+      "float64[::1], float64[::1], int64)", cache=True)
+def rnea_derivatives_entry(mi, mf, q, qd, qdd, fx, gravity_only):
+    """The Python entry: (status, dtau/dq, dtau/dqd) with the outputs and the scratch allocated in
+    compiled code (fewer arguments and no numpy calls from Python: the call costs less)."""
+    n = mi[H_NVT]
+    dq = np.empty((n, n))
+    dv = np.empty((n, n))
+    H = np.empty((n, n))
+    s = np.empty(12 + 102 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
+    st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only)
+    return st, dq, dv
+
+
+@njit("UniTuple(int64, 2)(int64[::1], float64[::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], "
+      "float64[:, :, ::1], float64[:, :, ::1])", cache=True)
+def rnea_derivatives_batch_entry(mi, mf, Q, QD, QDD, DQ, DV):
+    """DQ[k], DV[k] = dtau/dq, dtau/dqd of state k (rows of Q, QD, QDD), one scratch for all states.
+    Returns (status, k) of the first state refused, or (0, -1)."""
+    n = mi[H_NVT]
+    H = np.empty((n, n))
+    s = np.empty(12 + 102 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
+    e = np.empty(0)
+    for k in range(Q.shape[0]):
+        st = rnea_derivatives_kernel(mi, mf, Q[k], QD[k], QDD[k], e, DQ[k], DV[k], H, s, 0)
+        if st != 0:
+            return st, k
+    return 0, -1
