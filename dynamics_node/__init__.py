@@ -80,6 +80,9 @@ _LAZY = {
     "Contact": ".algorithms.contact_args", "contact_forward_dynamics": ".algorithms.contact",
     "impact": ".algorithms.impact",
     "soft_contact_forces": ".algorithms.soft_contact", "simulate_step": ".algorithms.soft_contact",
+    # issue 27: the joint law (friction, offset; armature is load_model's option)
+    "JointFriction": ".algorithms.friction", "joint_friction": ".algorithms.friction",
+    "joint_friction_slope": ".algorithms.friction",
 }
 
 __all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]
