@@ -49,6 +49,19 @@ class Samples:
     mask: np.ndarray      # per sample and joint: usable for the fit (not saturated)
     SGN: np.ndarray = None  # sign(QD) through the same low-pass (the Coulomb columns, parallel filtering)
     warnings: list = field(default_factory=list)
+    grid: tuple = None      # (t, Q, QD, QDD) of the whole recording's grid (filtered), and the rows kept
+    keep: np.ndarray = None
+
+    def shapes(self, vc, vs, rows=None):
+        """{"sign", "coulomb", "stribeck"}: the joint law's nonlinear columns (stack.law_shapes) with vc, vs
+        per model joint, low-passed over the whole recording like the efforts, at the window's rows
+        (``rows``: a subset of them, indices into the window)."""
+        from .stack import law_shapes
+
+        _, sc, ss = law_shapes(self.grid[2], vc, vs)
+        k = self.keep if rows is None else self.keep[rows]
+        return {"sign": self.SGN if rows is None else self.SGN[rows], "coulomb": lowpass(sc, self.fs, self.cutoff)[k],
+                "stribeck": lowpass(ss, self.fs, self.cutoff)[k] if np.any(np.asarray(vs) > 0) else 0.0 * sc[k]}
 
 
 def _rate(rec, names):
@@ -111,9 +124,10 @@ def _saturation(e, limit):
     return sat
 
 
-def prepare(rec, model, t_from=None, t_to=None, cutoff=None) -> Samples:
+def prepare(rec, model, t_from=None, t_to=None, cutoff=None, edges=True) -> Samples:
     """The Samples of the model's joints from a Recording (module docstring). BagError for joints of
-    the model missing from the recording, a window with too few samples, or joints without efforts."""
+    the model missing from the recording, a window with too few samples, or joints without efforts.
+    ``edges=False`` (evaluate): the filter's edges at the recording's ends are kept."""
     names = list(model.joint_names)
     warnings = []
     missing = [n for n in names if n not in rec.joints]
@@ -156,7 +170,7 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None) -> Samples:
         if gaps.size and gaps.max() > max(10 * dt, 0.1):
             warnings.append(f"joint '{nm}': a gap of {gaps.max():.3g} s without samples (interpolated across)")
     fc = choose_cutoff(Q, fs) if cutoff is None else float(min(cutoff, 0.45 * fs))
-    edge = int(np.ceil(3.0 * fs / fc))
+    edge = int(np.ceil(3.0 * fs / fc)) if edges else 0
     keep = np.nonzero((t >= a - 1e-9) & (t <= b + 1e-9) & (np.arange(n) >= edge) & (np.arange(n) < n - edge))[0]
     if keep.size < MIN_SAMPLES or keep.size * dt < MIN_DURATION:
         raise BagError(f"too short to identify anything: {keep.size * dt:.3g} s of samples at {fs:.4g} Hz in the "
@@ -179,4 +193,25 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None) -> Samples:
     dec = max(1, int(np.floor(fs / (5.0 * fc))))
     return Samples(joints=tuple(names), t=t[keep], Q=Qf[keep], QD=QD[keep], QDD=QDD[keep], TAU=Ef[keep],
                    TAU_RAW=E[keep], fs=fs, cutoff=fc, decimate=dec, mask=~sat[keep], SGN=SGN[keep],
-                   warnings=warnings)
+                   warnings=warnings, grid=(t, Qf, QD, QDD), keep=keep)
+
+
+def at_messages(rec, S, names, t_from=None, t_to=None):
+    """For evaluate: every message of the window, none dropped (the filter's edges included). Returns
+    (t: the distinct stamps of the window's messages, Q, QD, QDD there: the filtered grid's states
+    interpolated, E: the recorded efforts there, NaN where a stamp carries no effort of that joint)."""
+    t_grid, Qg, QDg, QDDg = S.grid
+    lo = -np.inf if t_from is None else float(t_from) - 1e-9
+    hi = np.inf if t_to is None else float(t_to) + 1e-9
+    stamps = np.unique(np.concatenate([rec.joints[n].t for n in names]))
+    t = stamps[(stamps >= lo) & (stamps <= hi)]
+    E = np.full((t.size, len(names)), np.nan)
+    for j, nm in enumerate(names):
+        s = rec.joints[nm]
+        k = np.searchsorted(t, s.t)
+        ok = (k < t.size) & (t[np.minimum(k, t.size - 1)] == s.t) if t.size else np.zeros(s.t.size, bool)
+        E[k[ok], j] = s.effort[ok]
+
+    def at(X):
+        return np.stack([np.interp(t, t_grid, X[:, j]) for j in range(X.shape[1])], axis=1)
+    return t, at(Qg), at(QDg), at(QDDg), E
