@@ -98,7 +98,7 @@ def fit_command(args, out=print):
     rms_filt, _ = report.rms_max(S.TAU - pred)
     rms_prior, _ = report.rms_max(S.TAU_RAW - prior_pred)
     sl = slice(None, None, max(1, S.Q.shape[0] // 4000))
-    Yb = full_regressor(par, S.Q[sl], S.QD[sl], S.QDD[sl], {k: v[sl] for k, v in shapes.items()})[:, :, par.base_idx]
+    Yb = full_regressor(par, S.Q[sl], S.QD[sl], S.QDD[sl])[:, :, par.base_idx]  # the law as evaluated
     rms_ls, _ = report.rms_max(S.TAU_RAW[sl] - Yb @ res.p_ls)
     spread = S.TAU_RAW.std(axis=0)
     for j, nm in enumerate(model.joint_names):
