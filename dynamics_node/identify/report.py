@@ -48,12 +48,12 @@ def write_json(path, data):
 
 def friction_curves(model, S, pred, bins=41):
     """Per joint the friction curve: the measured effort minus the identified rigid-body part (ID and
-    armature: pred - tau_f) averaged in velocity bins (at least 5 samples), and the identified tau_f at
+    armature: pred - tau_f) from the recorded efforts, averaged in velocity bins (at least 5 samples), and the identified tau_f at
     the bins' centres. {joint: {"velocity", "measured", "model", "count"}}."""
     from .. import joint_friction
 
     tf = joint_friction(model, S.QD)
-    meas = S.TAU - (pred - tf)
+    meas = S.TAU_RAW - (pred - tf)  # the recorded efforts: the filter would smear the curve at qd = 0
     out = {}
     for j, name in enumerate(model.joint_names):
         v = S.QD[:, j]
