@@ -42,6 +42,7 @@ EXEMPT = {  # public names that are not computations on arrays, with the reason
     "MomentumObserver": "a stateful class (samples in stamp order): its input checks are in test_observer_core",
     "external_wrench": "a least-squares solve on the observer's r (no data=): its checks are in test_observer_core",
     "Contact": "class (checked when made: test_core_contact_errors)",
+    "JointFriction": "class (its values are checked by load_model: test_core_friction)",
 }
 
 
@@ -127,6 +128,9 @@ CALLS = {
         m, q, qd, [dn.Contact(_link(m), surface_point=(0, 0, 2.0))])),
     "simulate_step": ("arm", "qvv", lambda m, q, qd, tau: dn.simulate_step(
         m, q, qd, tau, [dn.Contact(_link(m), surface_point=(0, 0, 2.0))], 1e-3)),
+    # issue 27: the joint law
+    "joint_friction": ("arm", "v", lambda m, qd: dn.joint_friction(m, qd)),
+    "joint_friction_slope": ("arm", "v", lambda m, qd: dn.joint_friction_slope(m, qd)),
 }
 NAMES = {  # the public argument names of the arrays, in order
     "inverse_dynamics": "q qd qdd", "gravity": "q", "bias_forces": "q qd", "mass_matrix": "q",
@@ -144,6 +148,7 @@ NAMES = {  # the public argument names of the arrays, in order
     "regressor_batch": "Q QD QDD",
     "coriolis_matrix": "q qd", "jacobian_derivative": "q qd point", "operational_space_inertia": "q point",
     "manipulability": "q", "jacobian_singular_values": "q", "analytic_jacobian": "q",
+    "joint_friction": "qd", "joint_friction_slope": "qd",
     "contact_forward_dynamics": "q qd tau", "impact": "q qd_minus", "soft_contact_forces": "q qd",
     "simulate_step": "q qd tau",
 }

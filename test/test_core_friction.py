@@ -106,18 +106,14 @@ def test_slope_is_the_derivative(models):
 
 def test_urdf_only_is_todays_behaviour():
     """friction=True alone: b and fc from <dynamics>, sign Coulomb, no offset."""
-    text = ns.ARM7.read_text()
-    m = dn.load_model(text.replace("<joint name=\"joint2\" type=\"revolute\">",
-                                   "<joint name=\"joint2\" type=\"revolute\"><dynamics damping=\"0.5\" friction=\"2\"/>"),
-                      friction=True)
+    text = ns.ARM7.read_text().replace('<joint name="joint2" type="revolute">',
+                                       '<joint name="joint2" type="revolute"><dynamics damping="0.5" friction="2"/>')
+    m = dn.load_model(text, friction=True)
     qd = np.array([0.0, 0.3, 0, 0, 0, 0, 0])
     assert dn.joint_friction(m, qd)[1] == pytest.approx(0.5 * 0.3 + 2.0)
     assert dn.joint_friction(m, np.zeros(7))[1] == 0.0
     # a JointFriction naming only the offset keeps the URDF's b and fc
-    m2 = dn.load_model(text.replace(
-        "<joint name=\"joint2\" type=\"revolute\">",
-        "<joint name=\"joint2\" type=\"revolute\"><dynamics damping=\"0.5\" friction=\"2\"/>"),
-        friction=dn.JointFriction(offset={"joint2": 0.25}))
+    m2 = dn.load_model(text, friction=dn.JointFriction(offset={"joint2": 0.25}))
     assert dn.joint_friction(m2, qd)[1] == pytest.approx(0.5 * 0.3 + 2.0 + 0.25)
 
 

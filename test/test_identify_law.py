@@ -126,8 +126,9 @@ def test_each_class_and_its_parameters(case, coulomb_fit):
 
 def test_evaluate_reads_the_yaml_and_keeps_every_message(case):
     out, _ = case.fit("--to", "28", name="train")
-    for window, expect in (([], case.t.size), (["--from", "28"], int(np.sum(case.t >= 28 - 1e-9))),
-                           (["--from", "0.01", "--to", "3"], int(np.sum((case.t >= 0.01 - 1e-9) & (case.t <= 3 + 1e-9))))):
+    t = case.t
+    for window, expect in (([], t.size), (["--from", "28"], int(np.sum(t >= 28 - 1e-9))),
+                           (["--from", "0.01", "--to", "3"], int(np.sum((t >= 0.01 - 1e-9) & (t <= 3 + 1e-9))))):
         rep = case.tmp / "eval.json"
         assert main(["evaluate", case.bag, "--urdf", str(out), "--report", str(rep), *window]) == 0
         ev = json.loads(rep.read_text())

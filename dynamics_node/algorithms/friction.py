@@ -165,11 +165,14 @@ def has_friction(model) -> bool:
 
 
 def _evaluate(model, qd, slope):
-    from ..dispatch import check_model, check_out, mat
+    from ..dispatch import check_model, check_out, mat, vec
 
     check_model(model)
-    single = np.ndim(qd) == 1
-    QD = mat(np.atleast_2d(np.asarray(qd, dtype=float)) if single else qd, "qd")
+    try:
+        single = np.ndim(qd) <= 1
+    except Exception:  # noqa: BLE001 - ragged nesting: vec names it
+        single = True
+    QD = vec(qd, "qd")[None, :] if single else mat(qd, "qd")
     if QD.shape[1] != model.nv:
         from ..errors import InputError
 

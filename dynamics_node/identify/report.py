@@ -47,9 +47,9 @@ def write_json(path, data):
 
 
 def friction_curves(model, S, pred, bins=41):
-    """Per joint the friction curve: the measured effort minus the identified rigid-body part (ID and
-    armature: pred - tau_f) from the recorded efforts, averaged in velocity bins (at least 5 samples), and the identified tau_f at
-    the bins' centres. {joint: {"velocity", "measured", "model", "count"}}."""
+    """Per joint the friction curve: the recorded effort minus the identified rigid-body part (ID and
+    armature: pred - tau_f), averaged in velocity bins (at least 5 samples), and the identified tau_f
+    at the bins' centres. {joint: {"velocity", "measured", "model", "count"}}."""
     from .. import joint_friction
 
     tf = joint_friction(model, S.QD)
