@@ -16,8 +16,9 @@ filtering, differentiation (module docstring of dynamics_node.identify says why 
    The recorded velocity is not used (it may be missing); q' comes from the positions.
    sign(q') goes through the same filter (the Coulomb columns of the regressor: parallel filtering,
    Gautier 1997; the other columns are smooth functions of the filtered states).
-5. The whole recording is filtered, then the window cut out; 3 / f_c at the recording's ends (the
-   filter's edges) are dropped; the fit takes every k-th sample so that its
+5. The whole recording is filtered (its ends padded: lowpass), then the window cut out; for the fit
+   3 / f_c at the recording's ends (the filter's edges) are dropped, for evaluate nothing (edges=False,
+   at_messages: every message of the window); the fit takes every k-th sample so that its
    rate stays above 5 f_c (parallel decimation, Gautier 1997: the filtered signals carry nothing
    above f_c).
 """
