@@ -91,7 +91,7 @@ class Selector:
         cols = []
         for fl, x in (("coulomb", sc), ("stribeck", ss)):
             if fl in par.fields:
-                c = par.fidx(fl, int(par.dof_friction[self._dof(j)]))
+                c = par.fidx(fl, par.friction_joints.index(self.model.joint_names[j]))
                 A[:, j, c] = x * self.W[:, j]
                 cols.append(c)
         for bi, b in enumerate(self.blocks):
@@ -99,10 +99,6 @@ class Selector:
             X = Ab.T @ Ab[:, cols]
             M[bi, j][:, cols] = X
             M[bi, j][cols, :] = X.T
-
-    def _dof(self, j):
-        m = self.model
-        return int(np.nonzero((m.v_src == j) & (m.v_mul == 1.0))[0][0])
 
     def score(self, par, M):
         """The CV score (module docstring) and the per-joint relative held-out RMS."""
