@@ -141,7 +141,7 @@ class Selector:
             vs[:] = 0.1
         A, M = self._grams(par, self.shapes(vc, vs))
         best, rel = self.score(par, M)
-        for _sweep in range(2 if name == "smooth" else 1):  # Stribeck: one sweep over (vc, vs) pairs
+        for _sweep in range(2):  # one sweep over the Stribeck pairs from smooth's vc fell short (3 % vs 0.4 %)
             changed = False
             for j in range(nv):
                 if moving[j] <= 0:
