@@ -88,6 +88,9 @@ _LAZY = {
     "inverse_dynamics_derivatives_batch": ".algorithms.derivatives",
     "linearize": ".algorithms.linearize", "linearize_batch": ".algorithms.linearize",
     "integrate": ".algorithms.lie_group", "difference": ".algorithms.lie_group",
+    # issue 27: the joint law (friction, offset; armature is load_model's option)
+    "JointFriction": ".algorithms.friction", "joint_friction": ".algorithms.friction",
+    "joint_friction_slope": ".algorithms.friction",
 }
 
 __all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]

@@ -54,7 +54,11 @@ MODEL_DOF_F = (  # per degree of freedom
     ("S", 6, "column of the motion subspace S_i, angular-first (Table 4.1)"),
     ("ARMATURE", 1, "rotor inertia (Example 9.5)"),
     ("DAMPING", 1, "viscous friction coefficient"),
-    ("COULOMB", 1, "Coulomb friction force"),
+    ("COULOMB", 1, "Coulomb friction force fc"),
+    ("COULOMB_VELOCITY", 1, "velocity scale vc of smooth Coulomb friction tanh(qd / vc); 0: sign(qd)"),
+    ("STRIBECK", 1, "Stribeck torque fs (algorithms/friction.py)"),
+    ("STRIBECK_VELOCITY", 1, "Stribeck velocity vs; 0: no Stribeck term"),
+    ("OFFSET", 1, "constant joint torque offset o"),
 )
 WORK_PER_BODY = (  # Tables 5.1, 6.2, 7.1 in body coordinates
     ("E", 9, "E of ^iX_λ(i) = X_J X_T(i), row-major"),

@@ -18,8 +18,10 @@ is the update
     r_k = e^{−K dt} r_{k−1} + (1 − e^{−K dt}) d.
 
 It is stable for any K dt (forward Euler is not beyond K dt = 2) and tends to the continuous
-observer as dt → 0. Everything the observer sees of the robot is in the model: friction (unless the
-model has it), motor-side effects and model errors appear in r like an external torque.
+observer as dt → 0. Everything the observer sees of the robot is in the model: the model's joint law
+(friction and offset, algorithms/friction.py: τ − τ_f(q̇) is what accelerates the links; the armature
+is in H), and what the model lacks (friction it has not, motor-side effects, model errors) appears in r
+like an external torque.
 
 Floating-base models are refused: a joint-state stream carries neither the base's velocity nor its
 wrench, and the observer would need both.
@@ -93,6 +95,9 @@ class MomentumObserver:
             raise InputError(f"momentum observer: timeout must be > 0 s, got {timeout!r}")
         self.gain = k
         self.timeout = float(timeout)
+        from .algorithms.friction import has_friction
+
+        self._friction = has_friction(model)  # the joint law's tau_f(qd) is taken off tau (issue 27)
         self.reset("first sample")
 
     def reset(self, why: str = "reset"):
@@ -128,6 +133,8 @@ class MomentumObserver:
                 self.reset(f"stamp went back by {-dt:.6g} s")
             elif dt > self.timeout:
                 self.reset(f"gap of {dt:.6g} s between stamps (timeout {self.timeout:g} s)")
+        if self._friction:  # the drive's torque that friction takes: not external
+            tau = tau - dn.joint_friction(m, qd)
         H = dn.mass_matrix(m, q)
         C = _coriolis(m, q, qd)
         g = dn.gravity(m, q) if g is None else _arg(g, nv, "g")

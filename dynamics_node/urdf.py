@@ -40,14 +40,16 @@ ROOT_JOINT = "root_joint"
 
 
 def load_model(source, *, floating_base: bool = False, gravity=(0.0, 0.0, -9.81), armature=None,
-               friction: bool = False, strict: bool = False, xacro_args=None) -> Model:
+               friction=False, strict: bool = False, xacro_args=None) -> Model:
     """Load a URDF file path, ``package://`` URI, ``*.xacro`` file or URDF XML text into a Model.
 
     floating_base: put a 6-DoF joint (``root_joint``) between the world and the root link.
     gravity: the gravitational acceleration in the world (root) frame, m/s^2.
     armature: reflected rotor inertia (Featherstone Example 9.5, Eq. 9.28), added to the diagonal of
         H: None, one float for every joint, or {joint: value}.
-    friction: make the URDF <dynamics damping friction> act (viscous and Coulomb friction).
+    friction: True makes the URDF <dynamics damping friction> act (viscous and sign() Coulomb friction);
+        a dn.JointFriction turns friction on with the joint law's coefficients (algorithms/friction.py:
+        viscous, Coulomb, its velocity scale, Stribeck, offset), the URDF's where it names none.
     strict: raise ModelError where the model would load with a ModelWarning (non-physical inertia,
         singular H, a transmission or mimic naming an unknown joint).
     xacro_args: ``$(arg name)`` values for a ``*.xacro`` file.
@@ -66,7 +68,8 @@ def load_with_report(source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), 
     transmission entries ignored (``ignored``) and the elements dynamics does not read
     (``ignored_elements``: {tag: count}). With strict=True the first warning is raised as ModelError."""
     floating_base = _flag(floating_base, "floating_base")
-    friction = _flag(friction, "friction")
+    law = friction if type(friction).__name__ == "JointFriction" else None  # the joint law's coefficients
+    friction = True if law is not None else _flag(friction, "friction")
     strict = _flag(strict, "strict")
     g = _gravity(gravity)
     text, src = read_description(source, xacro_args)
@@ -76,8 +79,8 @@ def load_with_report(source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), 
                              ignored_elements=ignored_elements(root))
     links = read_links(root, src)
     joints = read_joints(root, src)
-    model = _build(root.get("name") or "robot", links, joints, root, src, floating_base, g, armature, friction,
-                   report)
+    model = _build(root.get("name") or "robot", links, joints, root, src, floating_base, g, armature,
+                   law or friction, report)
     if strict and report.warnings:
         more = len(report.warnings) - 1
         raise ModelError(f"{report.warnings[0]} (strict=True{f'; {more} more problems' if more else ''})")
@@ -301,6 +304,11 @@ def _build(name, links, joints, xml_root, src, floating_base, gravity, armature,
             for b in bodies:
                 if jtype[b] != FREE:
                     damp[vi[b]], coul[vi[b]] = d, f
+    from .algorithms.friction import apply
+
+    dofs = {j.name: np.array([vi[b] for b in bodies if jtype[b] != FREE], dtype=np.int64)
+            for j, bodies in tree_joints if not (floating_base and j.name == ROOT_JOINT)}
+    law = apply(friction, list(dofs), dofs, {"viscous": damp, "coulomb": coul}, src)
 
     limits = {j.name: j.limit for j, _ in tree_joints if j.limit is not None}
     tree_joint_names = {j.name for j, _ in tree_joints}
@@ -310,10 +318,11 @@ def _build(name, links, joints, xml_root, src, floating_base, gravity, armature,
         name=name, source=src, root_link=root_link, floating_base=floating_base,
         gravity=gravity, parent=spec["parent"], jtype=jtype, axis=spec["axis"], ET=spec["ET"], rT=spec["rT"],
         mass=spec["mass"], h=spec["h"], Ibar=spec["Ibar"], body_link=spec["body_link"],
-        body_joint=spec["body_joint"], body_label=spec["body_label"], armature=arm, damping=damp, coulomb=coul,
-        link_frames=link_frames, link_inertia=inertia, joint_names=tuple(joint_names), q_src=q_src, q_mul=q_mul,
-        q_off=q_off, v_src=v_src, v_mul=v_mul, mimic=mimic, joint_kinds=kinds, q_slices=q_slices,
-        v_slices=v_slices, joint_limits=limits, loops=loops, actuated_joints=actuated, xml_root=xml_root,
+        body_joint=spec["body_joint"], body_label=spec["body_label"], armature=arm, damping=law["viscous"],
+        coulomb=law["coulomb"], link_frames=link_frames, link_inertia=inertia, joint_names=tuple(joint_names),
+        q_src=q_src, q_mul=q_mul, q_off=q_off, v_src=v_src, v_mul=v_mul, mimic=mimic, joint_kinds=kinds,
+        q_slices=q_slices, v_slices=v_slices, joint_limits=limits, loops=loops, actuated_joints=actuated,
+        xml_root=xml_root, friction_law={k: law[k] for k in law if k not in ("viscous", "coulomb")},
     )
     model = Model(ts)
     if loops:

@@ -102,8 +102,36 @@ def fourier_trajectory(model, t, rng, period=10.0, harmonics=5, fill=0.6, vmax=1
     return Q, QD, QDD
 
 
-def truth_torques(urdf_text, model, fr, Q, QD, QDD):
-    """Pinocchio's RNEA on the truth URDF plus friction b qd + f sign(qd) (the core's convention)."""
+def random_law(model, fr, rng, stribeck=True):
+    """The issue-27 joint law of a truth: per joint (Ia, b, fc, vc, fs, vs, o) with b, fc from ``fr``
+    (perturbed_urdf's), an armature, a smooth Coulomb scale, a Stribeck bump and an offset."""
+    law = {}
+    for n in model.joint_names:
+        b, fc = fr.get(n, (0.0, 0.0))
+        law[n] = dict(Ia=rng.uniform(0.05, 0.3), b=b, fc=fc, vc=float(rng.choice([0.01, 0.02, 0.05])),
+                      fs=rng.uniform(0.5, 1.5) * fc if stribeck else 0.0, vs=float(rng.choice([0.05, 0.1, 0.2])),
+                      o=rng.uniform(-1.0, 1.0))
+    return law
+
+
+def law_torque(law, QD, QDD, names):
+    """The joint law written out here (numpy, not the core): Ia qdd + b qd + (fc + fs exp(-(qd/vs)^2))
+    tanh(qd/vc) + o per joint."""
+    T = np.zeros_like(QD)
+    for j, n in enumerate(names):
+        c = law.get(n)
+        if c is None:
+            continue
+        v = QD[:, j]
+        s = np.tanh(v / c["vc"]) if c["vc"] > 0 else np.sign(v)
+        st = c["fs"] * np.exp(-(v / c["vs"]) ** 2) if c["vs"] > 0 else 0.0
+        T[:, j] = c["Ia"] * QDD[:, j] + c["b"] * v + (c["fc"] + st) * s + c["o"]
+    return T
+
+
+def truth_torques(urdf_text, model, fr, Q, QD, QDD, law=None):
+    """Pinocchio's RNEA on the truth URDF plus friction b qd + f sign(qd) (the core's convention), or
+    with ``law`` (random_law) the issue-27 joint law instead."""
     import pinocchio as pin
 
     pm = pin.buildModelFromXML(urdf_text)
@@ -124,6 +152,8 @@ def truth_torques(urdf_text, model, fr, Q, QD, QDD):
         TAU[k] = full[idx]
         for i, jm, mul, _ in fol:
             TAU[k, jm] += mul * full[i]
+    if law is not None:
+        return TAU + law_torque(law, QD, QDD, model.joint_names)
     for j, n in enumerate(model.joint_names):
         b, f = fr.get(n, (0.0, 0.0))
         TAU[:, j] += b * QD[:, j] + f * np.sign(QD[:, j])

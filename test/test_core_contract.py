@@ -43,6 +43,7 @@ EXEMPT = {  # public names that are not computations on arrays, with the reason
     "external_wrench": "a least-squares solve on the observer's r (no data=): its checks are in test_observer_core",
     "Contact": "class (checked when made: test_core_contact_errors)",
     "simplify_inertias": "takes the model alone (no arrays) and returns a Model: test_equivalence",
+    "JointFriction": "class (its values are checked by load_model: test_core_friction)",
 }
 
 
@@ -140,6 +141,9 @@ CALLS = {
     "linearize_batch": ("arm", "QVV", lambda m, Q, QD, TAU: dn.linearize_batch(m, Q, QD, TAU, 0.01)),
     "integrate": ("mimic", "qv", lambda m, q, v: dn.integrate(m, q, v)),
     "difference": ("mimic", "qq", lambda m, q0, q1: dn.difference(m, q0, q1)),
+    # issue 27: the joint law
+    "joint_friction": ("arm", "v", lambda m, qd: dn.joint_friction(m, qd)),
+    "joint_friction_slope": ("arm", "v", lambda m, qd: dn.joint_friction_slope(m, qd)),
 }
 NAMES = {  # the public argument names of the arrays, in order
     "inverse_dynamics": "q qd qdd", "gravity": "q", "bias_forces": "q qd", "mass_matrix": "q",
@@ -157,6 +161,7 @@ NAMES = {  # the public argument names of the arrays, in order
     "regressor_batch": "Q QD QDD",
     "coriolis_matrix": "q qd", "jacobian_derivative": "q qd point", "operational_space_inertia": "q point",
     "manipulability": "q", "jacobian_singular_values": "q", "analytic_jacobian": "q",
+    "joint_friction": "qd", "joint_friction_slope": "qd",
     "contact_forward_dynamics": "q qd tau", "impact": "q qd_minus", "soft_contact_forces": "q qd",
     "simulate_step": "q qd tau",
     "inverse_dynamics_derivatives": "q qd qdd", "forward_dynamics_derivatives": "q qd tau", "gravity_derivatives": "q",
@@ -299,6 +304,7 @@ def _bad_values(x, kind):
 
 
 OPTIONAL_NONE = {("loop_state", 1), ("constraint_basis", 1)}  # qd=None is an accepted value there
+ALSO_ROWS = {("joint_friction", 0), ("joint_friction_slope", 0)}  # an N x nv qd (N states) is accepted there
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
@@ -308,7 +314,7 @@ def test_wrong_arrays_are_refused_by_name(models, name):
     names = NAMES[name].split()
     for i, (x, k) in enumerate(zip(arrays, kinds)):
         for label, bad in _bad_values(x, k).items():
-            if label == "None" and (name, i) in OPTIONAL_NONE:
+            if label == "None" and (name, i) in OPTIONAL_NONE or label == "2-D" and (name, i) in ALSO_ROWS:
                 continue
             args = list(arrays)
             args[i] = bad

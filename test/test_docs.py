@@ -448,7 +448,9 @@ def test_identify_commands_as_written(tmp_path):
         assert abs(float(d.get("friction")) - f) <= 0.15 * f + 0.05, (name, d.attrib, f)
     run = [c for c in cmds if c.startswith("make run")]
     assert len(run) == 1
-    node = Shell(run[0].replace("URDF=robot_identified.urdf", f"URDF={tmp_path / 'robot_identified.urdf'}"))
+    assert (tmp_path / "robot_identified.yaml").is_file()       # fit wrote the node's parameter file beside
+    node = Shell(run[0].replace("URDF=robot_identified.urdf", f"URDF={tmp_path / 'robot_identified.urdf'}")
+                 .replace("--params-file robot_identified.yaml", f"--params-file {tmp_path / 'robot_identified.yaml'}"))
     try:
         assert node.wait_for(r"serving"), node.output()[-3000:]
         assert "robot_identified.urdf" in node.output()

@@ -138,12 +138,21 @@ def test_evaluate_against_independent_figures(arm7):
                  "--plot", str(arm7.tmp / "eval.png")]) == 0
     ev = json.loads(rep.read_text())
     assert set(ev) >= {"joints", "rms", "max", "samples"} and ev["joints"] == list(arm7.model.joint_names)
-    # independent: the exact states of the simulation, Pinocchio-free core ID of the same URDF
-    k = arm7.t >= 30.5
-    P = dn.inverse_dynamics_batch(dn.load_model(str(out), friction=True), arm7.Q[k], arm7.QD[k], arm7.QDD[k])
+    assert ev["samples"] == np.sum(arm7.t >= 30 - 1e-9)  # every message (issue 27: none dropped at the edges)
+    # independent: the exact states of the simulation, Pinocchio-free core ID of the same URDF and its
+    # OUT.yaml, on a window inside the recording (at its very end the differentiated velocity of a
+    # sign()-friction joint may have the wrong sign near a zero crossing: 2 fc at that sample)
+    assert main(["evaluate", arm7.bag, "--urdf", str(out), "--from", "30", "--to", "38", "--report", str(rep)]) == 0
+    ev = json.loads(rep.read_text())
+    k = (arm7.t >= 30 - 1e-9) & (arm7.t <= 38 + 1e-9)
+    assert ev["samples"] == k.sum()
+    from dynamics_node.identify.law_out import read
+
+    arm, law = read(str(out.with_suffix(".yaml")), arm7.model)
+    model = dn.load_model(str(out), armature=arm, friction=law)
+    P = dn.inverse_dynamics_batch(model, arm7.Q[k], arm7.QD[k], arm7.QDD[k])
     ref = np.sqrt(np.mean((arm7.noisy[k] - P) ** 2, axis=0))
     assert np.all(np.abs(np.array(ev["rms"]) - ref) < 0.3 * ref), (ev["rms"], ref)
-    assert 0.9 * k.sum() < ev["samples"] <= k.sum() + 1
 
 
 def test_publishers_bare_db3_mcap_and_window(arm7, tmp_path):

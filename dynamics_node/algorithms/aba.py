@@ -31,16 +31,12 @@ from ..errors import InputError, clip
 from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q_qd, new_work, A_FEXT, A_TAU, BAD_LENGTH,
                       EMPTY, EMPTY_I, SINGULAR, check)
 from ..joints import joint_velocity
-from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HF_TOL, H_NB,
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_TOL, H_NB,
                       H_NVT, J_NV, J_PARENT, J_VI, T_D, T_D_N, T_IA, T_PA, T_UA, V_U, V_UU, V_U_N, WORK_BODY,
                       WORK_DOF, W_A, W_A_N, W_C, W_COS, W_C_N, W_DINV, W_DINV_N, W_E, W_E_N, W_IA, W_IA_N, W_PA,
                       W_PA_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
+from .friction import friction_torque
 from .rnea import gravity_acceleration
-
-
-@njit(cache=True, inline="always")
-def _sign(x):
-    return 1.0 if x > 0.0 else (-1.0 if x < 0.0 else 0.0)
 
 
 @njit(cache=True)
@@ -154,7 +150,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
             dinv = 1.0 / D
             w[Dio] = dinv
             uu = (tau[vi] - (s0 * w[po] + s1 * w[po + 1] + s2 * w[po + 2] + s3 * w[po + 3] + s4 * w[po + 4]
-                             + s5 * w[po + 5]) - mf[dd + D_DAMPING] * qd[vi] - mf[dd + D_COULOMB] * _sign(qd[vi]))
+                             + s5 * w[po + 5]) - friction_torque(mf, dd, qd[vi]))  # the joint law
             w[u0 + vi] = uu
             if p < 0:
                 continue
@@ -179,7 +175,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                 x = tau[dof]  # u_i = tau_i - S_i^T p_i^A (- friction)
                 for k in range(6):
                     x -= mf[so + k] * w[po + k]
-                x -= mf[dd + D_DAMPING] * qd[dof] + mf[dd + D_COULOMB] * _sign(qd[dof])
+                x -= friction_torque(mf, dd, qd[dof])
                 w[u0 + dof] = x
             for r1 in range(nv):  # D_i = S_i^T U_i (+ rotor inertia, Eq. 9.28)
                 dd = do0 + DOF_F * (vi + r1)
@@ -280,8 +276,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                     for l in range(6):
                         y += w[IAo + 6 * k + l] * w[ao + l]
                     x += mf[so + k] * y
-                x += (mf[dd + D_ARMATURE] * qdd_in[dof] + mf[dd + D_DAMPING] * qd[dof]
-                      + mf[dd + D_COULOMB] * _sign(qd[dof]))
+                x += mf[dd + D_ARMATURE] * qdd_in[dof] + friction_torque(mf, dd, qd[dof])
                 tau_out[dof] = x
                 qdd[dof] = qdd_in[dof]
     return 0

@@ -6,7 +6,7 @@
     tau_i = S_i^T f_i ;  f_λ(i) += X_i^T f_i                      (Eqs. 5.17-5.18)
 
 Gravity enters as the fictitious base acceleration a_0 = -a_g (§5.3). Options of the model add
-the rotor inertia term armature * qdd (Example 9.5) and friction damping * qd + coulomb * sign(qd).
+the rotor inertia term armature * qdd (Example 9.5) and the joint law's friction tau_f(qd) (algorithms/friction.py).
 ``gravity`` is the stripped version with qd = qdd = 0 (Eqs. 5.12-5.13) and no external force.
 """
 from __future__ import annotations
@@ -20,9 +20,10 @@ from ..layout import HEADER_F, HEADER_I
 from ..spatial import crf_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from ..dispatch import Route, check_model, wrenches
 from ..joints import joint_motion
-from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, FEXT_N, HF_GRAVITY, H_NB,
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_GRAVITY, H_NB,
                       J_NV, J_PARENT, J_TYPE, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_SIN, W_V,
                       W_V_N)
+from .friction import friction_torque
 from .rnea_batch import rnea_lanes_kernel, work_size as lanes_work_size
 from ._common import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT,
                       BAD_LENGTH)
@@ -39,7 +40,7 @@ def gravity_acceleration(mf):
 def inward_pass(mi, mf, w, tau, qd, qdd, joint_terms):
     """Table 5.1's inward pass (Eqs. 5.17-5.18) over the forces f_i of the work array:
     tau_i = S_i^T f_i ; f_λ(i) += ^iX_λ(i)^T f_i. With joint_terms, the model's rotor inertia
-    (armature qdd, Example 9.5) and friction (damping qd + Coulomb sign(qd)) are added to tau_i."""
+    (armature qdd, Example 9.5) and friction (the joint law of algorithms/friction.py) are added to tau_i."""
     nb = mi[H_NB]
     dofs = HEADER_F + BODY_F * nb
     E0, r0, f0 = W_E * nb, W_R * nb, W_F * nb
@@ -53,14 +54,8 @@ def inward_pass(mi, mf, w, tau, qd, qdd, joint_terms):
             so = dd + D_S
             t = (mf[so] * w[fo] + mf[so + 1] * w[fo + 1] + mf[so + 2] * w[fo + 2] + mf[so + 3] * w[fo + 3]
                  + mf[so + 4] * w[fo + 4] + mf[so + 5] * w[fo + 5])  # tau_i = S_i^T f_i (Eq. 5.17)
-            if joint_terms:
-                t += mf[dd + D_ARMATURE] * qdd[dof] + mf[dd + D_DAMPING] * qd[dof]
-                cf = mf[dd + D_COULOMB]
-                if cf != 0.0:
-                    if qd[dof] > 0.0:
-                        t += cf
-                    elif qd[dof] < 0.0:
-                        t -= cf
+            if joint_terms:  # rotor inertia and the joint law (algorithms/friction.py)
+                t += mf[dd + D_ARMATURE] * qdd[dof] + friction_torque(mf, dd, qd[dof])
             tau[dof] = t
         if p >= 0:  # f_λ(i) += ^iX_λ(i)^T f_i (Eq. 5.18)
             xtf_add_t(w, E0 + W_E_N * i, r0 + W_R_N * i, load6(w, fo), w, f0 + W_F_N * p)

@@ -10,7 +10,8 @@ The recursion is the one of algorithms/rnea.py, equation for equation:
     f_i = I_i a_i + v_i x* I_i v_i                               (Eq. 5.16)
     tau_i = S_i^T f_i ;  f_λ(i) += X_i^T f_i                     (Eqs. 5.17-5.18)
 
-with a_0 = -a_g (§5.3) and the model's joint terms (armature qdd, damping qd, Coulomb sign(qd)).
+with a_0 = -a_g (§5.3) and the model's joint terms (armature qdd, the joint law's friction tau_f(qd),
+algorithms/friction.py).
 What differs is the layout. One state at a time, a body's step is some 150 scalar operations, a
 good part of them waiting on each other. Here every quantity has a row of LANES entries, one per
 state, and each step is a loop over those entries: the same operation on LANES independent states,
@@ -36,12 +37,13 @@ import numpy as np
 
 from .._jit import njit, types
 from ..joints import FREE, REVOLUTE, S_mul, jcalc_lanes, jcalc_sc, sincos_row
-from ..layout import (BATCH_BLOCK, BATCH_EXTRA, BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_COULOMB,
-                      D_DAMPING, D_S, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, J_NV, J_PARENT, J_QI, J_TYPE,
+from ..layout import (BATCH_BLOCK, BATCH_EXTRA, BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE,
+                      D_S, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, J_NV, J_PARENT, J_QI, J_TYPE,
                       J_VI, LANES, LT_X, L_A, L_A_N, L_COS, L_E, L_E_N, L_F, L_PAC, L_PV, L_Q, L_QD, L_QDD,
                       L_R, L_R_N, L_SIN, L_SQ, L_TAU, L_V, L_V_N, L_VJ)
 from ..spatial import crf_t, crm_t, ld6_s, rbi_mul_c, st6_s, xm_s, xtf_s
 from ._common import FASTMATH, F1, F2, I1, check_state
+from .friction import friction_torque
 
 
 def work_size(model):
@@ -69,18 +71,17 @@ def _st6(w, o, t):
 
 @njit(cache=True, inline="always")
 def _dof_constants(mf, dd):
-    """(S 6-vector, armature, damping, Coulomb friction) of the degree of freedom whose floats start at mf[dd]."""
+    """(S 6-vector, armature) of the degree of freedom whose floats start at mf[dd]."""
     so = dd + D_S
-    return (mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5], mf[dd + D_ARMATURE],
-            mf[dd + D_DAMPING], mf[dd + D_COULOMB])
+    return (mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5], mf[dd + D_ARMATURE])
 
 
 @njit(cache=True, inline="always")
-def _joint_force(c, f, qd, qdd):
-    """tau = S^T f (Eq. 5.17) + armature qdd + damping qd + Coulomb sign(qd), c from _dof_constants."""
-    sgn = 1.0 if qd > 0.0 else (-1.0 if qd < 0.0 else 0.0)
+def _joint_force(c, f, qd, qdd, mf, dd):
+    """tau = S^T f (Eq. 5.17) + armature qdd + tau_f(qd) (the joint law, algorithms/friction.py), c
+    from _dof_constants."""
     return (c[0] * f[0] + c[1] * f[1] + c[2] * f[2] + c[3] * f[3] + c[4] * f[4] + c[5] * f[5]
-            + c[6] * qdd + c[7] * qd + c[8] * sgn)
+            + c[6] * qdd + friction_torque(mf, dd, qd))
 
 
 @njit(types.int64(I1, F1, F2, F2, F2, F2, F1), cache=True, fastmath=FASTMATH)
@@ -169,12 +170,12 @@ def rnea_lanes_kernel(mi, mf, Q, QD, QDD, TAU, w):
                     c = _dof_constants(mf, do0 + DOF_F * dof)
                     for k in range(nk):
                         TAU[k0 + k, dof] = _joint_force(c, _ld6(w, b + L_F * L + k), QD[k0 + k, dof],
-                                                        QDD[k0 + k, dof])
+                                                        QDD[k0 + k, dof], mf, do0 + DOF_F * dof)
             else:
                 c = _dof_constants(mf, do0 + DOF_F * vi)  # read once, outside the loop
                 for k in range(L):
                     w[_u(b + L_TAU * L + k)] = _joint_force(c, _ld6(w, b + L_F * L + k), w[_u(b + L_QD * L + k)],
-                                                            w[_u(b + L_QDD * L + k)])
+                                                            w[_u(b + L_QDD * L + k)], mf, do0 + DOF_F * vi)
                 for k in range(nk):
                     TAU[k0 + k, vi] = w[_u(b + L_TAU * L + k)]
             if p >= 0:

@@ -38,7 +38,7 @@ the backward pass gives, for joints i and j on one path (the derivatives are zer
 
 (the transport of J_i and of F_i cancel: (J_j x J_i)^T F + J_i^T (J_j x* F) = 0, which is why the own block
 and the ancestors' columns carry no J x* F term). The model's joint terms are added per dof: armature qdd
-(Example 9.5) gives H_ii += armature, and the friction law (``friction_slope``, the one place that knows it)
+(Example 9.5) gives H_ii += armature, and the joint law (``friction.friction_slope``, the one place that knows it)
 adds its d tau_f / d qd on the diagonal of dtau/dqd.
 """
 from __future__ import annotations
@@ -47,18 +47,11 @@ import numpy as np
 
 from .._jit import njit, types
 from ..joints import jcalc
-from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DOF_F, D_ARMATURE, D_DAMPING, D_S, FEXT_N, HEADER_F,
+from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DOF_F, D_ARMATURE, D_S, FEXT_N, HEADER_F,
                       HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_NV, J_PARENT, J_VI)
+from .friction import friction_slope  # the joint law's d tau_f / d qd (issue 27), written once
 from ._common import A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, check_q, check_state
 
-
-
-@njit(cache=True, inline="always")
-def friction_slope(mf, dd, qd):
-    """d tau_friction / d qd of one dof (the law's only derivative: it is diagonal). The model's law is
-    damping qd + coulomb sign(qd): the sign's slope is zero away from qd = 0 (and undefined at 0,
-    where the one-sided slopes are taken as zero too)."""
-    return mf[dd + D_DAMPING]
 
 
 @njit(cache=True, inline="always")

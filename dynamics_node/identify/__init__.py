@@ -15,10 +15,13 @@ The method, each choice with its source:
   not needed); parallel filtering and decimation as in Gautier, "Dynamic identification of robots
   with power model" (ICRA 1997): the only non-smooth regressor column, sign(qd), goes through the
   same filter as the efforts.
-- Regressor (stack.py, algorithms/regressor_batch.py): tau = Y(q, qd, qdd) pi + friction, pi the ten
-  inertial parameters per body (Atkeson, An & Hollerbach 1986) and per joint a viscous b and a
-  Coulomb f_c (tau += b qd + f_c sign(qd), the core's convention: sign(0) = 0; the sign is not
-  smoothed, so the fitted model is the one the node evaluates). Stacked per joint as Gram matrices.
+- Regressor (stack.py, algorithms/regressor_batch.py): tau = Y(q, qd, qdd) pi + the joint law, pi the
+  ten inertial parameters per body (Atkeson, An & Hollerbach 1986) and per joint the law's linear
+  coefficients of the fit's class (issue 27, algorithms/friction.py: b qd + fc s(qd) [+ o + Ia qdd
+  [+ fs exp(-(qd/vs)^2) s(qd)]], s = sign or tanh(qd / vc)). Stacked per joint as Gram matrices.
+- The class and the law's nonlinear velocity scales vc, vs (classes.py): per joint from grids, by
+  cross-validation in contiguous time blocks of the training window; ``auto`` keeps the simplest
+  class no richer one beats by more than 1 %.
 - Base parameters (params.py): numerical reduction of the regressor's columns by QR with column
   pivoting at random states (Gautier, "Numerical calculation of the base inertial parameters of
   robots", ICRA 1990; Gautier & Khalil 1990).
@@ -32,7 +35,11 @@ The method, each choice with its source:
   Clarabel (SCS as fallback); a weak, scale-equivariant pull toward the URDF's values acts only where
   the data say little.
 - Output (urdf_out.py): the input URDF's XML with new <inertial> and <dynamics>, reloaded with
-  strict=True before it replaces OUT.urdf; report.py: JSON and PNG.
+  strict=True before it replaces OUT.urdf; law_out.py: OUT.yaml beside it, the whole law as the
+  node's parameter file; report.py: JSON and PNG (torques over time, friction curves).
+- evaluate: every message of the window at its own stamp (the filtered grid's states interpolated
+  there), the law from OUT.yaml, against the recorded efforts; nothing dropped at the filter's edges
+  (signals.lowpass pads the recording's ends with a cubic trend).
 - Excitation (excite.py): finite Fourier series optimised for the condition number of the base
   regressor (Swevers et al., IEEE T-RA 1997).
 """

@@ -1,8 +1,10 @@
 """dynamics_identify: identify a robot's inertial parameters and friction from a rosbag2 recording.
 
-    dynamics_identify fit BAG --urdf ROBOT.urdf --output OUT.urdf [--topic /joint_states] [--from S] [--to S]
-                          [--report FIT.json] [--plot FIT.png]
-    dynamics_identify evaluate BAG --urdf MODEL.urdf [--topic ...] [--from S] [--to S] [--report ...] [--plot ...]
+    dynamics_identify fit BAG --urdf ROBOT.urdf --output OUT.urdf [--friction {coulomb,smooth,stribeck,auto}]
+                          [--topic /joint_states] [--from S] [--to S] [--report FIT.json] [--plot FIT.png]
+                          (writes OUT.urdf and OUT.yaml, the joint law as the node's parameter file)
+    dynamics_identify evaluate BAG --urdf OUT.urdf [--params OUT.yaml] [--topic ...] [--from S] [--to S]
+                               [--report ...] [--plot ...]
     dynamics_identify excite --urdf ROBOT.urdf --output TRAJ.yaml [--duration S] [--period S]
 
 Exit code 0 on success, 1 with one line naming the problem on bad input (nothing written).
@@ -10,7 +12,14 @@ Exit code 0 on success, 1 with one line naming the problem on bad input (nothing
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+# The fit's linear algebra is on small matrices (some 100 x 100, hundreds of times while the friction
+# class is chosen), where OpenBLAS's threads cost more than they give: on this project's 2-core machine
+# shared with other processes an 80 x 80 eigen-decomposition took 45 ms with the default threads and
+# 1.3 ms with one. Before numpy is first imported (the console script), unless the user chose.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _parser():
@@ -25,6 +34,11 @@ def _parser():
             s.add_argument("--output", required=True, help="the identified URDF")
             s.add_argument("--prior-weight", type=float, default=1.0,
                            help="weight of the URDF's values where the data say little (default 1: one equation)")
+            s.add_argument("--friction", choices=("coulomb", "smooth", "stribeck", "auto"), default="auto",
+                           help="the joint law's class (docs/identify.md); auto: chosen by cross-validation")
+        else:
+            s.add_argument("--params", default=None,
+                           help="the joint law's parameter file (default: OUT.yaml beside --urdf, if there)")
         s.add_argument("--topic", default="/joint_states")
         s.add_argument("--from", dest="t_from", type=float, default=None, help="s after the topic's first message")
         s.add_argument("--to", dest="t_to", type=float, default=None, help="s after the topic's first message")

@@ -10,7 +10,7 @@ closest to it (a semidefinite program), see dynamics_node.identify's docstring f
 
        minimise  sum_j RSS_j(p) / s_j^2  +  gamma |D^-1 (p - k p0)|^2
        subject to  J_i(p_i) >= eps J_ref,i  (4 x 4 pseudo-inertia, Wensing, Kim & Slotine 2017)
-                   viscous, Coulomb >= 0
+                   viscous, Coulomb, armature >= 0; Coulomb + Stribeck >= 0 (fs of either sign)
 
    The data term is the WLS one (its normal matrix, factored); the second term pulls toward the
    URDF's values p0 only where the data say little: gamma = 1 means the prior counts as one weighted
@@ -83,11 +83,15 @@ def least_squares(par, M, counts, weights=None):
     return pB, cov, rss, dict(keep=keep, lam=lam, U=U, d=d, G=G, g=g, cond=cond, Gj=Gj, gj=gj)
 
 
-def fit(par, samples, prior_weight=1.0) -> Fit:
+def fit(par, samples, prior_weight=1.0, shapes=None) -> Fit:
+    """The fit of the module docstring; ``shapes``: the joint law's filtered nonlinear columns at the
+    window's samples (signals.Samples.shapes), default sign() Coulomb friction (S.SGN)."""
     S = samples
     sl = slice(None, None, S.decimate)
     Q, QD, QDD, TAU, mask = S.Q[sl], S.QD[sl], S.QDD[sl], S.TAU[sl], S.mask[sl]
-    M, counts = grams(par, Q, QD, QDD, TAU, mask, S.SGN[sl])
+    if shapes is None:
+        shapes = {"sign": S.SGN, "coulomb": S.SGN, "stribeck": 0.0 * S.SGN}
+    M, counts = grams(par, Q, QD, QDD, TAU, mask, {k: v[sl] for k, v in shapes.items()})
     warnings = []
     r = par.base_idx.size
     ib = par.base_idx
@@ -153,7 +157,14 @@ def _constrained(par, info, B, k, gamma, n_eq):
         J = sum(x[N_PARAMS * i + c] * Ek[c] for c in range(N_PARAMS))
         Jref = T @ par.j_ref[i] @ T
         cons.append(0.5 * (J + J.T) >> EPS_LMI * Jref)
-    cons.append(x[N_PARAMS * nb:] >= 0)
+    nf = len(par.friction_joints)
+    for fl in ("viscous", "coulomb", "armature"):  # Ia, b, fc >= 0 (algorithms/friction.py)
+        if fl in par.fields:
+            i0 = par.fidx(fl, 0)
+            cons.append(x[i0:i0 + nf] >= 0)
+    if "stribeck" in par.fields:  # fs of either sign, fc + fs >= 0: friction at rest never drives the joint
+        c0, s0 = par.fidx("coulomb", 0), par.fidx("stribeck", 0)
+        cons.append(cp.multiply(D[c0:c0 + nf], x[c0:c0 + nf]) + cp.multiply(D[s0:s0 + nf], x[s0:s0 + nf]) >= 0)
     prob = cp.Problem(cp.Minimize(obj), cons)
     used = None
     for solver in ("CLARABEL", "SCS"):

@@ -1,8 +1,15 @@
 """The parameters identified and their regressor: per body the ten inertial parameters (model order,
-Pinocchio's order, inertia about the body origin), then per moving URDF joint a viscous and a
-Coulomb coefficient (tau += b qd + f_c sign(qd), the core's friction: sign(0) = 0), and the base
-parameters (the combinations the torques can see) by QR with column pivoting of the regressor at
-random states (Gautier 1990).
+Pinocchio's order, inertia about the body origin), then per moving URDF joint the coefficients of the
+joint law (algorithms/friction.py) of the fit's class, one block of nf per field in ``fields``:
+
+    coulomb   viscous b, Coulomb fc with sign(qd)            (what a URDF <dynamics> holds)
+    smooth    + fc with tanh(qd / vc), offset o, armature Ia
+    stribeck  + Stribeck fs exp(-(qd / vs)^2) s(qd)
+
+(vc and vs per joint are not linear parameters: ``vc`` and ``vs`` hold the values the fit uses, chosen
+by classes.py). A mimic follower keeps viscous and sign() Coulomb friction only (its other columns are
+zero: what the URDF can say about it). The base parameters (the combinations the torques can see)
+come from QR with column pivoting of the regressor at random states (Gautier 1990).
 """
 from __future__ import annotations
 
@@ -15,6 +22,8 @@ from ..algorithms.regressor import N_PARAMS, PARAM_NAMES
 from ..errors import InputError, clip
 from ..layout import BODY_F, BODY_I, D_COULOMB, D_DAMPING, DOF_F, HEADER_F, HEADER_I, J_VI
 
+CLASSES = {"coulomb": ("viscous", "coulomb"), "smooth": ("viscous", "coulomb", "offset", "armature"),
+           "stribeck": ("viscous", "coulomb", "offset", "armature", "stribeck")}
 RANK_TOL = 1e-8  # |R_kk| of the column-normalised regressor below this x |R_00|: a dependent column
 
 
@@ -32,10 +41,25 @@ class Parameterisation:
     K: np.ndarray          # p_base = p[base_idx] + K p[dep_idx]
     j_ref: list = None     # per body: a positive definite 4 x 4 pseudo-inertia (the prior's if it is one)
     scale_data: np.ndarray = None  # scale with the friction entries from the data (calibrate)
+    fields: tuple = CLASSES["coulomb"]
+    extended: np.ndarray = None  # per friction joint: a joint of the model's own (not a mimic follower)
+    vc: np.ndarray = None    # per friction joint: the velocity scale of smooth Coulomb friction (0: sign)
+    vs: np.ndarray = None    # per friction joint: the Stribeck velocity
 
     @property
     def P(self):
-        return N_PARAMS * self.nb + 2 * len(self.friction_joints)
+        return N_PARAMS * self.nb + len(self.fields) * len(self.friction_joints)
+
+    def fidx(self, field, f):
+        """Index in p of ``field`` (one of self.fields) of friction joint f."""
+        return N_PARAMS * self.nb + self.fields.index(field) * len(self.friction_joints) + f
+
+    def field_values(self, p, field, default=0.0):
+        """Per friction joint the value of ``field`` in p (``default`` when the class has no such field)."""
+        nf = len(self.friction_joints)
+        if field not in self.fields:
+            return np.full(nf, default)
+        return np.array([p[self.fidx(field, f)] for f in range(nf)])
 
     def base_map(self):
         """B (r x P) with p_base = B p."""
@@ -59,9 +83,9 @@ class Parameterisation:
         return out
 
 
-def setup(model, model_friction) -> Parameterisation:
+def setup(model, model_friction, fields=CLASSES["coulomb"]) -> Parameterisation:
     """The parameterisation of a loaded model (``model_friction``: the same URDF with friction=True,
-    for the prior friction coefficients)."""
+    for the prior friction coefficients) with the joint law's ``fields`` (module docstring)."""
     spec = model._spec
     nb, nvt = model.nb, model.nvt
     fj, dof_f = [], np.zeros(nvt, dtype=np.int64)
@@ -71,7 +95,7 @@ def setup(model, model_friction) -> Parameterisation:
             fj.append(name)
         dof_f[int(model.mi[HEADER_I + BODY_I * b + J_VI])] = fj.index(name)
     names = [f"{PARAM_NAMES[k]}({clip(spec.body_link[b], 60)})" for b in range(nb) for k in range(N_PARAMS)]
-    names += [f"viscous({clip(j, 60)})" for j in fj] + [f"coulomb({clip(j, 60)})" for j in fj]
+    names += [f"{fl}({clip(j, 60)})" for fl in fields for j in fj]
     from .. import inertial_parameters
 
     pi0 = inertial_parameters(model)
@@ -79,11 +103,14 @@ def setup(model, model_friction) -> Parameterisation:
     fv0, fc0 = np.zeros(len(fj)), np.zeros(len(fj))
     for d in range(nvt):
         fv0[dof_f[d]], fc0[dof_f[d]] = D[d, D_DAMPING], D[d, D_COULOMB]
-    prior = np.concatenate([pi0, fv0, fc0])
-    scale = _scales(model, pi0, len(fj))
+    known = {"viscous": fv0, "coulomb": fc0}
+    prior = np.concatenate([pi0] + [known.get(fl, np.zeros(len(fj))) for fl in fields])
+    scale = _scales(model, pi0, len(fj) * len(fields))
+    ext = np.array([n in model.joint_names for n in fj], bool)
     par = Parameterisation(model=model, nb=nb, friction_joints=tuple(fj), dof_friction=dof_f, names=tuple(names),
                            prior=prior, scale=scale, base_idx=np.zeros(0, np.int64), dep_idx=np.zeros(0, np.int64),
-                           K=np.zeros((0, 0)))
+                           K=np.zeros((0, 0)), fields=tuple(fields), extended=ext, vc=np.zeros(len(fj)),
+                           vs=np.zeros(len(fj)))
     _base(par)
     par.j_ref = [_reference_pseudo_inertia(pi0[N_PARAMS * b:N_PARAMS * (b + 1)], scale[N_PARAMS * b:N_PARAMS * (b + 1)])
                  for b in range(nb)]
@@ -115,9 +142,9 @@ def _reference_pseudo_inertia(pi, s):
     return m * np.diag([(0.1 * L) ** 2] * 3 + [1.0])
 
 
-def calibrate(par, Q, QD, TAU):
-    """Friction scales from the data: Coulomb ~ rms effort, viscous ~ rms effort / rms velocity."""
-    nf = len(par.friction_joints)
+def calibrate(par, Q, QD, TAU, QDD=None):
+    """Friction scales from the data: Coulomb, Stribeck, offset ~ rms effort, viscous ~ rms effort / rms
+    velocity, armature ~ rms effort / rms acceleration."""
     s = par.scale.copy()
     m = par.model
     for f, name in enumerate(par.friction_joints):
@@ -128,17 +155,18 @@ def calibrate(par, Q, QD, TAU):
         j = js[0]
         te = max(float(np.sqrt(np.mean(TAU[:, j] ** 2))), 1e-300)
         ve = max(float(np.sqrt(np.mean(QD[:, j] ** 2))), 1e-2)
-        s[N_PARAMS * par.nb + f] = te / ve
-        s[N_PARAMS * par.nb + nf + f] = te
+        ae = max(float(np.sqrt(np.mean(QDD[:, j] ** 2))), 1e-1) if QDD is not None else 1.0
+        for fl in par.fields:
+            s[par.fidx(fl, f)] = {"viscous": te / ve, "armature": te / ae}.get(fl, te)
     par.scale_data = s
 
 
-def _scales(model, pi0, nf):
+def _scales(model, pi0, nf):  # nf: the count of friction parameters
     """Typical magnitudes: per body its prior mass m (at least 1 % of the mean body mass), length
     L = max(5 cm, |c|, radius of gyration), so m, m L, m L^2; friction: 1 (replaced from the data)."""
     nb = model.nb
     total = max(float(np.sum(pi0[0::N_PARAMS])), 1e-3)
-    out = np.empty(N_PARAMS * nb + 2 * nf)
+    out = np.empty(N_PARAMS * nb + nf)
     for b in range(nb):
         p = pi0[N_PARAMS * b:N_PARAMS * (b + 1)]
         m = max(float(p[0]), 0.01 * total / nb)
@@ -172,7 +200,9 @@ def _base(par, n=None, seed=0):
     rng = np.random.default_rng(seed)
     n = n or max(64, int(4 * par.P / max(m.nv, 1)))
     Q, QD, QDD = random_states(m, n, rng)
-    A = full_regressor(par, Q, QD, QDD).reshape(n * m.nv, par.P)
+    sgn = np.sign(QD)  # the law's shapes with vc = 0, vs = 1: their values change no rank
+    shapes = {"sign": sgn, "coulomb": sgn, "stribeck": np.exp(-QD ** 2) * sgn}
+    A = full_regressor(par, Q, QD, QDD, shapes).reshape(n * m.nv, par.P)
     norms = np.linalg.norm(A, axis=0)
     if not np.all(np.isfinite(norms)):
         raise InputError("the regressor at random states is not finite: check the URDF's numbers")

@@ -46,8 +46,36 @@ def write_json(path, data):
     atomic_write(path, lambda fh: json.dump(_clean(data), fh, indent=2, allow_nan=False))
 
 
-def render_plot(path, t, joints, measured, predicted, title, labels=("measured", "predicted")):
-    """One panel per joint: measured and predicted torque over time."""
+def friction_curves(model, S, pred, bins=41):
+    """Per joint the friction curve: the recorded effort minus the identified rigid-body part (ID and
+    armature: pred - tau_f), averaged in velocity bins (at least 5 samples), and the identified tau_f
+    at the bins' centres. {joint: {"velocity", "measured", "model", "count"}}."""
+    from .. import joint_friction
+
+    tf = joint_friction(model, S.QD)
+    meas = S.TAU_RAW - (pred - tf)  # the recorded efforts: the filter would smear the curve at qd = 0
+    out = {}
+    for j, name in enumerate(model.joint_names):
+        v = S.QD[:, j]
+        lo, hi = float(v.min()), float(v.max())
+        if not hi > lo:
+            continue
+        edges = np.linspace(lo, hi, bins + 1)
+        k = np.clip(np.searchsorted(edges, v, side="right") - 1, 0, bins - 1)
+        cnt = np.bincount(k, minlength=bins)
+        sm = np.bincount(k, weights=meas[:, j], minlength=bins)
+        ok = cnt >= 5
+        c = 0.5 * (edges[1:] + edges[:-1])[ok]
+        QD = np.zeros((c.size, model.nv))
+        QD[:, j] = c
+        out[name] = dict(velocity=c, measured=sm[ok] / cnt[ok], model=joint_friction(model, QD)[:, j] if c.size
+                         else c, count=cnt[ok])
+    return out
+
+
+def render_plot(path, t, joints, measured, predicted, title, labels=("measured", "predicted"), curves=None):
+    """One panel per joint: measured and predicted torque over time; with ``curves`` (friction_curves)
+    a second column: the friction curve per joint against velocity."""
     try:
         import matplotlib
     except ImportError:
@@ -56,7 +84,8 @@ def render_plot(path, t, joints, measured, predicted, title, labels=("measured",
     import matplotlib.pyplot as plt
 
     n = len(joints)
-    fig, axes = plt.subplots(n, 1, figsize=(10, 1.8 * n + 1), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(n, 2 if curves is not None else 1, figsize=(15 if curves is not None else 10,
+                             1.8 * n + 1), squeeze=False)
     for j, name in enumerate(joints):
         ax = axes[j, 0]
         ax.plot(t, measured[:, j], lw=0.8, label=labels[0])
@@ -66,6 +95,17 @@ def render_plot(path, t, joints, measured, predicted, title, labels=("measured",
     axes[0, 0].legend(loc="upper right", fontsize=8)
     axes[0, 0].set_title(title, fontsize=10)
     axes[-1, 0].set_xlabel("time since the topic's first message [s]")
+    if curves is not None:
+        for j, name in enumerate(joints):
+            ax = axes[j, 1]
+            c = curves.get(name)
+            if c is not None:
+                ax.plot(c["velocity"], c["measured"], ".", ms=3, label="measured - rigid body (bin means)")
+                ax.plot(c["velocity"], c["model"], lw=1.2, label="identified tau_f(qd)")
+            ax.grid(alpha=0.3)
+        axes[0, 1].legend(loc="upper left", fontsize=8)
+        axes[0, 1].set_title("friction curves", fontsize=10)
+        axes[-1, 1].set_xlabel("joint velocity [rad/s or m/s]")
     fig.tight_layout()
 
     def save(fh):

@@ -45,11 +45,22 @@ def _motion(S, model):
     return rng, still
 
 
+def _law_model(text_or_path, model, vals, arm):
+    """The model of the joint law: URDF inertias, armature and dn.JointFriction per model joint."""
+    from .. import JointFriction, load_model
+
+    names = list(model.joint_names)
+    return load_model(text_or_path, armature=dict(zip(names, arm)),
+                      friction=JointFriction(**{f: dict(zip(names, v)) for f, v in vals.items()}))
+
+
 def fit_command(args, out=print):
-    from .. import inverse_dynamics_batch, load_model
+    from .. import inverse_dynamics_batch
     from ..urdf_source import read_description
+    from .classes import BLOCKS, choose, parameterise
     from .fit import fit
-    from .params import calibrate, setup
+    from .law_out import law_values, write, yaml_path
+    from .stack import full_regressor
     from .urdf_out import edit_urdf, make_consistent, write_checked
 
     model, load_warnings = load(args.urdf, False)
@@ -64,9 +75,9 @@ def fit_command(args, out=print):
     if still:
         warns.append(f"joints that never move in the window: {clip_names(still)} (their friction and the "
                      "inertia only they would reveal stay at the URDF's values)")
-    par = setup(model, model_f)
-    calibrate(par, S.Q, S.QD, S.TAU)
-    res = fit(par, S, prior_weight=args.prior_weight)
+    cls, vc, vs, scores, rel_cv, par = choose(model, model_f, S, getattr(args, "friction", "auto"))
+    par, shapes = parameterise(model, model_f, S, cls, vc, vs, par)
+    res = fit(par, S, prior_weight=args.prior_weight, shapes=shapes)
     warns += res.warnings
     p, adjusted = make_consistent(par, res.p, res.prior_factor)
     if res.condition > 1e3:
@@ -79,25 +90,15 @@ def fit_command(args, out=print):
         warns.append(f"{len(undetermined)} of {len(names)} base parameters not determined by the data (kept near "
                      f"the URDF's values): {clip_names(undetermined, 600, quote=False)}")
     new_text = edit_urdf(text, par, p)
-    # residuals of the written model on the fit's samples: measured (raw and filtered) minus predicted
-    import tempfile
-    import os
-
-    with tempfile.NamedTemporaryFile("w", suffix=".urdf", delete=False) as fh:
-        fh.write(new_text)
-    try:
-        fitted = load_model(fh.name, friction=True)
-    finally:
-        os.unlink(fh.name)
+    vals, arm = law_values(model, par, p)
+    fitted = _law_model(new_text, model, vals, arm)
     pred = inverse_dynamics_batch(fitted, S.Q, S.QD, S.QDD)
     prior_pred = inverse_dynamics_batch(model_f, S.Q, S.QD, S.QDD)
     rms_f, max_f = report.rms_max(S.TAU_RAW - pred)      # as evaluate: the recorded efforts
     rms_filt, _ = report.rms_max(S.TAU - pred)
     rms_prior, _ = report.rms_max(S.TAU_RAW - prior_pred)
-    from .stack import full_regressor
-
     sl = slice(None, None, max(1, S.Q.shape[0] // 4000))
-    Yb = full_regressor(par, S.Q[sl], S.QD[sl], S.QDD[sl])[:, :, par.base_idx]
+    Yb = full_regressor(par, S.Q[sl], S.QD[sl], S.QDD[sl])[:, :, par.base_idx]  # the law as evaluated
     rms_ls, _ = report.rms_max(S.TAU_RAW[sl] - Yb @ res.p_ls)
     spread = S.TAU_RAW.std(axis=0)
     for j, nm in enumerate(model.joint_names):
@@ -109,9 +110,16 @@ def fit_command(args, out=print):
         if spread[j] > 0 and rms_f[j] > 0.5 * spread[j]:
             warns.append(f"joint '{nm}': the identified model explains little of its effort (RMS {rms_f[j]:.3g} "
                          f"against a spread of {spread[j]:.3g}): sign, units, or unmodelled effects?")
+    curves = report.friction_curves(fitted, S, pred)
     write_checked(new_text, args.output)
+    params_path = yaml_path(args.output)
+    write(params_path, args.output, model.joint_names, vals, arm)
     data = dict(
         command="fit", bag=rec.path, topic=rec.topic, urdf=str(args.urdf), output=str(args.output),
+        params=params_path, friction_class=cls, cross_validation=dict(
+            blocks=BLOCKS, scores=scores, relative_rms={k: v for k, v in rel_cv.items()}),
+        law={f: dict(zip(model.joint_names, v)) for f, v in vals.items()},
+        armature=dict(zip(model.joint_names, arm)), friction_curves=curves,
         window=[float(S.t[0]), float(S.t[-1])], samples=int(S.Q.shape[0]), samples_fit=int(res.samples),
         rate_hz=S.fs, cutoff_hz=S.cutoff, decimation=S.decimate, solver=res.solver,
         joints=list(model.joint_names), rms=rms_f, rms_filtered=rms_filt, max=max_f, rms_unconstrained_ls=rms_ls,
@@ -128,43 +136,66 @@ def fit_command(args, out=print):
         report.write_json(args.report, data)
     if args.plot:
         report.render_plot(args.plot, S.t, model.joint_names, S.TAU, pred,
-                           f"fit: filtered measured effort and the identified model ({rec.path})")
+                           f"fit: filtered measured effort and the identified model ({rec.path})", curves=curves)
     for w in warns:
         out(f"warning: {w}")
     out(f"identified {len(names)} base parameters ({int(res.determined.sum())} determined) from {S.Q.shape[0]} "
         f"samples at {S.fs:.4g} Hz (low-pass {S.cutoff:.3g} Hz), condition number {res.condition:.4g}")
+    out("friction classes, cross-validated score (RMS over joints of held-out RMS / effort std, "
+        f"{BLOCKS} contiguous blocks): " + ", ".join(f"{k} {v:.4g}" for k, v in scores.items())
+        + f"; chosen: {cls}")
     for j, nm in enumerate(model.joint_names):
         out(f"  {nm}: RMS {rms_f[j]:.4g} N m (URDF {rms_prior[j]:.4g}, unconstrained LS {rms_ls[j]:.4g}), "
-            f"effort spread {spread[j]:.4g}")
-    out(f"wrote {args.output}")
+            f"effort spread {spread[j]:.4g}; b {vals['viscous'][j]:.4g}, fc {vals['coulomb'][j]:.4g}, "
+            f"vc {vals['coulomb_velocity'][j]:.4g}, fs {vals['stribeck'][j]:.4g}, "
+            f"vs {vals['stribeck_velocity'][j]:.4g}, o {vals['offset'][j]:.4g}, Ia {arm[j]:.4g}")
+    out(f"wrote {args.output} and {params_path}")
     return data
 
 
 def evaluate_command(args, out=print):
+    import os
+
     from .. import inverse_dynamics_batch
+    from .law_out import read, yaml_path
+    from .signals import at_messages, prepare
 
     model, load_warnings = load(args.urdf, True)
-    rec, S = _samples(args, model)
+    params = getattr(args, "params", None) or yaml_path(args.urdf)
+    used = None
+    if getattr(args, "params", None) or os.path.exists(params):
+        arm, law = read(params, model)
+        from .. import load_model
+
+        model = load_model(args.urdf, armature=arm, friction=law if law is not None else True)
+        used = os.path.abspath(params)
+    rec = read_joint_states(args.bag, args.topic)
+    S = prepare(rec, model, args.t_from, args.t_to, edges=False)
+    t, Q, QD, QDD, E = at_messages(rec, S, model.joint_names, args.t_from, args.t_to)
     try:
-        pred = inverse_dynamics_batch(model, S.Q, S.QD, S.QDD)
+        pred = inverse_dynamics_batch(model, Q, QD, QDD)
     except DynamicsError as e:
         raise InputError(f"inverse dynamics on the recording failed: {clip(e, 300)}") from None
-    rms, mx = report.rms_max(S.TAU_RAW - pred)
-    rms_f, _ = report.rms_max(S.TAU - pred)
-    spread = S.TAU_RAW.std(axis=0)
-    data = dict(command="evaluate", bag=rec.path, topic=rec.topic, urdf=str(args.urdf),
-                window=[float(S.t[0]), float(S.t[-1])], joints=list(model.joint_names), rms=rms, max=mx,
-                samples=int(S.Q.shape[0]), rms_filtered=rms_f, effort_std=spread,
+    R = E - pred
+    ok = np.isfinite(R)
+    n_j = ok.sum(axis=0)
+    rms = np.array([float(np.sqrt(np.mean(R[ok[:, j], j] ** 2))) if n_j[j] else np.nan for j in range(model.nv)])
+    mx = np.array([float(np.abs(R[ok[:, j], j]).max()) if n_j[j] else np.nan for j in range(model.nv)])
+    spread = np.array([float(E[ok[:, j], j].std()) if n_j[j] else np.nan for j in range(model.nv)])
+    data = dict(command="evaluate", bag=rec.path, topic=rec.topic, urdf=str(args.urdf), params=used,
+                window=[float(t[0]), float(t[-1])], joints=list(model.joint_names), rms=rms, max=mx,
+                samples=int(t.size), samples_per_joint=n_j, effort_std=spread,
                 relative_rms=np.where(spread > 0, rms / np.where(spread > 0, spread, 1), np.nan),
                 rate_hz=S.fs, cutoff_hz=S.cutoff, urdf_warnings=load_warnings, warnings=S.warnings)
     if args.report:
         report.write_json(args.report, data)
     if args.plot:
-        report.render_plot(args.plot, S.t, model.joint_names, S.TAU_RAW, pred,
-                           f"evaluate: measured effort and {clip(args.urdf, 60)} (friction on)")
+        report.render_plot(args.plot, t, model.joint_names, np.where(ok, E, np.nan), pred,
+                           f"evaluate: measured effort and {clip(args.urdf, 60)} (the joint law)")
     for w in S.warnings:
         out(f"warning: {w}")
-    out(f"{S.Q.shape[0]} samples at {S.fs:.4g} Hz, window [{S.t[0]:.3f}, {S.t[-1]:.3f}] s")
+    out(f"{t.size} messages at {S.fs:.4g} Hz, window [{t[0]:.3f}, {t[-1]:.3f}] s; the joint law from "
+        f"{used or 'the URDF alone (friction on; no parameter file beside it)'}")
     for j, nm in enumerate(model.joint_names):
         out(f"  {nm}: RMS {rms[j]:.4g} N m, max {mx[j]:.4g} N m, effort spread {spread[j]:.4g}")
     return data

@@ -38,13 +38,13 @@ class _Kernel:
         return np.einsum("tv,ntp->nvp", m.G, Y) if m.has_mimic else Y
 
 
-def full_regressor(par, Q, QD, QDD, SGN=None):
+def full_regressor(par, Q, QD, QDD, shapes=None):
     """(N x nv x P): inertial columns, then friction columns."""
     k = _Kernel(par.model, Q.shape[0])
-    return np.concatenate([k(Q, QD, QDD), friction_columns(par, QD, SGN)], axis=2)
+    return np.concatenate([k(Q, QD, QDD), friction_columns(par, QD, QDD, shapes)], axis=2)
 
 
-def grams(par, Q, QD, QDD, TAU, mask=None, SGN=None, chunk=CHUNK):
+def grams(par, Q, QD, QDD, TAU, mask=None, shapes=None, chunk=CHUNK):
     """(M, counts): M[j] = [Y_j, tau_j]^T [Y_j, tau_j] over the samples usable for joint j."""
     m = par.model
     nv, P = m.nv, par.P
@@ -55,7 +55,7 @@ def grams(par, Q, QD, QDD, TAU, mask=None, SGN=None, chunk=CHUNK):
     for a in range(0, Q.shape[0], chunk):
         b = min(a + chunk, Q.shape[0])
         Yi = kern(Q[a:b], QD[a:b], QDD[a:b])
-        F = friction_columns(par, QD[a:b], None if SGN is None else SGN[a:b])
+        F = friction_columns(par, QD[a:b], QDD[a:b], None if shapes is None else {k: v[a:b] for k, v in shapes.items()})
         for j in range(nv):
             A = Aug[:b - a]
             A[:, :10 * m.nb] = Yi[:, j, :]
@@ -68,17 +68,50 @@ def grams(par, Q, QD, QDD, TAU, mask=None, SGN=None, chunk=CHUNK):
     return M, counts
 
 
-def friction_columns(par, QD, SGN=None):
-    """F (N x nv x 2 nf): the friction part of the regressor, G^T of the tree dofs' b qd + f_c sign(qd).
-    SGN: sign(QD) as the efforts' filter left it (the Coulomb columns low-passed like the efforts:
-    Gautier's parallel filtering of the one column that is not smooth), default np.sign(QD)."""
+def law_shapes(QD, vc, vs):
+    """The nonlinear shapes of the joint law per column of QD (N x n): s(qd) = tanh(qd / vc) (sign where
+    vc = 0) and exp(-(qd / vs)^2) s(qd) (0 where vs = 0), algorithms/friction.py."""
+    sgn = np.sign(QD)
+    vc = np.broadcast_to(np.asarray(vc, float), QD.shape[1:])
+    vs = np.broadcast_to(np.asarray(vs, float), QD.shape[1:])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sc = np.where(vc > 0, np.tanh(QD / np.where(vc > 0, vc, 1.0)), sgn)
+        ss = np.where(vs > 0, np.exp(-(QD / np.where(vs > 0, vs, 1.0)) ** 2), 0.0) * sc
+    return sgn, sc, ss
+
+
+def friction_columns(par, QD, QDD, shapes=None):
+    """F (N x nv x nfields nf): the friction part of the regressor, G^T of the tree dofs' joint law in
+    the class's fields (params.py). ``shapes``: {"sign", "coulomb", "stribeck"} (N x nv, per model
+    joint) as the efforts' filter left them (the nonlinear columns low-passed like the efforts:
+    Gautier's parallel filtering of the columns that are not smooth), default the law's shapes of QD
+    with par.vc, par.vs."""
     m = par.model
     nf = len(par.friction_joints)
     N = QD.shape[0]
-    F = np.zeros((N, m.nv, 2 * nf))
+    F = np.zeros((N, m.nv, len(par.fields) * nf))
+    if shapes is None:
+        vc = np.zeros(m.nv)
+        vs = np.zeros(m.nv)
+        for d in range(m.nvt):
+            f = int(par.dof_friction[d])
+            if par.extended[f]:
+                vc[m.v_src[d]], vs[m.v_src[d]] = par.vc[f], par.vs[f]
+        sgn, sc, ss = law_shapes(QD, vc, vs)
+    else:
+        sgn, sc, ss = shapes["sign"], shapes["coulomb"], shapes["stribeck"]
+    col = {fl: k * nf for k, fl in enumerate(par.fields)}
     for d in range(m.nvt):
         u, mul, f = int(m.v_src[d]), float(m.v_mul[d]), int(par.dof_friction[d])
-        qd_t = mul * QD[:, u]
-        F[:, u, f] += mul * qd_t
-        F[:, u, nf + f] += mul * (np.sign(qd_t) if SGN is None else np.sign(mul) * SGN[:, u])
+        F[:, u, col["viscous"] + f] += mul * mul * QD[:, u]
+        if not par.extended[f]:  # a mimic follower: sign() Coulomb of its own velocity mul qd_u
+            F[:, u, col["coulomb"] + f] += mul * np.sign(mul) * sgn[:, u]
+            continue
+        F[:, u, col["coulomb"] + f] += sc[:, u]
+        if "offset" in col:
+            F[:, u, col["offset"] + f] += 1.0
+        if "armature" in col:
+            F[:, u, col["armature"] + f] += QDD[:, u]
+        if "stribeck" in col:
+            F[:, u, col["stribeck"] + f] += ss[:, u]
     return F

@@ -75,8 +75,14 @@ def make_consistent(par, p, k):
         else:
             raise InputError(f"the identified inertia of {par.model.body_label[b]} is not physical: "
                              f"{'; '.join(physical_problems(p[s]))}")
-    fv = p[N_PARAMS * par.nb:]
-    fv[fv < 0] = 0.0  # solver round-off below zero
+    nf = len(par.friction_joints)
+    for fl in ("viscous", "coulomb", "armature"):  # solver round-off below zero
+        if fl in par.fields:
+            fv = p[par.fidx(fl, 0):par.fidx(fl, 0) + nf]
+            fv[fv < 0] = 0.0
+    if "stribeck" in par.fields:  # fc + fs >= 0 within round-off
+        c, s = par.fidx("coulomb", 0), par.fidx("stribeck", 0)
+        p[s:s + nf] = np.maximum(p[s:s + nf], -p[c:c + nf])
     return p, fixed
 
 
@@ -150,9 +156,8 @@ def edit_urdf(text, par, p):
         for name, fr in model.link_frames.items():
             if fr.body == b and name != main and links[name].find("inertial") is not None:
                 links[name].remove(links[name].find("inertial"))
-    nf = len(par.friction_joints)
     for f, name in enumerate(par.friction_joints):
-        _set_dynamics(joints[name], p[N_PARAMS * par.nb + f], p[N_PARAMS * par.nb + nf + f])
+        _set_dynamics(joints[name], p[par.fidx("viscous", f)], p[par.fidx("coulomb", f)])
     body = ET.tostring(root, encoding="unicode")
     return '<?xml version="1.0"?>\n' + body + "\n"
 

@@ -25,6 +25,7 @@ import numpy as np
 import dynamics_node as dn
 from ..errors import clip, clip_names
 from .conversions import Conversions
+from .friction_params import joint_friction_option
 from .params import MODEL_KEYS, NODE_NAME, Config, ConfigError, check_model_terms
 
 WAITING = "waiting for the robot description on the robot_description topic"
@@ -94,14 +95,20 @@ def load(cfg: Config, topic_text: Optional[str] = None, topic_name: str = "robot
         warnings.simplefilter("always")
         model = dn.load_model(source, **kw)
         arm = cfg.armature
+        names = list(model.joint_names)
+        extra = {}
         if len(arm) == 1:
-            model = dn.load_model(source, armature=arm[0], **kw)
+            extra["armature"] = arm[0]
         elif len(arm) > 1:
-            names = list(model.joint_names)
             if len(arm) != len(names):
                 raise ConfigError(f"armature: expected 0, 1 or {len(names)} values (one per joint in "
                                   f"the model's order {', '.join(names)}), got {len(arm)}")
-            model = dn.load_model(source, armature=dict(zip(names, arm)), **kw)
+            extra["armature"] = dict(zip(names, arm))
+        law = joint_friction_option(cfg.friction_model, names, ConfigError) if cfg.friction else None
+        if law is not None:  # issue 27: the joint law of friction_model.* (OUT.yaml)
+            extra["friction"] = law
+        if extra:
+            model = dn.load_model(source, **{**kw, **extra})
     notes = []
     for w in caught:
         text = str(w.message)

@@ -53,8 +53,8 @@ PARAMETERS = {
     "armature": Param([], "double_array", "Reflected rotor inertia added to the diagonal of H "
                       "[kg m^2]: empty = none, one value = every joint, or one value per joint in "
                       "the model's joint order."),
-    "friction": Param(False, "bool", "True: the URDF <dynamics> damping (viscous) and friction "
-                      "(Coulomb) act in inverse/forward dynamics."),
+    "friction": Param(False, "bool", "True: the joint law acts in inverse/forward dynamics: the URDF "
+                      "<dynamics> damping (viscous) and friction (Coulomb), or friction_model.*."),
     "joint_states_topic": Param("/joint_states", "string", "sensor_msgs/JointState input "
                                 "(reliable and best-effort publishers; messages of several "
                                 "drivers are merged by joint name)."),
@@ -195,6 +195,10 @@ MAX_TERMS_POINT = 10.0  # m from the link origin, as a payload's centre of mass
 MODEL_KEYS = frozenset(("robot_description", "urdf_path", "xacro_args", "strict", "floating_base",
                         "armature", "friction"))
 PAYLOAD_KEYS = frozenset(("payload.link", "payload.mass", "payload.center_of_mass", "payload.inertia"))
+# issue 27: the joint law's parameters (friction_params.py); a change of them loads the model again
+from .friction_params import FRICTION_KEYS, FRICTION_PARAMETERS, validate_friction  # noqa: E402
+PARAMETERS.update({k: Param(*p) for k, p in FRICTION_PARAMETERS.items()})
+MODEL_KEYS = MODEL_KEYS | FRICTION_KEYS
 
 
 class ConfigError(Exception):
@@ -246,6 +250,8 @@ class Config:
     simulation_default_damping: float = 0.0
     simulation_command_interface: str = "effort"
     simulation_pd_gains: tuple = ()
+    friction_model: tuple = ()                   # issue 27: ((joint, ((field, value), ...)), ...)
+    effort_command_friction: float = 0.0
 
 
 def defaults() -> dict:
@@ -368,7 +374,7 @@ def validate(values: dict, node_name: str = NODE_NAME, namespace: str = "/") -> 
         command_joints=cmd, effort_limit_scale=scale, payload_link=str(v["payload.link"] or ""),
         payload_mass=pm, payload_center_of_mass=pc, payload_inertia=pi, markers_rate=rate,
         stream_thread_priority=prio, services_nice=nice, observer_gain=gain, wrench_link=str(v["wrench_link"] or ""),
-        collision_threshold=coll, **_model_terms(v), **_simulation(v))
+        collision_threshold=coll, **_model_terms(v), **_simulation(v), **validate_friction(v, ConfigError))
 
 
 def _simulation(v) -> dict:

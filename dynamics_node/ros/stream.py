@@ -32,6 +32,7 @@ import numpy as np
 import dynamics_node as dn
 from ..errors import DynamicsError, InputError, clip, clip_names
 from .conversions import _as_float_vector, to_float64_array
+from .friction_params import command_friction
 
 
 SUBSCRIBERS_CHECK = 0.05   # s: how often the observer's outputs count their subscribers (2 us each)
@@ -47,6 +48,7 @@ class JointStateMerger:
         needed = st.torque_names if st.loops else self.names
         self.single_dof = all(len(conv._q_of[j]) == 1 and len(conv._v_of[j]) == 1 for j in self.names)
         self.jq = np.asarray([conv._q_of[j][0] for j in self.names], dtype=np.intp)
+        self.jv = np.asarray([conv._v_of[j][0] for j in self.names], dtype=np.intp)
         self.q = np.asarray(m.neutral(), dtype=float).copy()
         self.pos = self.q[self.jq].copy()
         self.t_pos = np.full(len(self.names), -math.inf)
@@ -467,7 +469,10 @@ class Stream:
         pub = self.pub_cmd  # read once: a topic change may replace it meanwhile
         if pub is not None and st.command_names:
             cmd = self._cmd_msg
-            cmd.data = to_float64_array(self.saturation.apply(tau[st.command_index], self.log))
+            ctau = tau[st.command_index]
+            if cfg.effort_command_friction > 0.0:  # friction compensation (issue 27), saturated with the rest
+                ctau = ctau + cfg.effort_command_friction * command_friction(st, merger, now, cfg, self.log)
+            cmd.data = to_float64_array(self.saturation.apply(ctau, self.log))
             pub.publish(cmd)
         self.published += 1
         if self.timing is not None:

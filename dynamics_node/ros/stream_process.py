@@ -78,7 +78,7 @@ def _child(conn, node_name, namespace):
             _, seq, cfg, topic_text, payloads, resolved, changed = msg
             topics.update(resolved)
             key = (cfg.robot_description, cfg.urdf_path, tuple(sorted(cfg.xacro_args.items())), cfg.strict,
-                   cfg.floating_base, cfg.armature, cfg.friction, topic_text)
+                   cfg.floating_base, cfg.armature, cfg.friction, cfg.friction_model, topic_text)
             try:  # the model is loaded again only when its description or options changed
                 loaded = loaded_cache.get(key) or load(cfg, topic_text)
                 loaded_cache.clear()
