@@ -223,6 +223,14 @@ class Model:
         object.__setattr__(self, key, value)
 
     # ------------------------------------------------------------------ queries
+    @property
+    def loop_clusters(self) -> tuple:
+        """The minimal loop clusters (Featherstone §8.9): a tuple of tuples of loop-joint names.  Two
+        loops are coupled when they share a tree joint; a cluster is a connected component of that
+        relation.  Loop joints keep model.loop_joints' order within a cluster, clusters are ordered by
+        their first loop joint; () without loop joints."""
+        return self.loop_data.clusters.names if self.loop_data is not None else ()
+
     def q_slice(self, joint: str) -> slice:
         """Where the named joint's position coordinates sit in q."""
         try:

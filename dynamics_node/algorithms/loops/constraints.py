@@ -392,7 +392,7 @@ def mobility(model, q) -> tuple[int, int, int]:
     return model.nv - r, r, K.shape[0]
 
 
-def gauss_complete_pivot(K, k, allowed_cols):
+def gauss_complete_pivot(K, k, allowed_cols, tol=None):
     """Featherstone §8.8: solve K x = k as x = G y + g by Gaussian elimination with complete pivoting
     (row and column swaps, pivot columns restricted to ``allowed_cols``: all of them is the book's
     algorithm, a user's choice of independent variables the partial-pivoting variant it mentions).
@@ -400,11 +400,13 @@ def gauss_complete_pivot(K, k, allowed_cols):
     Returns (G, g, dep, indep): dep are the pivot columns (x_1 of Eq. 8.50, the dependent
     variables) in pivot order, indep the others (y = x_2 of Eq. 8.51) in increasing order.  Rows
     whose remaining entries fall below the rank tolerance are redundant and dropped (§8.8, item 2);
-    the elimination runs above the pivot too (Gauss-Jordan), which does item 3's back-substitution."""
+    the elimination runs above the pivot too (Gauss-Jordan), which does item 3's back-substitution.
+    ``tol``: the rank test's threshold (default rank_tol(K); clusters.block_basis passes the whole
+    K's to each block)."""
     m, n = K.shape
     A = np.array(K, dtype=float)
     b = np.array(k, dtype=float)
-    tol = rank_tol(A)
+    tol = rank_tol(A) if tol is None else tol
     rows = list(range(m))
     piv_cols: list[int] = []
     allowed = [c for c in range(n) if allowed_cols[c]]

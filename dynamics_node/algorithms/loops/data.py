@@ -68,12 +68,13 @@ class LoopData:
     forward-dynamics kernel writes (forward.out_size).  The kernels get private writable copies
     (numba takes read-only arrays through a slow path): _kli, _klf, and _kmi, _kmf = the model's
     packed arrays with li / lf appended (one pointer pair for the C callback).  Nothing writes them.
-    qdd_at: where qdd starts in the forward kernel's output."""
+    qdd_at: where qdd starts in the forward kernel's output.  clusters: the minimal loop clusters
+    and their rows and columns of K (clusters.ClusterData, Featherstone §8.9)."""
 
     __slots__ = ("names", "n_loops", "n_c", "rows", "li", "lf", "_kli", "_klf", "_kmi", "_kmf", "out_size",
-                 "qdd_at", "_frozen")
+                 "qdd_at", "clusters", "_frozen")
 
-    def __init__(self, names, rows, li, lf, kmi, kmf, out_size):
+    def __init__(self, names, rows, li, lf, kmi, kmf, out_size, clusters=None):
         object.__setattr__(self, "_frozen", False)
         self.names = tuple(names)
         self.n_loops = len(self.names)
@@ -84,6 +85,7 @@ class LoopData:
         self.out_size = int(out_size)
         nvt = len(li) - int(li[LI_LAMBDA])  # λ' closes li
         self.qdd_at = nvt * nvt  # in the forward kernel's output qdd follows H (forward.out_views)
+        self.clusters = clusters  # the minimal loop clusters (clusters.ClusterData, §8.9)
         self._frozen = True
 
     def __setattr__(self, key, value):
@@ -148,8 +150,10 @@ def pack(model, lambda_dof) -> LoopData | None:
 
     kmi = np.concatenate([model._kmi, li])
     kmf = np.concatenate([model._kmf, lf])
+    from .clusters import analyse  # clusters imports constraints, which imports this module
+
     return LoopData([lj.name for lj in loops], rows, li, lf, kmi, kmf,
-                    out_size.py_func(model.nb, nvt, nl, m))
+                    out_size.py_func(model.nb, nvt, nl, m), analyse(model, li, rows))
 
 
 # scratch of loop_terms, laid out as layout.py's work array: per body, in blocks of nb, the world
