@@ -453,14 +453,15 @@ def v_labels(model):
     return [lab if lab is not None else f"{base}[{i}]" for i, lab in enumerate(labels)]
 
 
-def constraint_basis(model, q, qd=None, independent=None, stabilization_time=None):
+def constraint_basis(model, q, qd=None, independent=None, stabilization_time=None, _clustered=True):
     """G and g of Featherstone §8.8 (Eq. 8.51): every qdd with K qdd = k (+ k_stab) is G ydd + g.
 
     ``independent``: joint names whose velocity variables form y (Featherstone: "allow the user to
     specify his own choice of independent variables"); None = chosen by complete pivoting.  Returns
     (G, g, y_names) with y_names the velocity-variable labels (joint names; "name[i]" for multi-DoF).
     qd None gives g = 0.  Raises InputError if the named joints cannot be independent (the remaining
-    joints do not span the constraints), naming the loop joints.
+    joints do not span the constraints), naming the loop joints.  With loop clusters (§8.9) each
+    block K_c is eliminated on its own (clusters.block_basis): the same pivots, hence the same G and g.
     """
     alpha = check_stab(stabilization_time)
     K, k, _, _ = terms(model, q, qd, alpha)
@@ -470,7 +471,15 @@ def constraint_basis(model, q, qd=None, independent=None, stabilization_time=Non
     if independent is not None:
         for j in names(independent):
             allowed[model.v_slice(j)] = False
-    G, g, dep, indep = gauss_complete_pivot(K, k, allowed)
+    ld = model.loop_data
+    if _clustered and ld is not None:
+        from .clusters import block_basis, dense_G  # clusters imports this module
+
+        parts, g = block_basis(ld.clusters, K, k, allowed)
+        G, indep = dense_G(ld.clusters, model.nv, parts)
+        dep = [c for p in parts for c in p[1]]
+    else:
+        G, g, dep, indep = gauss_complete_pivot(K, k, allowed)
     if independent is not None:
         r_all = matrix_rank(K)
         if len(dep) < r_all:

@@ -82,7 +82,7 @@ def coupled_linkages():
 
 def ladder(cells, rail=0.4, rung=0.3):
     """Fig. 8.4's ladder: a top rail of bodies t_0 .. t_{cells-1} (a chain, joints about z), a rung
-    hanging from each (two bodies r_i, b_i: joints about x then y), and spherical <loop_joint>s
+    hanging from each (two bodies r_i, b_i: joints about x then z), and spherical <loop_joint>s
     'bottom_i' joining b_i to b_{i+1} along the bottom rail.  Loop i's tree joints are rung i, rail
     i+1 and rung i+1, so each loop shares a rung with the next: one cluster.  Bodies: 3 cells;
     loop constraints 3 (cells - 1): with two rung joints per cell the mechanism moves (mobility 3)
@@ -95,7 +95,7 @@ def ladder(cells, rail=0.4, rung=0.3):
         parts.append(f'<link name="r_{i}">{_inertial(0.3, (0, -rung / 4, 0), 0.001, 0.0005, 0.001)}</link>')
         parts.append(_joint(f"rung_x_{i}", f"t_{i}", f"r_{i}", (0, 0, 0), (1, 0, 0)))
         parts.append(f'<link name="b_{i}">{_inertial(0.7, (rail / 4, -rung, 0), 0.004, 0.003, 0.005)}</link>')
-        parts.append(_joint(f"rung_y_{i}", f"r_{i}", f"b_{i}", (0, 0, 0), (0, 1, 0)))
+        parts.append(_joint(f"rung_z_{i}", f"r_{i}", f"b_{i}", (0, 0, 0), (0, 0, 1)))
         prev = f"t_{i}"
     for i in range(cells - 1):
         parts.append(f'<loop_joint name="bottom_{i}" type="spherical"><predecessor link="b_{i}">'
