@@ -114,6 +114,7 @@ class Model:
         "has_mimic", "G", "q_src", "q_mul", "q_off", "v_src", "v_mul", "work_size", "_frozen",
         "joint_limits", "joint_kinds", "_q_slices", "_v_slices", "body_link", "_link_index",
         "link_body", "link_R", "link_p", "singular_tol", "_kmi", "_kmf", "_direct", "loop_data",
+        "_sparse",
     )
 
     def __init__(self, spec: TreeSpec):
@@ -214,6 +215,9 @@ class Model:
         self.work_size = WORK_BODY * nb + WORK_DOF * self.nvt + WORK_EXTRA
         # the loop joints' constants packed for the kernels (algorithms/loops/data.py), None without
         self.loop_data = _pack_loops(self) if self.loops else None
+        # the sparse-matrix method's pattern and ordering (algorithms/loops/sparse.py), made at its
+        # first call and kept: {include loop joints: SparsePattern}
+        self._sparse = {}
         self._frozen = True
 
     # ------------------------------------------------------------------ immutability

@@ -8,7 +8,7 @@ With the tree joints of each cluster numbered consecutively (§8.9's numbering; 
 tree and the API keep the model's depth-first order), K is block-diagonal with gaps: cluster c owns
 the rows ``rows[c]`` of K and the columns ``cols[c]``, and nothing else of K is nonzero.  G is then
 block-diagonal too: each block K_c x_c = k_c is solved on its own by §8.8's Gaussian elimination with
-complete pivoting (constraints.gauss_complete_pivot), and every column outside all clusters is an
+complete pivoting (basis.gauss_complete_pivot), and every column outside all clusters is an
 identity block of G.
 
 With mimic joints (§9.6) K is K_tree G_mimic, in the user's coordinates: a joint that mimics another
@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...layout import BODY_I, HEADER_I, J_NV, J_PARENT, J_VI
-from .constraints import gauss_complete_pivot, rank_tol
+from .basis import gauss_complete_pivot
+from .constraints import rank_tol
 from .data import LI_HEADER, LJ_PRED, LJ_STRIDE, LJ_SUCC
 
 

@@ -51,18 +51,19 @@ def chain_with_fourbars(k, loop_type="revolute"):
 
 
 def coupled_linkages():
-    """Five loops in three clusters: two four-bars on one ground link that share the crank (the second
-    four-bar's crank is the first one's: loops 'pin_a' and 'pin_b' share tree joint 'crank_a'), a
-    lone four-bar on another branch ('pin_c'), and a four-bar 'pin_d' whose rocker carries a
-    second closing link 'tie' back to the ground (sharing 'rocker_d'), and a spherical loop 'tie'
-    between that rocker and a pendulum hanging from the ground (sharing rocker_d)."""
+    """Five loops in three clusters, all planar (x-z planes, joints about y), on two ground links:
+      * 'pin_a' and 'pin_b': two four-bars driven by one crank (coupler_b hangs on crank_a), so they
+        share tree joint crank_a: one cluster;
+      * 'pin_c': a lone four-bar on the second ground link: a cluster of its own;
+      * 'pin_d' and 'tie': a four-bar whose rocker is joined by a two-link dyad (pend, pend2) back to
+        the ground (a Watt six-bar): both loops contain rocker_d: one cluster.
+    The ground links' own joints (about z) are in no loop."""
     parts = ['<robot name="coupled">', '<link name="base"/>',
              f'<link name="g1">{_inertial(2.0, (0, 0, 0), 0.01, 0.01, 0.01)}</link>',
              f'<link name="g2">{_inertial(2.0, (0, 0, 0), 0.01, 0.01, 0.01)}</link>',
              _joint("g1_joint", "base", "g1", (0, 0, 0), (0, 0, 1)),
              _joint("g2_joint", "base", "g2", (0, 2, 0), (0, 0, 1)),
              _fourbar("a", "g1", (0, 0, 0)),
-             # second four-bar driven by crank_a: coupler_b on crank_a, rocker_b on g1 at x = 0.5 + 0.0
              f'<link name="coupler_b">{_inertial(1.0, (0.3, 0, 0), 0.0004, 0.03, 0.03)}</link>',
              f'<link name="rocker_b">{_inertial(1.0, (0.2, 0, 0), 0.0003, 0.015, 0.015)}</link>',
              _joint("coupler_b", "crank_a", "coupler_b", (0.2, 0.1, 0), (0, 1, 0)),
@@ -72,10 +73,13 @@ def coupled_linkages():
              '<axis xyz="0 1 0"/></loop_joint>',
              _fourbar("c", "g2", (0, 0, 0)),
              _fourbar("d", "g2", (0, 0.5, 0)),
-             f'<link name="pend">{_inertial(0.5, (0, 0, -0.2), 0.002, 0.002, 0.0005)}</link>',
-             _joint("pend_joint", "g2", "pend", (0.7, 0.5, 0.3), (1, 0, 0)),
-             '<loop_joint name="tie" type="spherical"><predecessor link="pend"><origin xyz="0 0 -0.4"/>'
-             '</predecessor><successor link="rocker_d"><origin xyz="0.2 0 0"/></successor></loop_joint>',
+             f'<link name="pend">{_inertial(0.5, (0.2, 0, 0), 0.0002, 0.007, 0.007)}</link>',
+             f'<link name="pend2">{_inertial(0.4, (0.2, 0, 0), 0.0002, 0.005, 0.005)}</link>',
+             _joint("pend_joint", "g2", "pend", (1.2, 0.5, 0), (0, 1, 0)),
+             _joint("pend2_joint", "pend", "pend2", (0.4, 0, 0), (0, 1, 0)),
+             '<loop_joint name="tie" type="revolute"><predecessor link="pend2"><origin xyz="0.4 0 0"/>'
+             '</predecessor><successor link="rocker_d"><origin xyz="0.3 0 0"/></successor>'
+             '<axis xyz="0 1 0"/></loop_joint>',
              "</robot>"]
     return "\n".join(parts), (("pin_a", "pin_b"), ("pin_c",), ("pin_d", "tie"))
 

@@ -1,0 +1,380 @@
+"""The sparse-matrix method (Featherstone §8.13, Eq. 8.64, derived in §3.7, Eqs. 3.66-3.74).
+
+No spanning tree: the unknowns are the bodies' accelerations a and every joint's constraint-force
+variables lambda (tree joints and loop joints alike), and the equation of motion is
+
+    [ I    P T ] [  a ]   [ P T_a tau - p      ]
+    [ T'P'  0  ] [ -λ ] = [ k (+ k_stab), 0    ]                               (Eq. 8.64)
+
+Coordinates.  Each body's acceleration is in its own body coordinates, as a difference from the
+velocity-product acceleration the RNEA gives with qdd = 0 (Δa_i = a_i - a_i^vp, with a_0 = -a_g:
+gravity is in a^vp, §5.3).  Then I = diag(I_i) is constant (the model's body inertias), and the
+block of P T for joint j and body b is T_j^T ^jX_b, a motion transform's rows:
+  * tree joint i (successor i, predecessor λ(i)), in body i's coordinates: T_i^T Δa_i -
+    T_i^T ^iX_λ Δa_λ = 0 (T_i: the orthonormal complement of the joint's S_i, constant; its
+    right-hand side is 0 because a_i - ^iX_λ a_λ - (a_i^vp - ^iX_λ a_λ^vp) = S_i qdd_i);
+  * loop joint l, in its successor joint frame (local z, Table 4.1): T_l^T (^JX_s Δa_s - ^JX_p Δa_p)
+    = k_l + k_stab, the spanning-tree route's Eq. 8.47 and Baumgarte term (Eq. 8.22, the same
+    alpha = beta = 1/stabilization_time), from the same kernel code (constraints.loop_rows: Table
+    8.1's delta and the constrained directions of each loop-joint type come from the type tables).
+The body rows' right-hand side is T_a tau of the body's own joint (T_a = S (S^T S)^-1, so
+S^T T_a = 1: Eq. 3.34) minus its children's, transformed, minus p_i = I_i a_i^vp + v_i x* I_i v_i -
+f^x_i.  Joint damping and Coulomb friction enter through tau; armature (rotor inertia) is refused.
+Afterwards qdd_i = T_a,i^T (Δa_i - ^iX_λ Δa_λ), and f_l = T_l lambda_l is the loop joint's wrench.
+
+Sparse storage.  The matrix is symmetric with 6 N_B + n^c_tot rows.  Its pattern (the I, T and P
+blocks: N_B 6x6 diagonal blocks, and per joint its rows against its one or two bodies) is built
+once per model (SparsePattern, kept on the model), together with a fill-reducing ordering (SuperLU's
+minimum degree on A^T + A, computed once on the pattern) applied as a symmetric permutation.  Each
+call writes the transform-dependent values with one compiled loop into a copy of the constant data
+array (CSC, already permuted), factors it with SuperLU (scipy.sparse.linalg.splu, natural order:
+the kept ordering) and solves; everything per call is O(nnz).
+
+Rank deficiency.  An over-constrained mechanism (a planar loop closed by a spatial joint, §8.10)
+makes the coefficient matrix singular.  The method then returns the least-squares answer the
+spanning-tree route gives: the loop-joint rows carry a small regularisation -eps (eps = 1e-8 of
+the inverse of the largest body mass), which makes the matrix nonsingular whatever the rank (the
+tree joints' rows are independent), and iterative refinement on the unregularised equations (the
+proximal-point iteration) converges to the exact accelerations and, among all the loop-joint
+forces that produce them, the one with the least norm, as Eq. 8.41 does.  When the refinement
+does not converge (inconsistent constraints), an InputError says so.  A full-rank matrix takes the
+same path and converges in one or two refinement steps.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..._jit import njit
+from ...errors import InputError
+from ...layout import (BODY_F, BODY_I, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, H_NB, H_NVT, HEADER_F,
+                       HEADER_I, J_NV, J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N, B_RBI)
+from ...spatial import crf_t, load6, rbi_mul_t, xm_t, xtf_t
+from .._common import A_TAU, check, fext_array, new_work, raise_status
+from ..rnea import rnea_kernel
+from .constraints import _joint_from_body, loop_rows, loop_wrench, vec, world_poses
+from .data import LI_HEADER, LJ_DIR, LJ_NC, LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC, SB_P0, SCRATCH_BODY, TS_EJ, TS_RJ, \
+    scratch_size
+
+REFINE_MAX = 60       # refinement steps at most (rank-deficient matrices converge linearly)
+REFINE_TOL = 1e-15    # stop when the step is below this, relative to the solution
+REFINE_STALL = 0.9    # or when a step is not this much smaller than the one before
+_STATS = {"iterations": 0}  # refinement steps of the last call (the tests and the bench read it)
+EPS_REL = 1e-4        # loop-row regularisation, relative to 1 / (largest body mass)
+
+
+@njit(cache=True, inline="always")
+def _unit(d):
+    return (1.0 if d == 0 else 0.0, 1.0 if d == 1 else 0.0, 1.0 if d == 2 else 0.0,
+            1.0 if d == 3 else 0.0, 1.0 if d == 4 else 0.0, 1.0 if d == 5 else 0.0)
+
+
+@njit(cache=True)
+def assemble(mi, mf, li, lf, nl, q, qd, tau, fx, alpha, Tt, tto, Ta, vals, rhs, w, s):
+    """Eq. 8.64's transform-dependent coefficients into vals (the order SparsePattern lists them)
+    and its right-hand side into rhs (body rows, tree-joint rows, loop-joint rows); leaves the RNEA's
+    X_i, v_i in w and the body poses in s.  Returns 0 or a core status code."""
+    nb = mi[H_NB]
+    nvt = mi[H_NVT]
+    zero = np.zeros(nvt)
+    C = np.empty(nvt)
+    st = rnea_kernel(mi, mf, q, qd, zero, fx, C, w)      # X_i, v_i, a_i^vp (Table 5.1, qdd = 0)
+    if st != 0:
+        return st
+    st = check(tau, nvt, A_TAU)
+    if st != 0:
+        return st
+    do0 = HEADER_F + BODY_F * nb
+    hasfx = fx.shape[0] != 0
+    for i in range(6 * nb):
+        rhs[i] = 0.0
+    o = 0
+    for i in range(nb):
+        ei = W_E * nb + W_E_N * i
+        ri = W_R * nb + W_R_N * i
+        v = load6(w, W_V * nb + W_V_N * i)
+        a = load6(w, W_A * nb + W_A_N * i)
+        Io = HEADER_F + BODY_F * i + B_RBI
+        Ia = rbi_mul_t(mf, Io, a)
+        vIv = crf_t(v, rbi_mul_t(mf, Io, v))
+        fa = [0.0] * 6
+        vi = mi[HEADER_I + BODY_I * i + J_VI]
+        for dof in range(vi, vi + mi[HEADER_I + BODY_I * i + J_NV]):
+            d = do0 + DOF_F * dof
+            qv = qd[dof]
+            t = tau[dof] - mf[d + D_DAMPING] * qv - mf[d + D_COULOMB] * (1.0 if qv > 0.0 else (-1.0 if qv < 0.0 else 0.0))
+            for k in range(6):
+                fa[k] += Ta[6 * dof + k] * t          # T_a tau (Eq. 3.73)
+        for k in range(6):
+            x = fa[k] - Ia[k] - vIv[k]
+            if hasfx:
+                x += fx[6 * i + k]
+            rhs[6 * i + k] += x
+        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        if p >= 0:
+            back = xtf_t(w, ei, ri, (fa[0], fa[1], fa[2], fa[3], fa[4], fa[5]))  # -^λX_i^* T_a tau on the parent
+            for k in range(6):
+                rhs[6 * p + k] -= back[k]
+            for r in range(tto[i], tto[i + 1]):        # -T_i^T ^iX_λ: rows of the tree joint against λ(i)
+                row = xtf_t(w, ei, ri, (Tt[6 * r], Tt[6 * r + 1], Tt[6 * r + 2], Tt[6 * r + 3], Tt[6 * r + 4],
+                                        Tt[6 * r + 5]))
+                for k in range(6):
+                    vals[o + k] = -row[k]
+                o += 6
+    nct = tto[nb]
+    for r in range(nct):
+        rhs[6 * nb + r] = 0.0
+    if nl == 0:
+        return 0
+    world_poses(mi, w, s)
+    m0 = 6 * nb + nct
+    m = rhs.shape[0] - m0
+    kk = rhs[m0:]
+    dl = np.empty(m)
+    vj = np.empty(m)
+    g = SCRATCH_BODY * nb
+    p0 = SB_P0 * nb
+    for l in range(nl):
+        loop_rows(mf, li, lf, w, s, nb, l, alpha, kk, dl, vj)   # k + k_stab (Eqs. 8.47, 8.22)
+        lo = LI_HEADER + LJ_STRIDE * l
+        nc = li[lo + LJ_NC]
+        for side in range(2):
+            b = li[lo + LJ_SUCC] if side == 0 else li[lo + LJ_PRED]
+            if b < 0:
+                continue
+            sg = 1.0 if side == 0 else -1.0
+            _joint_from_body(s, g, b, p0)                        # ^JX_b
+            for c in range(nc):
+                row = xtf_t(s, g + TS_EJ, g + TS_RJ, _unit(li[lo + LJ_DIR + c]))  # row dir_c of ^JX_b
+                for k in range(6):
+                    vals[o + k] = sg * row[k]
+                o += 6
+    return 0
+
+
+@njit(cache=True)
+def extract(mi, li, lf, nl, x, w, s, Ta, qdd, wr):
+    """qdd_i = T_a,i^T (Δa_i - ^iX_λ Δa_λ) and the loop wrenches f_l = T_l lambda_l (world axes)
+    from the solution x = [Δa; -lambda]."""
+    nb = mi[H_NB]
+    for i in range(nb):
+        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        aj = load6(x, 6 * i)
+        if p >= 0:
+            xa = xm_t(w, W_E * nb + W_E_N * i, W_R * nb + W_R_N * i, load6(x, 6 * p))
+            aj = (aj[0] - xa[0], aj[1] - xa[1], aj[2] - xa[2], aj[3] - xa[3], aj[4] - xa[4], aj[5] - xa[5])
+        vi = mi[HEADER_I + BODY_I * i + J_VI]
+        for dof in range(vi, vi + mi[HEADER_I + BODY_I * i + J_NV]):
+            t = 0.0
+            for k in range(6):
+                t += Ta[6 * dof + k] * aj[k]
+            qdd[dof] = t
+    if nl:
+        lam = -x[x.shape[0] - _nc_total(li, nl):]
+        for l in range(nl):
+            loop_wrench(li, lf, s, nb, l, lam, wr)
+    return 0
+
+
+@njit(cache=True, inline="always")
+def _nc_total(li, nl):
+    t = 0
+    for l in range(nl):
+        t += li[LI_HEADER + LJ_STRIDE * l + LJ_NC]
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+# Python side: the pattern (once per model), one call
+
+
+class SparsePattern:
+    """Eq. 8.64's sparsity pattern, constant values and fill-reducing ordering for one model (with or
+    without its loop joints).  Built once, kept in ``model._sparse``; read-only afterwards.
+
+    n: rows; perm: new -> old row order (the kept ordering); inv: old -> new; indices, indptr: the
+    permuted CSC pattern; template: its constant values (I_i, T_i^T, -eps on the loop rows); pos_lo,
+    pos_up: where the kernel's transform-dependent values go (and their mirror images); Tt, tto, Ta:
+    T_i (rows of T_i^T per body, offsets) and T_a per degree of freedom; loop_rows: mask of the
+    regularised rows in the permuted order; eps: the regularisation."""
+
+    def __init__(self, model, loops):
+        from scipy.sparse import csc_matrix
+
+        ld = model.loop_data if loops else None
+        mi, mf = model.mi, model.mf
+        nb, nvt = model.nb, model.nvt
+        self.nl = ld.n_loops if ld is not None else 0
+        self.li = ld._kli if ld is not None else np.zeros(LI_HEADER, dtype=np.int64)
+        self.lf = ld._klf if ld is not None else np.zeros(1)
+        m = ld.n_c if ld is not None else 0
+        J = np.asarray(mi[HEADER_I:HEADER_I + BODY_I * nb]).reshape(nb, BODY_I)
+        parent, vi, nvj = J[:, J_PARENT], J[:, J_VI], J[:, J_NV]
+        D = np.asarray(mf[HEADER_F + BODY_F * nb:]).reshape(nvt, DOF_F)
+        if np.any(D[:, D_ARMATURE] != 0.0):
+            self.error = "armature (rotor inertia, Example 9.5) is not in Eq. 8.64's body inertias"
+        else:
+            self.error = None
+        Sall = D[:, D_S:D_S + 6]
+        Tt, tto, Ta = [], [0], np.zeros((nvt, 6))
+        for i in range(nb):
+            S = Sall[vi[i]:vi[i] + nvj[i]].T                       # 6 x nv_i, angular first
+            _, _, Vt = np.linalg.svd(S.T)
+            T = Vt[nvj[i]:].T                                      # orthonormal complement: T^T S = 0
+            Ta[vi[i]:vi[i] + nvj[i]] = (S @ np.linalg.inv(S.T @ S)).T  # S^T T_a = 1 (Eq. 3.34)
+            Tt.extend(T.T)
+            tto.append(tto[-1] + T.shape[1])
+        self.Tt = np.ascontiguousarray(np.array(Tt, dtype=float).reshape(-1))
+        self.tto = np.array(tto, dtype=np.int64)
+        self.Ta = np.ascontiguousarray(Ta.reshape(-1))
+        nct = int(self.tto[-1])
+        n = 6 * nb + nct + m
+        self.n, self.m, self.m0 = n, m, 6 * nb + nct
+        # constant entries: I_i (from the kernels' own rbi product), T_i^T, -eps on the loop rows
+        Io = HEADER_F + BODY_F * np.arange(nb) + B_RBI
+        eye = np.eye(6)
+        Iblk = np.array([[rbi_mul_t.py_func(mf, int(o), tuple(eye[k])) for k in range(6)] for o in Io])  # (nb, col, row)
+        bi = np.repeat(np.arange(nb), 36)
+        rr = 6 * bi + np.tile(np.repeat(np.arange(6), 6), nb)
+        cc = 6 * bi + np.tile(np.arange(6), 6 * nb)
+        cv = np.transpose(Iblk, (0, 2, 1)).reshape(-1)              # row-major I_i
+        trow = 6 * nb + np.arange(nct)
+        tbody = np.repeat(np.arange(nb), np.diff(self.tto))
+        r2 = np.repeat(trow, 6)
+        c2 = 6 * np.repeat(tbody, 6) + np.tile(np.arange(6), nct)
+        v2 = self.Tt.copy()
+        mass = np.asarray(mf[HEADER_F + BODY_F * np.arange(nb) + B_RBI])
+        self.eps = EPS_REL / max(float(np.max(mass)) if nb else 1.0, 1e-12)
+        lr = self.m0 + np.arange(m)
+        const_r = np.concatenate([rr, r2, c2, lr])
+        const_c = np.concatenate([cc, c2, r2, lr])
+        const_v = np.concatenate([cv, v2, v2, np.full(m, -self.eps)])
+        # transform-dependent entries, in the kernel's order
+        vr, vc = [], []
+        for i in range(nb):
+            if parent[i] >= 0:
+                for r in range(self.tto[i], self.tto[i + 1]):
+                    vr.append(np.full(6, 6 * nb + r))
+                    vc.append(6 * parent[i] + np.arange(6))
+        li = self.li
+        for l in range(self.nl):
+            o = LI_HEADER + LJ_STRIDE * l
+            for b in (li[o + LJ_SUCC], li[o + LJ_PRED]):
+                if b < 0:
+                    continue
+                for c in range(li[o + LJ_NC]):
+                    vr.append(np.full(6, self.m0 + li[o + LJ_ROW] + c))
+                    vc.append(6 * b + np.arange(6))
+        var_r = np.concatenate(vr).astype(np.int64) if vr else np.zeros(0, np.int64)
+        var_c = np.concatenate(vc).astype(np.int64) if vc else np.zeros(0, np.int64)
+        self.nvar = len(var_r)
+        all_r = np.concatenate([const_r, var_r, var_c])
+        all_c = np.concatenate([const_c, var_c, var_r])
+        # the fill-reducing ordering, once: SuperLU's minimum degree on A^T + A of a sample matrix
+        rng = np.random.default_rng(0)
+        sample = np.concatenate([const_v, np.tile(rng.uniform(0.5, 1.5, self.nvar), 2)])
+        self.perm = self._ordering(csc_matrix((sample, (all_r, all_c)), shape=(n, n)))
+        self.inv = np.empty(n, dtype=np.int64)
+        self.inv[self.perm] = np.arange(n)
+        slot = np.arange(1, len(all_r) + 1, dtype=float)
+        A = csc_matrix((slot, (self.inv[all_r], self.inv[all_c])), shape=(n, n))
+        A.sort_indices()
+        pos = np.empty(len(all_r), dtype=np.int64)
+        pos[A.data.astype(np.int64) - 1] = np.arange(len(all_r))
+        nc0 = len(const_r)
+        self.template = np.zeros(len(all_r))
+        self.template[pos[:nc0]] = const_v
+        self.pos_lo = pos[nc0:nc0 + self.nvar]
+        self.pos_up = pos[nc0 + self.nvar:]
+        self.indices, self.indptr = A.indices.copy(), A.indptr.copy()
+        self.reg = np.zeros(n)
+        self.reg[self.inv[lr]] = self.eps    # A_exact = A_reg + diag(reg)
+        for a in (self.Tt, self.tto, self.Ta, self.perm, self.inv, self.template, self.pos_lo, self.pos_up,
+                  self.indices, self.indptr, self.reg):
+            a.setflags(write=False)
+
+    @staticmethod
+    def _ordering(A):
+        from scipy.sparse.csgraph import reverse_cuthill_mckee
+        from scipy.sparse.linalg import splu
+
+        try:
+            return np.argsort(splu(A, permc_spec="MMD_AT_PLUS_A").perm_c).astype(np.int64)
+        except RuntimeError:  # an exactly singular sample: a bandwidth-reducing ordering instead
+            return np.asarray(reverse_cuthill_mckee(A.tocsr(), symmetric_mode=True), dtype=np.int64)
+
+
+def pattern(model, loops) -> SparsePattern:
+    """The model's SparsePattern (built at the first call, then kept)."""
+    key = bool(loops and model.loop_data is not None)
+    p = model._sparse.get(key)
+    if p is None:
+        p = model._sparse[key] = SparsePattern(model, key)
+    return p
+
+
+def sparse_forward_dynamics(model, q, qd, tau, alpha, f_ext, loops):
+    """(qdd, loop wrenches) by Eq. 8.64 (see the module docstring); ``loops`` False: the tree alone
+    (dn.forward_dynamics(method="sparse")), the wrenches are then {}."""
+    from scipy.sparse import csc_matrix
+    from scipy.sparse.linalg import splu
+
+    if model.has_mimic:
+        raise InputError("method='sparse' does not take mimic joints (their gear constraints, §9.6, are not "
+                         "rows of Eq. 8.64): use the spanning-tree route")
+    q = vec(model, q, model.nq, "q")
+    qd = vec(model, qd, model.nv, "qd")
+    tau = vec(model, tau, model.nv, "tau")
+    pat = pattern(model, loops)
+    if pat.error:
+        raise InputError(f"method='sparse' on model '{model.name}': {pat.error}; use method='aba' or the "
+                         "spanning-tree route")
+    fx = fext_array(model, f_ext)
+    n, nb = pat.n, model.nb
+    vals = np.empty(pat.nvar)
+    rhs = np.empty(n)
+    w = new_work(model._kmi)
+    s = np.empty(scratch_size(nb))
+    st = assemble(model._kmi, model._kmf, pat.li, pat.lf, pat.nl, q, qd, tau, fx, float(alpha), pat.Tt, pat.tto,
+                  pat.Ta, vals, rhs, w, s)
+    if st:
+        raise_status(model, st, what="the sparse-matrix method")
+    data = pat.template.copy()
+    data[pat.pos_lo] = vals
+    data[pat.pos_up] = vals
+    A = csc_matrix((data, pat.indices, pat.indptr), shape=(n, n))
+    try:
+        lu = splu(A, permc_spec="NATURAL")
+    except RuntimeError as e:
+        raise InputError(f"the sparse-matrix method's coefficient matrix (Eq. 8.64) is singular ({e}): the tree "
+                         "joints' constraints are dependent or a body has no inertia") from None
+    b = rhs[pat.perm]
+    x = lu.solve(b)
+    if pat.m:
+        reg = pat.reg
+        last = np.inf
+        for it in range(REFINE_MAX):  # proximal refinement on the unregularised equations
+            step = lu.solve(b - (A @ x + reg * x))
+            ns = float(np.linalg.norm(step))
+            if ns > REFINE_STALL * last:  # at the rounding floor: further steps only drift
+                break
+            x += step
+            last = ns
+            if ns <= REFINE_TOL * np.linalg.norm(x):
+                break
+        _STATS["iterations"] = it + 1
+        if it == REFINE_MAX - 1:
+            res = b - (A @ x + reg * x)
+            if np.linalg.norm(res) > 1e-8 * (1.0 + np.linalg.norm(b)):
+                raise InputError("the sparse-matrix method did not converge: the loop constraints are "
+                                 f"inconsistent (residual {np.linalg.norm(res):.3g}; Featherstone §8.13 assumes "
+                                 "a properly constrained mechanism)")
+    x = x[pat.inv]
+    qdd = np.empty(model.nvt)
+    wr = np.empty(6 * pat.nl)
+    extract(model._kmi, pat.li, pat.lf, pat.nl, x, w, s, pat.Ta, qdd, wr)
+    if not loops:
+        return qdd
+    ld = model.loop_data
+    if ld is None:
+        return qdd, {}
+    return qdd, {name: wr[6 * i:6 * i + 6] for i, name in enumerate(ld.names)}
