@@ -101,7 +101,8 @@ def assemble(mi, mf, li, lf, nl, q, qd, tau, fx, alpha, Tt, tto, Ta, vals, rhs, 
         for dof in range(vi, vi + mi[HEADER_I + BODY_I * i + J_NV]):
             d = do0 + DOF_F * dof
             qv = qd[dof]
-            t = tau[dof] - mf[d + D_DAMPING] * qv - mf[d + D_COULOMB] * (1.0 if qv > 0.0 else (-1.0 if qv < 0.0 else 0.0))
+            sg = 1.0 if qv > 0.0 else (-1.0 if qv < 0.0 else 0.0)
+            t = tau[dof] - mf[d + D_DAMPING] * qv - mf[d + D_COULOMB] * sg
             for k in range(6):
                 fa[k] += Ta[6 * dof + k] * t          # T_a tau (Eq. 3.73)
         for k in range(6):
@@ -232,7 +233,8 @@ class SparsePattern:
         # constant entries: I_i (from the kernels' own rbi product), T_i^T, -eps on the loop rows
         Io = HEADER_F + BODY_F * np.arange(nb) + B_RBI
         eye = np.eye(6)
-        Iblk = np.array([[rbi_mul_t.py_func(mf, int(o), tuple(eye[k])) for k in range(6)] for o in Io])  # (nb, col, row)
+        # (nb, column, row): I_i e_k by the kernels' own product
+        Iblk = np.array([[rbi_mul_t.py_func(mf, int(o), tuple(eye[k])) for k in range(6)] for o in Io])
         bi = np.repeat(np.arange(nb), 36)
         rr = 6 * bi + np.tile(np.repeat(np.arange(6), 6), nb)
         cc = 6 * bi + np.tile(np.arange(6), 6 * nb)
