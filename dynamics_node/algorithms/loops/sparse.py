@@ -59,7 +59,7 @@ REFINE_MAX = 60       # refinement steps at most (rank-deficient matrices conver
 REFINE_TOL = 1e-15    # stop when the step is below this, relative to the solution
 REFINE_STALL = 0.9    # or when a step is not this much smaller than the one before
 _STATS = {"iterations": 0}  # refinement steps of the last call (the tests and the bench read it)
-EPS_REL = 1e-4        # loop-row regularisation, relative to 1 / (largest body mass)
+EPS_REL = 1e-11       # constraint-row regularisation, relative to 1 / (largest body mass)
 
 
 @njit(cache=True, inline="always")
@@ -188,17 +188,45 @@ def _nc_total(li, nl):
 # Python side: the pattern (once per model), one call
 
 
-class SparsePattern:
-    """Eq. 8.64's sparsity pattern, constant values and fill-reducing ordering for one model (with or
-    without its loop joints).  Built once, kept in ``model._sparse``; read-only afterwards.
+def _zero_rows(model, tol=1e-12):
+    """Loop-constraint rows of K that vanish at two random configurations, hence everywhere (K is
+    analytic in q): a planar loop closed by a spatial joint constrains nothing out of its plane
+    (§8.10's over-constraint).  Found once per model."""
+    from .constraints import terms
 
-    n: rows; perm: new -> old row order (the kept ordering); inv: old -> new; indices, indptr: the
-    permuted CSC pattern; template: its constant values (I_i, T_i^T, -eps on the loop rows); pos_lo,
-    pos_up: where the kernel's transform-dependent values go (and their mirror images); Tt, tto, Ta:
-    T_i (rows of T_i^T per body, offsets) and T_a per degree of freedom; loop_rows: mask of the
-    regularised rows in the permuted order; eps: the regularisation."""
+    rng = np.random.default_rng(12345)
+    zero = None
+    for _ in range(2):
+        q = model.neutral() + 0.0
+        q[:] += rng.uniform(-1.0, 1.0, size=model.nq) * 0.7
+        if model.floating_base:
+            q[3:7] /= np.linalg.norm(q[3:7])
+        K = terms(model, q)[0]
+        big = max(float(np.max(np.abs(K))) if K.size else 0.0, 1e-300)
+        z = np.max(np.abs(K), axis=1) <= tol * big if K.size else np.zeros(K.shape[0], dtype=bool)
+        zero = z if zero is None else zero & z
+    return zero
+
+
+class SparsePattern:
+    """Eq. 8.64's sparsity pattern, constant values and factorisation for one model (with or without
+    its loop joints).  Built once, kept in ``model._sparse``.
+
+    The matrix is stored as its upper triangle (CSC, rows <= columns: body rows first, then the tree
+    joints' constraint rows, then the loop joints'), which qdldl factors as L D L^T.  qdldl's
+    approximate-minimum-degree ordering and symbolic factorisation are computed once, here
+    (qdldl.Solver); each call refactors the numbers only (Solver.update).
+
+    n: rows; m0: first loop row; indices, indptr: the pattern; template: its constant values (I_i's
+    upper triangle, T_i^T, -eps on every constraint row, -1 on dropped rows); pos_var: where the
+    kernel's transform-dependent values go; var_keep: 0 for the values of dropped rows; drop: loop
+    rows dropped (identically zero in K); reg: the regularisation to add back for the exact matrix;
+    Tt, tto, Ta: T_i (rows of T_i^T per body, offsets) and T_a per degree of freedom."""
 
     def __init__(self, model, loops):
+        import threading
+
+        import qdldl
         from scipy.sparse import csc_matrix
 
         ld = model.loop_data if loops else None
@@ -211,10 +239,8 @@ class SparsePattern:
         J = np.asarray(mi[HEADER_I:HEADER_I + BODY_I * nb]).reshape(nb, BODY_I)
         parent, vi, nvj = J[:, J_PARENT], J[:, J_VI], J[:, J_NV]
         D = np.asarray(mf[HEADER_F + BODY_F * nb:]).reshape(nvt, DOF_F)
-        if np.any(D[:, D_ARMATURE] != 0.0):
-            self.error = "armature (rotor inertia, Example 9.5) is not in Eq. 8.64's body inertias"
-        else:
-            self.error = None
+        self.error = ("armature (rotor inertia, Example 9.5) is not in Eq. 8.64's body inertias"
+                      if np.any(D[:, D_ARMATURE] != 0.0) else None)
         Sall = D[:, D_S:D_S + 6]
         Tt, tto, Ta = [], [0], np.zeros((nvt, 6))
         for i in range(nb):
@@ -230,79 +256,77 @@ class SparsePattern:
         nct = int(self.tto[-1])
         n = 6 * nb + nct + m
         self.n, self.m, self.m0 = n, m, 6 * nb + nct
-        # constant entries: I_i (from the kernels' own rbi product), T_i^T, -eps on the loop rows
+        mass = np.asarray(mf[HEADER_F + BODY_F * np.arange(nb) + B_RBI])
+        self.eps = EPS_REL / max(float(np.max(mass)) if nb else 1.0, 1e-12)
+        self.drop = np.flatnonzero(_zero_rows(model)) if m else np.zeros(0, np.int64)
+        # constant entries (upper triangle): I_i, T_i^T at (body i, its joint's rows), the diagonal
+        # of the constraint rows
         Io = HEADER_F + BODY_F * np.arange(nb) + B_RBI
         eye = np.eye(6)
         # (nb, column, row): I_i e_k by the kernels' own product
         Iblk = np.array([[rbi_mul_t.py_func(mf, int(o), tuple(eye[k])) for k in range(6)] for o in Io])
-        bi = np.repeat(np.arange(nb), 36)
-        rr = 6 * bi + np.tile(np.repeat(np.arange(6), 6), nb)
-        cc = 6 * bi + np.tile(np.arange(6), 6 * nb)
-        cv = np.transpose(Iblk, (0, 2, 1)).reshape(-1)              # row-major I_i
+        ur, uc = np.triu_indices(6)
+        rr = (6 * np.arange(nb)[:, None] + ur[None, :]).reshape(-1)
+        cc = (6 * np.arange(nb)[:, None] + uc[None, :]).reshape(-1)
+        cv = Iblk[:, uc, ur].reshape(-1) if nb else np.zeros(0)
         trow = 6 * nb + np.arange(nct)
         tbody = np.repeat(np.arange(nb), np.diff(self.tto))
-        r2 = np.repeat(trow, 6)
-        c2 = 6 * np.repeat(tbody, 6) + np.tile(np.arange(6), nct)
-        v2 = self.Tt.copy()
-        mass = np.asarray(mf[HEADER_F + BODY_F * np.arange(nb) + B_RBI])
-        self.eps = EPS_REL / max(float(np.max(mass)) if nb else 1.0, 1e-12)
-        lr = self.m0 + np.arange(m)
-        const_r = np.concatenate([rr, r2, c2, lr])
-        const_c = np.concatenate([cc, c2, r2, lr])
-        const_v = np.concatenate([cv, v2, v2, np.full(m, -self.eps)])
-        # transform-dependent entries, in the kernel's order
-        vr, vc = [], []
+        r2 = 6 * np.repeat(tbody, 6) + np.tile(np.arange(6), nct)  # body coordinate (row <= column)
+        c2 = np.repeat(trow, 6)
+        diag = 6 * nb + np.arange(nct + m)
+        dv = np.full(nct + m, -self.eps)
+        dv[nct + self.drop] = -1.0
+        const_r = np.concatenate([rr, r2, diag])
+        const_c = np.concatenate([cc, c2, diag])
+        const_v = np.concatenate([cv, self.Tt, dv])
+        # transform-dependent entries, in the kernel's order: (body coordinate, constraint row)
+        vr, vc, keep = [], [], []
         for i in range(nb):
             if parent[i] >= 0:
                 for r in range(self.tto[i], self.tto[i + 1]):
-                    vr.append(np.full(6, 6 * nb + r))
-                    vc.append(6 * parent[i] + np.arange(6))
+                    vr.append(6 * parent[i] + np.arange(6))
+                    vc.append(np.full(6, 6 * nb + r))
+                    keep.append(np.ones(6))
         li = self.li
+        dropped = set(self.drop.tolist())
         for l in range(self.nl):
             o = LI_HEADER + LJ_STRIDE * l
             for b in (li[o + LJ_SUCC], li[o + LJ_PRED]):
                 if b < 0:
                     continue
                 for c in range(li[o + LJ_NC]):
-                    vr.append(np.full(6, self.m0 + li[o + LJ_ROW] + c))
-                    vc.append(6 * b + np.arange(6))
+                    vr.append(6 * b + np.arange(6))
+                    vc.append(np.full(6, self.m0 + li[o + LJ_ROW] + c))
+                    keep.append(np.full(6, 0.0 if li[o + LJ_ROW] + c in dropped else 1.0))
         var_r = np.concatenate(vr).astype(np.int64) if vr else np.zeros(0, np.int64)
         var_c = np.concatenate(vc).astype(np.int64) if vc else np.zeros(0, np.int64)
+        self.var_keep = np.concatenate(keep) if keep else np.zeros(0)
         self.nvar = len(var_r)
-        all_r = np.concatenate([const_r, var_r, var_c])
-        all_c = np.concatenate([const_c, var_c, var_r])
-        # the fill-reducing ordering, once: SuperLU's minimum degree on A^T + A of a sample matrix
-        rng = np.random.default_rng(0)
-        sample = np.concatenate([const_v, np.tile(rng.uniform(0.5, 1.5, self.nvar), 2)])
-        self.perm = self._ordering(csc_matrix((sample, (all_r, all_c)), shape=(n, n)))
-        self.inv = np.empty(n, dtype=np.int64)
-        self.inv[self.perm] = np.arange(n)
+        all_r = np.concatenate([const_r, var_r])
+        all_c = np.concatenate([const_c, var_c])
         slot = np.arange(1, len(all_r) + 1, dtype=float)
-        A = csc_matrix((slot, (self.inv[all_r], self.inv[all_c])), shape=(n, n))
+        A = csc_matrix((slot, (all_r, all_c)), shape=(n, n))
         A.sort_indices()
         pos = np.empty(len(all_r), dtype=np.int64)
         pos[A.data.astype(np.int64) - 1] = np.arange(len(all_r))
         nc0 = len(const_r)
         self.template = np.zeros(len(all_r))
         self.template[pos[:nc0]] = const_v
-        self.pos_lo = pos[nc0:nc0 + self.nvar]
-        self.pos_up = pos[nc0 + self.nvar:]
+        self.pos_var = pos[nc0:]
         self.indices, self.indptr = A.indices.copy(), A.indptr.copy()
+        self.diag_pos = pos[len(rr) + len(r2):nc0]              # the constraint rows' diagonal entries
         self.reg = np.zeros(n)
-        self.reg[self.inv[lr]] = self.eps    # A_exact = A_reg + diag(reg)
-        for a in (self.Tt, self.tto, self.Ta, self.perm, self.inv, self.template, self.pos_lo, self.pos_up,
-                  self.indices, self.indptr, self.reg):
+        self.reg[6 * nb:] = self.eps
+        self.reg[self.m0 + self.drop] = 0.0                      # A_exact = A_reg + diag(reg)
+        for a in (self.Tt, self.tto, self.Ta, self.template, self.pos_var, self.var_keep, self.indices,
+                  self.indptr, self.reg, self.drop):
             a.setflags(write=False)
-
-    @staticmethod
-    def _ordering(A):
-        from scipy.sparse.csgraph import reverse_cuthill_mckee
-        from scipy.sparse.linalg import splu
-
-        try:
-            return np.argsort(splu(A, permc_spec="MMD_AT_PLUS_A").perm_c).astype(np.int64)
-        except RuntimeError:  # an exactly singular sample: a bandwidth-reducing ordering instead
-            return np.asarray(reverse_cuthill_mckee(A.tocsr(), symmetric_mode=True), dtype=np.int64)
+        # ordering and symbolic factorisation, once, on a sample of the values
+        rng = np.random.default_rng(0)
+        sample = self.template.copy()
+        sample[self.pos_var] = rng.uniform(0.5, 1.5, self.nvar) * self.var_keep
+        self.solver = qdldl.Solver(csc_matrix((sample, self.indices, self.indptr), shape=(n, n)), upper=True)
+        self.lock = threading.Lock()  # the solver holds one factorisation at a time
 
 
 def pattern(model, loops) -> SparsePattern:
@@ -314,11 +338,15 @@ def pattern(model, loops) -> SparsePattern:
     return p
 
 
+def _sym_mul(U, x):
+    """(U + U^T - diag U) x for the upper triangle U."""
+    return U @ x + U.T @ x - U.diagonal() * x
+
+
 def sparse_forward_dynamics(model, q, qd, tau, alpha, f_ext, loops):
     """(qdd, loop wrenches) by Eq. 8.64 (see the module docstring); ``loops`` False: the tree alone
-    (dn.forward_dynamics(method="sparse")), the wrenches are then {}."""
+    (dn.forward_dynamics(method="sparse")): qdd only."""
     from scipy.sparse import csc_matrix
-    from scipy.sparse.linalg import splu
 
     if model.has_mimic:
         raise InputError("method='sparse' does not take mimic joints (their gear constraints, §9.6, are not "
@@ -333,44 +361,38 @@ def sparse_forward_dynamics(model, q, qd, tau, alpha, f_ext, loops):
     fx = fext_array(model, f_ext)
     n, nb = pat.n, model.nb
     vals = np.empty(pat.nvar)
-    rhs = np.empty(n)
+    b = np.empty(n)
     w = new_work(model._kmi)
     s = np.empty(scratch_size(nb))
     st = assemble(model._kmi, model._kmf, pat.li, pat.lf, pat.nl, q, qd, tau, fx, float(alpha), pat.Tt, pat.tto,
-                  pat.Ta, vals, rhs, w, s)
+                  pat.Ta, vals, b, w, s)
     if st:
         raise_status(model, st, what="the sparse-matrix method")
     data = pat.template.copy()
-    data[pat.pos_lo] = vals
-    data[pat.pos_up] = vals
-    A = csc_matrix((data, pat.indices, pat.indptr), shape=(n, n))
-    try:
-        lu = splu(A, permc_spec="NATURAL")
-    except RuntimeError as e:
-        raise InputError(f"the sparse-matrix method's coefficient matrix (Eq. 8.64) is singular ({e}): the tree "
-                         "joints' constraints are dependent or a body has no inertia") from None
-    b = rhs[pat.perm]
-    x = lu.solve(b)
-    if pat.m:
-        reg = pat.reg
+    data[pat.pos_var] = vals * pat.var_keep if pat.drop.size else vals
+    b[pat.m0 + pat.drop] = 0.0
+    U = csc_matrix((data, pat.indices, pat.indptr), shape=(n, n))
+    with pat.lock:
+        pat.solver.update(U, upper=True)
+        x = pat.solver.solve(b)
+        data[pat.diag_pos] += pat.reg[6 * nb:]                    # the exact matrix's upper triangle
         last = np.inf
-        for it in range(REFINE_MAX):  # proximal refinement on the unregularised equations
-            step = lu.solve(b - (A @ x + reg * x))
+        it = 0
+        for it in range(REFINE_MAX):                              # iterative refinement on the exact matrix
+            step = pat.solver.solve(b - _sym_mul(U, x))
             ns = float(np.linalg.norm(step))
-            if ns > REFINE_STALL * last:  # at the rounding floor: further steps only drift
+            if ns > REFINE_STALL * last:                          # at the rounding floor
                 break
             x += step
             last = ns
             if ns <= REFINE_TOL * np.linalg.norm(x):
                 break
-        _STATS["iterations"] = it + 1
-        if it == REFINE_MAX - 1:
-            res = b - (A @ x + reg * x)
-            if np.linalg.norm(res) > 1e-8 * (1.0 + np.linalg.norm(b)):
-                raise InputError("the sparse-matrix method did not converge: the loop constraints are "
-                                 f"inconsistent (residual {np.linalg.norm(res):.3g}; Featherstone §8.13 assumes "
-                                 "a properly constrained mechanism)")
-    x = x[pat.inv]
+    _STATS["iterations"] = it + 1
+    res = b - _sym_mul(U, x)
+    if not np.all(np.isfinite(x)) or np.linalg.norm(res) > 1e-8 * (1.0 + np.linalg.norm(b)):
+        raise InputError("the sparse-matrix method did not converge (residual "
+                         f"{np.linalg.norm(res):.3g}): the joint constraints are inconsistent (Featherstone §8.13 "
+                         "assumes a properly constrained mechanism)")
     qdd = np.empty(model.nvt)
     wr = np.empty(6 * pat.nl)
     extract(model._kmi, pat.li, pat.lf, pat.nl, x, w, s, pat.Ta, qdd, wr)
