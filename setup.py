@@ -30,7 +30,7 @@ setup(
         ("share/" + package_name + "/config", glob("config/*.yaml")),
         ("share/" + package_name + "/urdf", glob("urdf/*.urdf")),
     ],
-    install_requires=["numpy", "scipy", "numba", "xacro", "pyyaml", "rosbags", "cvxpy-base", "clarabel", "matplotlib"],
+    install_requires=["numpy", "scipy", "qdldl", "numba", "xacro", "pyyaml", "rosbags", "cvxpy-base", "clarabel", "matplotlib"],
     ext_modules=_extensions(),
     zip_safe=False,
     python_requires=">=3.10",

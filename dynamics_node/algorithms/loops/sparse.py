@@ -24,21 +24,24 @@ Afterwards qdd_i = T_a,i^T (Δa_i - ^iX_λ Δa_λ), and f_l = T_l lambda_l is th
 
 Sparse storage.  The matrix is symmetric with 6 N_B + n^c_tot rows.  Its pattern (the I, T and P
 blocks: N_B 6x6 diagonal blocks, and per joint its rows against its one or two bodies) is built
-once per model (SparsePattern, kept on the model), together with a fill-reducing ordering (SuperLU's
-minimum degree on A^T + A, computed once on the pattern) applied as a symmetric permutation.  Each
-call writes the transform-dependent values with one compiled loop into a copy of the constant data
-array (CSC, already permuted), factors it with SuperLU (scipy.sparse.linalg.splu, natural order:
-the kept ordering) and solves; everything per call is O(nnz).
+once per model (SparsePattern, kept on the model) as an upper triangle in CSC.  Each call writes the
+transform-dependent values with one compiled loop into a copy of the constant data array, and
+qdldl (an L D L^T of quasi-definite matrices, from the OSQP project) refactors it: its approximate
+minimum-degree ordering and symbolic factorisation are made once per model, so a call is O(nnz)
+for a mechanism whose graph admits an O(n) factorisation, such as Fig. 8.4's ladder.
 
-Rank deficiency.  An over-constrained mechanism (a planar loop closed by a spatial joint, §8.10)
-makes the coefficient matrix singular.  The method then returns the least-squares answer the
-spanning-tree route gives: the loop-joint rows carry a small regularisation -eps (eps = 1e-8 of
-the inverse of the largest body mass), which makes the matrix nonsingular whatever the rank (the
-tree joints' rows are independent), and iterative refinement on the unregularised equations (the
-proximal-point iteration) converges to the exact accelerations and, among all the loop-joint
-forces that produce them, the one with the least norm, as Eq. 8.41 does.  When the refinement
-does not converge (inconsistent constraints), an InputError says so.  A full-rank matrix takes the
-same path and converges in one or two refinement steps.
+Quasi-definiteness and rank.  Every constraint row carries -eps on the diagonal (eps = 1e-11 of the
+inverse of the largest body mass): the matrix [I, PT; T'P', -eps] is quasi-definite, so L D L^T
+exists in any order, and iterative refinement on the exact matrix (eps removed) converges to the
+solution of Eq. 8.64 in a few steps.  An over-constrained mechanism makes the exact matrix singular
+(§8.10; the book assumes full rank).  The case met in practice, a planar loop closed by a spatial
+joint, gives loop-constraint rows of K that vanish identically: they are found once per model (K at
+two random configurations) and dropped, with lambda = 0 there, which is the minimum-norm choice of
+the spanning-tree route (Eq. 8.41), so the two routes return the same loop wrenches.  Any remaining
+rank deficiency (a configuration where independent rows become dependent) is a least-squares
+problem: the refinement then converges to the accelerations and to the forces nearest the
+regularised solution; when the equations are inconsistent the residual is not small and an
+InputError says so.
 """
 from __future__ import annotations
 
