@@ -78,8 +78,6 @@ def constraint_basis(model, q, qd=None, independent=None, stabilization_time=Non
             allowed[model.v_slice(j)] = False
     ld = model.loop_data
     if _clustered and ld is not None:
-        from .clusters import block_basis, dense_G  # clusters imports this module
-
         parts, g = block_basis(ld.clusters, K, k, allowed)
         G, indep = dense_G(ld.clusters, model.nv, parts)
         dep = [c for p in parts for c in p[1]]
@@ -93,3 +91,46 @@ def constraint_basis(model, q, qd=None, independent=None, stabilization_time=Non
                 f"do not close loop(s) {', '.join(model.loop_joints)} (rank {len(dep)} < {r_all})")
     labels = v_labels(model)
     return G, g, [labels[i] for i in indep]
+
+
+def blocks(cd, K, k):
+    """[(K_c, k_c)] per cluster: the diagonal blocks of K permuted to the consecutive numbering."""
+    return [(K[np.ix_(r, c)], k[r]) for r, c in zip(cd.rows, cd.cols)]
+
+
+def block_basis(cd, K, k, allowed=None):
+    """§8.8 per block (§8.9): for each cluster c, K_c x_c = k_c solved as x_c = G_c y_c + g_c by
+    Gaussian elimination with complete pivoting.  The rank test uses K's own tolerance (rank_tol(K)),
+    so that the pivots, and hence G and g, are those of the elimination on the whole K (complete
+    pivoting never mixes blocks: the largest remaining entry of a block is the largest of the whole
+    matrix restricted to it, and eliminating in one block leaves the others as they are).
+
+    Returns (Gb, dep, indep): per cluster the block G_c's rows at its dependent columns
+    (len(dep_c) x len(indep_c), the -K11^-1 K12 of Eq. 8.51) with g_c there, dep_c and indep_c as
+    model column indices; and g (nv) with g_c at the dependent columns."""
+    tol = rank_tol(K)
+    n = K.shape[1]
+    allowed = np.ones(n, dtype=bool) if allowed is None else allowed
+    g = np.zeros(n)
+    out = []
+    for r, c in zip(cd.rows, cd.cols):
+        Gc, gc, piv, ind = gauss_complete_pivot(K[np.ix_(r, c)], k[r], allowed[c], tol=tol)
+        dep = c[np.asarray(piv, dtype=np.int64)] if piv else np.zeros(0, np.int64)
+        indep = c[np.asarray(ind, dtype=np.int64)] if ind else np.zeros(0, np.int64)
+        g[dep] = gc[piv]
+        out.append((Gc[piv][:, :] if piv else np.zeros((0, len(ind))), dep, indep))
+    return out, g
+
+
+def dense_G(cd, nv, parts):
+    """The whole G (nv x n_y) and the y columns (increasing) from block_basis's parts."""
+    indep = [cd.free] + [p[2] for p in parts]
+    ycols = np.sort(np.concatenate(indep)) if indep else np.zeros(0, np.int64)
+    where = np.full(nv, -1, dtype=np.int64)
+    where[ycols] = np.arange(len(ycols))
+    G = np.zeros((nv, len(ycols)))
+    G[ycols, np.arange(len(ycols))] = 1.0
+    for Gd, dep, ind in parts:
+        if len(dep) and len(ind):
+            G[np.ix_(dep, where[ind])] = Gd
+    return G, ycols

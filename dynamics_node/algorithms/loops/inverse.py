@@ -70,7 +70,7 @@ def _basis(model, K, clustered):
     whose solutions do not depend on the basis.  Clustered: block-diagonal, §8.8 per block (§8.9);
     otherwise (the former route) the SVD of the whole K."""
     if clustered:
-        from .clusters import block_basis, dense_G  # clusters imports constraints
+        from .basis import block_basis, dense_G  # basis imports constraints, as this module does
 
         cd = model.loop_data.clusters
         parts, _ = block_basis(cd, K, np.zeros(K.shape[0]))

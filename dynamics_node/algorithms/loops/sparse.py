@@ -272,6 +272,12 @@ class SparsePattern:
         rr = (6 * np.arange(nb)[:, None] + ur[None, :]).reshape(-1)
         cc = (6 * np.arange(nb)[:, None] + uc[None, :]).reshape(-1)
         cv = Iblk[:, uc, ur].reshape(-1) if nb else np.zeros(0)
+        # +delta on the bodies' diagonal: a massless body (a floating base link without <inertial>)
+        # leaves I_i singular, and quasi-definiteness needs I > 0; refinement removes it again
+        self.delta = EPS_REL * max(float(np.max(mass)) if nb else 1.0, 1e-12)
+        bdiag = np.flatnonzero(np.tile(ur == uc, nb))
+        cv = cv.copy()
+        cv[bdiag] += self.delta
         trow = 6 * nb + np.arange(nct)
         tbody = np.repeat(np.arange(nb), np.diff(self.tto))
         r2 = 6 * np.repeat(tbody, 6) + np.tile(np.arange(6), nct)  # body coordinate (row <= column)
@@ -317,10 +323,10 @@ class SparsePattern:
         self.template[pos[:nc0]] = const_v
         self.pos_var = pos[nc0:]
         self.indices, self.indptr = A.indices.copy(), A.indptr.copy()
-        self.diag_pos = pos[len(rr) + len(r2):nc0]              # the constraint rows' diagonal entries
-        self.reg = np.zeros(n)
-        self.reg[6 * nb:] = self.eps
-        self.reg[self.m0 + self.drop] = 0.0                      # A_exact = A_reg + diag(reg)
+        # the regularised diagonal entries and what was added there: A_exact = A_reg - diag(added)
+        self.diag_pos = np.concatenate([pos[bdiag], pos[len(rr) + len(r2):nc0]])
+        self.reg = np.concatenate([np.full(len(bdiag), self.delta), np.full(nct + m, -self.eps)])
+        self.reg[len(bdiag) + nct + self.drop] = 0.0
         for a in (self.Tt, self.tto, self.Ta, self.template, self.pos_var, self.var_keep, self.indices,
                   self.indptr, self.reg, self.drop):
             a.setflags(write=False)
@@ -378,7 +384,7 @@ def sparse_forward_dynamics(model, q, qd, tau, alpha, f_ext, loops):
     with pat.lock:
         pat.solver.update(U, upper=True)
         x = pat.solver.solve(b)
-        data[pat.diag_pos] += pat.reg[6 * nb:]                    # the exact matrix's upper triangle
+        data[pat.diag_pos] -= pat.reg                             # the exact matrix's upper triangle
         last = np.inf
         it = 0
         for it in range(REFINE_MAX):                              # iterative refinement on the exact matrix
