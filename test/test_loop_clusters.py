@@ -85,8 +85,17 @@ def test_K_is_block_diagonal(label, model, expected):
     assert np.all(K[:, cd.free] == 0.0)
 
 
+@pytest.fixture
+def blocks_always(monkeypatch):
+    """The block route for every model with two clusters or more (by default only from
+    CLUSTER_MIN_NC loop constraints, where it is the faster one)."""
+    from dynamics_node.algorithms.loops import forward
+
+    monkeypatch.setattr(forward, "CLUSTER_MIN_NC", 0)
+
+
 @pytest.mark.parametrize("label,model,expected", MODELS, ids=IDS)
-def test_clustered_routes_equal_former(label, model, expected):
+def test_clustered_routes_equal_former(label, model, expected, blocks_always):
     rng = np.random.default_rng(11)
     for st in (0.1, None):
         q = rng.normal(scale=0.4, size=model.nq)
@@ -104,7 +113,7 @@ def test_clustered_routes_equal_former(label, model, expected):
 
 
 @pytest.mark.parametrize("label", ["chain4", "coupled", "fourbar", "fig8_3", "dual_arm"])
-def test_clustered_inverse_dynamics_closure_gravity(label):
+def test_clustered_inverse_dynamics_closure_gravity(label, blocks_always):
     model = dict((m[0], m[1]) for m in MODELS)[label]
     rng = np.random.default_rng(5)
     keep = [j for j in model.joint_names if j.startswith(("chain", "g1", "g2", "crank", "arm1", "q1"))]
@@ -138,11 +147,22 @@ def test_clustered_inverse_dynamics_closure_gravity(label):
 
 
 @pytest.mark.parametrize("label", ["chain4", "coupled"])
-def test_clustered_forward_against_public_api_oracle(label):
-    """Several clusters: the block route against the augmented system of Eq. 8.6 built from the
+def test_clustered_forward_against_public_api_oracle(label, blocks_always):
+    """Several clusters (the block route forced, and by default from 48 constraints: a chain with
+    ten four-bars): the block route against the augmented system of Eq. 8.6 built from the
     public API (least squares), independent of both routes."""
     model = dict((m[0], m[1]) for m in MODELS)[label]
     assert len(model.loop_clusters) > 1
+    _oracle_check(model)
+
+
+def test_block_route_by_default_from_48_constraints():
+    model = dn.load_model(linkages.chain_with_fourbars(10)[0])
+    assert model.loop_data.n_c == 50 and len(model.loop_clusters) == 10
+    _oracle_check(model)
+
+
+def _oracle_check(model):
     rng = np.random.default_rng(8)
     for st in (0.1, None):
         q, qd, tau = rng.normal(scale=0.4, size=model.nq), rng.normal(size=model.nv), rng.normal(size=model.nv)

@@ -325,6 +325,10 @@ def method2_dense(H, rhs, K, kk, qdd, lam):
     return 0
 
 
+#: the block route (§8.9) is taken with two or more clusters and at least this many loop constraints;
+#: below, the one compiled Method 2 kernel on the whole K is faster (bench/bench_loop_scaling.py: a
+#: chain with k four-bars, n^c = 5k: 0.4 ms against 0.9 ms at n^c = 40, 8.6 ms against 1.8 ms at 80)
+CLUSTER_MIN_NC = 48
 _STAB_DEFAULT = 0.1  # s; the default object is recognised by identity, any other value is checked
 _ALPHA_DEFAULT = 1.0 / _STAB_DEFAULT
 _ndarray = np.ndarray
@@ -345,10 +349,12 @@ def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=_STAB_DEF
 
     ``method="spanning_tree"`` (default): the equations above on the spanning tree.  With two or more
     minimal loop clusters (``model.loop_clusters``, §8.9) K and G are block-diagonal and are built and
-    solved per cluster (§8.8 per block, then Method 1 on the blocks, clusters.clustered_forward); with
-    one cluster the block is K itself and Method 2 runs in one compiled kernel.  ``method="sparse"``:
-    the sparse-matrix method of §8.13 (Eq. 8.64) on the bodies and joints, without the spanning tree
-    (algorithms/loops/sparse.py; its docstring says what it does with an over-constrained mechanism).
+    solved per cluster (§8.8 per block, then Method 1 on the blocks, clusters.clustered_forward) once
+    there are CLUSTER_MIN_NC loop constraints or more; with one cluster the block is K itself, and
+    with fewer constraints Method 2 on the whole K runs in one compiled kernel, which is then faster.
+    ``method="sparse"``: the sparse-matrix method of §8.13 (Eq. 8.64) on the bodies and joints,
+    without the spanning tree (algorithms/loops/sparse.py; its docstring says what it does with a
+    rank-deficient coefficient matrix: an over-constrained mechanism).
     Both give the same accelerations and loop wrenches.
     """
     alpha = _ALPHA_DEFAULT if stabilization_time is _STAB_DEFAULT else check_stab(stabilization_time)
@@ -361,7 +367,7 @@ def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=_STAB_DEF
     ld = model.loop_data
     if ld is None:
         return forward_dynamics(model, q, qd, tau, f_ext), {}
-    if _clustered and len(ld.clusters) > 1:
+    if _clustered and len(ld.clusters) > 1 and ld.n_c >= CLUSTER_MIN_NC:
         from .clusters import clustered_forward
 
         q = vec(model, q, model.nq, "q")
