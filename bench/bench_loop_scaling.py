@@ -4,8 +4,9 @@
 1. Loop clusters (Featherstone §8.9): a chain carrying k four-bar linkages (k independent loops,
    test/data/loops/linkages.chain_with_fourbars), k = 1, 2, 4, ..., 32: the former route (Method 2 on
    the whole K: one n^c x n^c A = K H^-1 K^T, singular for planar loops, hence a pseudo-inverse) and
-   the clustered one (§8.8 per block, Method 1 on the blocks), side by side, with each one's fitted
-   growth exponent (least-squares slope of log time on log k).
+   the clustered one (§8.8 per block, Method 1 on the blocks; forced at every k, and the default,
+   which takes the blocks from 48 loop constraints on), side by side, with each one's fitted growth
+   exponent (least-squares slope of log time on log k).
 2. The sparse-matrix method (§8.13, Eq. 8.64) on Fig. 8.4's ladder (linkages.ladder, a URDF with
    spherical <loop_joint>s), n = 9 ... 513 bodies: the spanning-tree route and the sparse one, time
    per call, each one's fitted exponent (slope of log time on log n over the whole range and over
@@ -58,6 +59,7 @@ def _state(m, seed=0):
 def clusters(ks=(1, 2, 4, 8, 16, 32)):
     import dynamics_node as dn
     import linkages
+    from dynamics_node.algorithms.loops import forward as fwd
 
     rows = []
     for k in ks:
@@ -68,7 +70,15 @@ def clusters(ks=(1, 2, 4, 8, 16, 32)):
         err = float(np.linalg.norm(a1 - a0) / np.linalg.norm(a0))
         t0 = per_call(lambda: dn.closed_loop_forward_dynamics(m, q, qd, tau, _clustered=False))
         t1 = per_call(lambda: dn.closed_loop_forward_dynamics(m, q, qd, tau))
-        rows.append((k, m.nv, m.loop_data.n_c, t0, t1, err))
+        keep = fwd.CLUSTER_MIN_NC
+        fwd.CLUSTER_MIN_NC = 0  # the block route at every k
+        try:
+            a2, _ = dn.closed_loop_forward_dynamics(m, q, qd, tau)
+            err = max(err, float(np.linalg.norm(a2 - a0) / np.linalg.norm(a0)))
+            t2 = per_call(lambda: dn.closed_loop_forward_dynamics(m, q, qd, tau))
+        finally:
+            fwd.CLUSTER_MIN_NC = keep
+        rows.append((k, m.nv, m.loop_data.n_c, t0, t2, t1, err))
     return rows
 
 
@@ -92,12 +102,15 @@ def ladder(cells=(3, 6, 11, 22, 43, 86, 171)):
 def main() -> int:
     rc = clusters()
     print("== loop clusters (§8.9): chain carrying k four-bars, closed-loop FD, time per call ==")
-    print(f"  {'k':>3} {'nv':>4} {'n^c':>4} {'former (us)':>12} {'clustered (us)':>15}  {'|rel diff|':>10}")
-    for k, nv, nc, t0, t1, err in rc:
-        print(f"  {k:>3} {nv:>4} {nc:>4} {t0 * 1e6:>12.1f} {t1 * 1e6:>15.1f}  {err:>10.1e}")
+    print("  former: Method 2 on the whole K (one compiled kernel); blocks: §8.8 per cluster and Method 1 on the "
+          "blocks; default: blocks from CLUSTER_MIN_NC = 48 loop constraints on")
+    print(f"  {'k':>3} {'nv':>4} {'n^c':>4} {'former (us)':>12} {'blocks (us)':>12} {'default (us)':>13}  "
+          f"{'|rel diff|':>10}")
+    for k, nv, nc, t0, t2, t1, err in rc:
+        print(f"  {k:>3} {nv:>4} {nc:>4} {t0 * 1e6:>12.1f} {t2 * 1e6:>12.1f} {t1 * 1e6:>13.1f}  {err:>10.1e}")
     ks = [r[0] for r in rc]
     print(f"  fitted exponent in k: former {slope(ks, [r[3] for r in rc]):.2f}, "
-          f"clustered {slope(ks, [r[4] for r in rc]):.2f}")
+          f"blocks {slope(ks, [r[4] for r in rc]):.2f}, default {slope(ks, [r[5] for r in rc]):.2f}")
     rl = ladder()
     print("== sparse-matrix method (§8.13, Eq. 8.64): Fig. 8.4 ladder, closed-loop FD, time per call ==")
     print(f"  {'n':>4} {'n^c':>4} {'spanning tree (us)':>19} {'sparse (us)':>12}  {'|rel diff|':>10}")
