@@ -49,7 +49,7 @@ import numpy as np
 
 from ..._jit import njit
 from ...errors import InputError
-from ...layout import (BODY_F, BODY_I, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, H_NB, H_NVT, HEADER_F,
+from ...layout import (FEXT_N, BODY_F, BODY_I, DOF_F, D_ARMATURE, D_COULOMB, D_DAMPING, D_S, H_NB, H_NVT, HEADER_F,
                        HEADER_I, J_NV, J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N, B_RBI)
 from ...spatial import crf_t, load6, rbi_mul_t, xm_t, xtf_t
 from .._common import A_TAU, check, fext_array, new_work, raise_status
@@ -61,6 +61,7 @@ from .data import LI_HEADER, LJ_DIR, LJ_NC, LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC,
 REFINE_MAX = 60       # refinement steps at most (rank-deficient matrices converge linearly)
 REFINE_TOL = 1e-15    # stop when the step is below this, relative to the solution
 REFINE_STALL = 0.9    # or when a step is not this much smaller than the one before
+SV = 6                # rows of one body in Eq. 8.64 and floats of one spatial vector (Ta per dof)
 _STATS = {"iterations": 0}  # refinement steps of the last call (the tests and the bench read it)
 EPS_REL = 1e-11       # constraint-row regularisation, relative to 1 / (largest body mass)
 
@@ -88,7 +89,7 @@ def assemble(mi, mf, li, lf, nl, q, qd, tau, fx, alpha, Tt, tto, Ta, vals, rhs, 
         return st
     do0 = HEADER_F + BODY_F * nb
     hasfx = fx.shape[0] != 0
-    for i in range(6 * nb):
+    for i in range(SV * nb):
         rhs[i] = 0.0
     o = 0
     for i in range(nb):
@@ -107,30 +108,30 @@ def assemble(mi, mf, li, lf, nl, q, qd, tau, fx, alpha, Tt, tto, Ta, vals, rhs, 
             sg = 1.0 if qv > 0.0 else (-1.0 if qv < 0.0 else 0.0)
             t = tau[dof] - mf[d + D_DAMPING] * qv - mf[d + D_COULOMB] * sg
             for k in range(6):
-                fa[k] += Ta[6 * dof + k] * t          # T_a tau (Eq. 3.73)
+                fa[k] += Ta[SV * dof + k] * t          # T_a tau (Eq. 3.73)
         for k in range(6):
             x = fa[k] - Ia[k] - vIv[k]
             if hasfx:
-                x += fx[6 * i + k]
-            rhs[6 * i + k] += x
+                x += fx[FEXT_N * i + k]
+            rhs[SV * i + k] += x
         p = mi[HEADER_I + BODY_I * i + J_PARENT]
         if p >= 0:
             back = xtf_t(w, ei, ri, (fa[0], fa[1], fa[2], fa[3], fa[4], fa[5]))  # -^λX_i^* T_a tau on the parent
             for k in range(6):
-                rhs[6 * p + k] -= back[k]
+                rhs[SV * p + k] -= back[k]
             for r in range(tto[i], tto[i + 1]):        # -T_i^T ^iX_λ: rows of the tree joint against λ(i)
-                row = xtf_t(w, ei, ri, (Tt[6 * r], Tt[6 * r + 1], Tt[6 * r + 2], Tt[6 * r + 3], Tt[6 * r + 4],
-                                        Tt[6 * r + 5]))
+                row = xtf_t(w, ei, ri, (Tt[SV * r], Tt[SV * r + 1], Tt[SV * r + 2], Tt[SV * r + 3], Tt[SV * r + 4],
+                                        Tt[SV * r + 5]))
                 for k in range(6):
                     vals[o + k] = -row[k]
                 o += 6
     nct = tto[nb]
     for r in range(nct):
-        rhs[6 * nb + r] = 0.0
+        rhs[SV * nb + r] = 0.0
     if nl == 0:
         return 0
     world_poses(mi, w, s)
-    m0 = 6 * nb + nct
+    m0 = SV * nb + nct
     m = rhs.shape[0] - m0
     kk = rhs[m0:]
     dl = np.empty(m)
@@ -162,15 +163,15 @@ def extract(mi, li, lf, nl, x, w, s, Ta, qdd, wr):
     nb = mi[H_NB]
     for i in range(nb):
         p = mi[HEADER_I + BODY_I * i + J_PARENT]
-        aj = load6(x, 6 * i)
+        aj = load6(x, SV * i)
         if p >= 0:
-            xa = xm_t(w, W_E * nb + W_E_N * i, W_R * nb + W_R_N * i, load6(x, 6 * p))
+            xa = xm_t(w, W_E * nb + W_E_N * i, W_R * nb + W_R_N * i, load6(x, SV * p))
             aj = (aj[0] - xa[0], aj[1] - xa[1], aj[2] - xa[2], aj[3] - xa[3], aj[4] - xa[4], aj[5] - xa[5])
         vi = mi[HEADER_I + BODY_I * i + J_VI]
         for dof in range(vi, vi + mi[HEADER_I + BODY_I * i + J_NV]):
             t = 0.0
             for k in range(6):
-                t += Ta[6 * dof + k] * aj[k]
+                t += Ta[SV * dof + k] * aj[k]
             qdd[dof] = t
     if nl:
         lam = -x[x.shape[0] - _nc_total(li, nl):]
