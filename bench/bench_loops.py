@@ -24,6 +24,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "test" / "data" / "loops"))
 
 
@@ -88,7 +90,9 @@ def main() -> int:
     print(f"  pin   constraintDynamics (CONTACT_3D, 1 it) {r['pin_s'] * 1e6:8.2f} us/call")
     print(f"  ratio ours/pinocchio = {r['ratio']:.2f}  (target <= 1)   "
           f"|qdd_ours - qdd_pin|max = {r['max_abs_diff']:.1e}")
-    return 0
+    import bench_loop_scaling  # loop clusters (§8.9) and the sparse-matrix method (§8.13) against size
+
+    return bench_loop_scaling.main()
 
 
 if __name__ == "__main__":

@@ -116,6 +116,7 @@ class Model:
         "has_mimic", "G", "q_src", "q_mul", "q_off", "v_src", "v_mul", "work_size", "_frozen",
         "joint_limits", "joint_kinds", "_q_slices", "_v_slices", "body_link", "_link_index",
         "link_body", "link_R", "link_p", "singular_tol", "_kmi", "_kmf", "_direct", "loop_data",
+        "_sparse",
     )
 
     def __init__(self, spec: TreeSpec):
@@ -219,6 +220,9 @@ class Model:
         self.work_size = WORK_BODY * nb + WORK_DOF * self.nvt + WORK_EXTRA
         # the loop joints' constants packed for the kernels (algorithms/loops/data.py), None without
         self.loop_data = _pack_loops(self) if self.loops else None
+        # the sparse-matrix method's pattern and ordering (algorithms/loops/sparse.py), made at its
+        # first call and kept: {include loop joints: SparsePattern}
+        self._sparse = {}
         self._frozen = True
 
     # ------------------------------------------------------------------ immutability
@@ -228,6 +232,14 @@ class Model:
         object.__setattr__(self, key, value)
 
     # ------------------------------------------------------------------ queries
+    @property
+    def loop_clusters(self) -> tuple:
+        """The minimal loop clusters (Featherstone §8.9): a tuple of tuples of loop-joint names.  Two
+        loops are coupled when they share a tree joint; a cluster is a connected component of that
+        relation.  Loop joints keep model.loop_joints' order within a cluster, clusters are ordered by
+        their first loop joint; () without loop joints."""
+        return self.loop_data.clusters.names if self.loop_data is not None else ()
+
     def q_slice(self, joint: str) -> slice:
         """Where the named joint's position coordinates sit in q."""
         try:

@@ -143,7 +143,9 @@ def test_closed_loops_doc_snippets_load_as_written():
     import re
 
     text = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "closed-loops.md").read_text()
-    loop, tree = re.findall(r"```xml\n(.*?)```", text, re.S)
+    blocks = re.findall(r"```xml\n(.*?)```", text, re.S)
+    (loop,) = [b for b in blocks if 'type="helical"' in b]
+    (tree,) = [b for b in blocks if '<mimic joint="turn"' in b]
     body = ug.inertial_xml(1.0, [0.01, 0.0, 0.02], [0, 0, 0], np.diag([0.01, 0.01, 0.01]))
     links = "".join(f'<link name="{n}">{body}</link>' for n in ("shaft", "carriage", "nut"))
     m = dn.load_model(f'<robot name="doc"><link name="base"/>{links}<link name="nut_mid"/>'

@@ -300,7 +300,11 @@ def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
 
 def _aba(model, data, w, q, qd, tau, f_ext, method):
     if method not in ("aba", "crba"):
-        raise InputError(f"method must be 'aba' or 'crba', got {clip(repr(method))}")
+        if method == "sparse":  # Featherstone §8.13 on the tree's bodies and joints
+            from .loops.sparse import sparse_forward_dynamics
+
+            return 0, sparse_forward_dynamics(model, q, qd, tau, 0.0, f_ext, loops=False)
+        raise InputError(f"method must be 'aba', 'crba' or 'sparse', got {clip(repr(method))}")
     if model.has_mimic or method == "crba":
         from .ltdl import crba_forward_dynamics
 
@@ -320,7 +324,9 @@ def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):
 
     method="aba": the articulated-body algorithm (Table 7.1), O(n). method="crba": H from the CRBA and
     C from the RNEA, solved with the sparse L^T D L factorisation (Tables 6.2-6.5; with a floating base
-    this is Table 9.5's route). Models with mimic joints always use the CRBA route on G^T H G (§9.6).
+    this is Table 9.5's route). method="sparse": the sparse-matrix method (§8.13, Eq. 8.64) on the
+    bodies and joints, factored by SuperLU (algorithms/loops/sparse.py; no mimic joints, no armature).
+    Models with mimic joints otherwise use the CRBA route on G^T H G (§9.6).
     Raises SingularMassMatrixError (naming the link) when H is singular.
     """
     return _FD(model, data, q, qd, tau, f_ext, method)

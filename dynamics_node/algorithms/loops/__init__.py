@@ -11,7 +11,11 @@ One algorithm per module; the per-loop-joint constants are packed once in the Mo
 
     data         X_P, X_S, joint type, T_k as a selection of joint axes, bodies p(k), s(k) (§4.2)
     constraints  Table 8.1's delta, Table 8.4's K and k, Baumgarte (Eq. 8.22), loop_state,
-                 loop_constraints, G and g (§8.8), mobility (§8.10)
+                 loop_constraints, mobility (§8.10)
+    basis        G and g (§8.8, Gaussian elimination with complete pivoting; per cluster)
+    clusters     the minimal loop clusters and the block-diagonal K and G (§8.9), forward dynamics
+                 on the blocks
+    sparse       the sparse-matrix method (§8.13, Eq. 8.64) on bodies and joints
     forward      closed_loop_forward_dynamics (§8.5, Method 2) and its compiled kernel
     inverse      closed_loop_inverse_dynamics (§8.12) and closed_loop_gravity
     closure      close_loops (§8.11, Newton on delta) and close_loop_velocities (K qd = 0)
@@ -42,7 +46,8 @@ Public functions
 from __future__ import annotations
 
 from .closure import close_loop_velocities, close_loops
-from .constraints import LoopState, constraint_basis, loop_constraints, loop_position_errors, loop_state, mobility
+from .basis import constraint_basis
+from .constraints import LoopState, loop_constraints, loop_position_errors, loop_state, mobility
 from .dual_arm import (DualArmTerms, decoupled_control, delta_matrix, dual_arm_forward_dynamics,
                        dual_arm_inverse_dynamics, dual_arm_terms, pseudovelocity_basis, reduced_order_dynamics,
                        sphere_force)

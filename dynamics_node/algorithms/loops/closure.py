@@ -27,7 +27,7 @@ def _q_of_v(model):
     return qv
 
 
-def close_loops(model, q, independent, tol=1e-12, max_iter=60):
+def close_loops(model, q, independent, tol=1e-12, max_iter=60, _clustered=True):
     """Solve the dependent joint positions so every loop closes (delta = 0, Featherstone Table 8.1),
     keeping the positions of the joints named in ``independent`` (and a floating base).
 
@@ -37,6 +37,10 @@ def close_loops(model, q, independent, tol=1e-12, max_iter=60):
     an elbow up and an elbow down, Featherstone §8.10 "configuration ambiguity", the start decides).
     Raises InputError naming the loop joint(s) that do not close (a loop that can never close at
     these independent positions, or a start too far from a closed configuration).
+
+    Per loop cluster (Featherstone §8.9): a cluster's delta depends only on its own tree joints, so
+    each cluster takes its own least-squares step on its block of K and its own step length (all
+    clusters' trial errors come from one evaluation of delta); a closed cluster stops moving.
     """
     q = vec(model, q, model.nq, "q").copy()
     dep = _dependent_mask(model, independent)
@@ -47,6 +51,8 @@ def close_loops(model, q, independent, tol=1e-12, max_iter=60):
     if ld is None:
         return q
     dq_idx = qv[dep]
+    if _clustered:
+        return _close_clustered(model, q, independent, dep, qv, tol, max_iter)
 
     def err(qq):
         K, _, delta, _ = terms(model, qq)
@@ -77,6 +83,66 @@ def close_loops(model, q, independent, tol=1e-12, max_iter=60):
     raise InputError(f"loop closure did not converge for loop joint(s) {', '.join(bad)} with independent "
                      f"joints {list(names(independent))} (initial error {n0:.3g}): the loop cannot close "
                      "there, or the start is too far from a closed configuration")
+
+
+def _not_closed(model, e, tol, independent, n0):
+    ld = model.loop_data
+    bad = [f"'{name}' (error {float(np.linalg.norm(e[rows])):.3g})" for name, rows in zip(ld.names, ld.rows)
+           if float(np.linalg.norm(e[rows])) >= max(tol, 1e-9)]
+    return InputError(f"loop closure did not converge for loop joint(s) {', '.join(bad)} with independent "
+                      f"joints {list(names(independent))} (initial error {n0:.3g}): the loop cannot close "
+                      "there, or the start is too far from a closed configuration")
+
+
+def _close_clustered(model, q, independent, dep, qv, tol, max_iter):
+    """close_loops on the cluster blocks: per cluster c, the step solves K_c[:, dep] dq_c = -delta_c
+    (least squares) and is halved until |delta_c| decreases."""
+    cd = model.loop_data.clusters
+    blocks = []
+    for rows, cols in zip(cd.rows, cd.cols):
+        dc = cols[dep[cols]]
+        blocks.append((rows, dc, qv[dc]))
+    K, _, e, _ = terms(model, q)
+    e = e.copy()
+    n0 = float(np.linalg.norm(e))
+    live = [True] * len(blocks)
+    for _ in range(max_iter):
+        for c, (rows, _, _) in enumerate(blocks):
+            if live[c] and np.max(np.abs(e[rows])) < tol:
+                live[c] = False  # closed
+        if not any(live):
+            break
+        steps = {}
+        for c, (rows, dc, _) in enumerate(blocks):
+            if live[c]:
+                steps[c] = np.linalg.lstsq(K[np.ix_(rows, dc)], -e[rows], rcond=None)[0]
+        t = dict.fromkeys(steps, 1.0)
+        base = {c: float(np.linalg.norm(e[blocks[c][0]])) for c in steps}
+        pending = set(steps)
+        while pending:
+            q_try = q.copy()
+            for c in steps:
+                q_try[blocks[c][2]] += t[c] * steps[c]
+            _, _, e_try, _ = terms(model, q_try)
+            for c in list(pending):
+                ec = e_try[blocks[c][0]]
+                if np.linalg.norm(ec) < base[c] or np.max(np.abs(ec)) < tol:
+                    pending.discard(c)
+                else:
+                    t[c] *= 0.5
+                    if t[c] <= 1e-4:  # no descent: this cluster is stuck at a non-closing minimum
+                        pending.discard(c)
+                        live[c] = False
+                        t[c] = 0.0
+        q_new = q.copy()
+        for c in steps:
+            q_new[blocks[c][2]] += t[c] * steps[c]
+        q = q_new
+        K, _, e, _ = terms(model, q)
+        e = e.copy()
+    if np.max(np.abs(e)) < max(tol, 1e-9):
+        return q
+    raise _not_closed(model, e, tol, independent, n0)
 
 
 def close_loop_velocities(model, q, qd, independent):

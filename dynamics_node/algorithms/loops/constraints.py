@@ -148,18 +148,15 @@ def _position_error(code, s, g, h):
         s[d + 5] = r2
 
 
-@njit(cache=True, fastmath=FASTMATH)
-def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
-    """Table 8.4 (K, k), Eq. 8.22 (k_stab, alpha > 0) and Table 8.1 (delta) of every loop, after the
-    RNEA has left X_i, v_i and a_i in the work array w.  K is m x nvt (flat, zeroed here), kk, dl,
-    vj (= T^T v_J = K qd) have m entries; s is scratch (scratch_size(nb))."""
+@njit(cache=True, inline="always")
+def world_poses(mi, w, s):
+    """^iX_0 = ^iX_λ(i) ^λ(i)X_0 of every body into the scratch s (E0_i, p_i, see data.py) from the
+    ^iX_λ(i) the RNEA left in w: E0_i = E_i E0_λ, p_i = p_λ + E0_λ^T r_i."""
     nb = mi[H_NB]
-    nvt = mi[H_NVT]
     e0w = W_E * nb
     r0w = W_R * nb
     p0 = SB_P0 * nb
-    g = SCRATCH_BODY * nb
-    for i in range(nb):  # ^iX_0 = ^iX_λ(i) ^λ(i)X_0: E0_i = E_i E0_λ, p_i = p_λ + E0_λ^T r_i
+    for i in range(nb):
         p = mi[HEADER_I + BODY_I * i + J_PARENT]
         ei = e0w + W_E_N * i
         ri = r0w + W_R_N * i
@@ -178,38 +175,66 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
             for y in range(3):
                 s[si + 3 * x + y] = e0 * s[sp + y] + e1 * s[sp + 3 + y] + e2 * s[sp + 6 + y]
             s[pi + x] = s[pp + x] + s[sp + x] * w[ri] + s[sp + 3 + x] * w[ri + 1] + s[sp + 6 + x] * w[ri + 2]
-    for k in range(K.shape[0]):
-        K[k] = 0.0
+
+
+@njit(cache=True, inline="always")
+def loop_rows(mf, li, lf, w, s, nb, l, alpha, kk, dl, vj):
+    """Loop l's rows of k (+ k_stab), delta and K qd (Eqs. 8.47, 8.22, Table 8.1), after world_poses:
+    its two joint frames, ^sX_p's position error, the bodies' v and a^vp in the successor joint
+    frame.  Leaves the joint frames in s (TS_EP, TS_OP, TS_ES, TS_OS)."""
     ag = (0.0, 0.0, 0.0, -mf[HF_GRAVITY], -mf[HF_GRAVITY + 1], -mf[HF_GRAVITY + 2])  # a_0 = -a_g
     zero6 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    p0 = SB_P0 * nb
+    g = SCRATCH_BODY * nb
+    o = LI_HEADER + LJ_STRIDE * l
+    fo = LF_HEADER + LF_STRIDE * l
+    bp = li[o + LJ_PRED]
+    bs = li[o + LJ_SUCC]
+    nc = li[o + LJ_NC]
+    row = li[o + LJ_ROW]
+    _joint_world(lf, fo + LF_EP, fo + LF_RP, bp, s, p0, g + TS_EP, g + TS_OP)
+    _joint_world(lf, fo + LF_ES, fo + LF_RS, bs, s, p0, g + TS_ES, g + TS_OS)
+    hp = lf[fo + LF_PITCH]
+    _position_error(li[o + LJ_TYPE], s, g, hp)
+    # velocities and velocity-product accelerations of the two bodies in joint coordinates
+    _joint_from_body(s, g, bs, p0)
+    vs = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_V * nb + W_V_N * bs)) if bs >= 0 else zero6
+    as_ = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_A * nb + W_A_N * bs) if bs >= 0 else ag)
+    _joint_from_body(s, g, bp, p0)
+    vp = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_V * nb + W_V_N * bp)) if bp >= 0 else zero6
+    ap = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_A * nb + W_A_N * bp) if bp >= 0 else ag)
+    cv = crm_t(vs, vp)
+    for c in range(nc):
+        k = li[o + LJ_DIR + c]
+        vj[row + c] = t_dot(vs, k, hp) - t_dot(vp, k, hp)
+        dl[row + c] = s[g + TS_D + k]
+        kc = -(t_dot(as_, k, hp) - t_dot(ap, k, hp) + t_dot(cv, k, hp))  # Eq. 8.47
+        if alpha > 0.0:
+            kc -= 2.0 * alpha * vj[row + c] + alpha * alpha * dl[row + c]  # Eq. 8.22
+        kk[row + c] = kc
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
+    """Table 8.4 (K, k), Eq. 8.22 (k_stab, alpha > 0) and Table 8.1 (delta) of every loop, after the
+    RNEA has left X_i, v_i and a_i in the work array w.  K is m x nvt (flat, zeroed here), kk, dl,
+    vj (= T^T v_J = K qd) have m entries; s is scratch (scratch_size(nb))."""
+    nb = mi[H_NB]
+    nvt = mi[H_NVT]
+    p0 = SB_P0 * nb
+    g = SCRATCH_BODY * nb
+    world_poses(mi, w, s)
+    for k in range(K.shape[0]):
+        K[k] = 0.0
     do0 = HEADER_F + BODY_F * nb
     for l in range(li[LI_NL]):
         o = LI_HEADER + LJ_STRIDE * l
-        fo = LF_HEADER + LF_STRIDE * l
         bp = li[o + LJ_PRED]
         bs = li[o + LJ_SUCC]
         nc = li[o + LJ_NC]
         row = li[o + LJ_ROW]
-        _joint_world(lf, fo + LF_EP, fo + LF_RP, bp, s, p0, g + TS_EP, g + TS_OP)
-        _joint_world(lf, fo + LF_ES, fo + LF_RS, bs, s, p0, g + TS_ES, g + TS_OS)
-        hp = lf[fo + LF_PITCH]
-        _position_error(li[o + LJ_TYPE], s, g, hp)
-        # velocities and velocity-product accelerations of the two bodies in joint coordinates
-        _joint_from_body(s, g, bs, p0)
-        vs = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_V * nb + W_V_N * bs)) if bs >= 0 else zero6
-        as_ = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_A * nb + W_A_N * bs) if bs >= 0 else ag)
-        _joint_from_body(s, g, bp, p0)
-        vp = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_V * nb + W_V_N * bp)) if bp >= 0 else zero6
-        ap = xm_t(s, g + TS_EJ, g + TS_RJ, load6(w, W_A * nb + W_A_N * bp) if bp >= 0 else ag)
-        cv = crm_t(vs, vp)
-        for c in range(nc):
-            k = li[o + LJ_DIR + c]
-            vj[row + c] = t_dot(vs, k, hp) - t_dot(vp, k, hp)
-            dl[row + c] = s[g + TS_D + k]
-            kc = -(t_dot(as_, k, hp) - t_dot(ap, k, hp) + t_dot(cv, k, hp))  # Eq. 8.47
-            if alpha > 0.0:
-                kc -= 2.0 * alpha * vj[row + c] + alpha * alpha * dl[row + c]  # Eq. 8.22
-            kk[row + c] = kc
+        hp = lf[LF_HEADER + LF_STRIDE * l + LF_PITCH]
+        loop_rows(mf, li, lf, w, s, nb, l, alpha, kk, dl, vj)
         # Table 8.4: i = p(k), j = s(k) stepped back to their nearest common ancestor
         bi = bp
         bj = bs
@@ -404,54 +429,6 @@ def mobility(model, q) -> tuple[int, int, int]:
     return model.nv - r, r, K.shape[0]
 
 
-def gauss_complete_pivot(K, k, allowed_cols):
-    """Featherstone §8.8: solve K x = k as x = G y + g by Gaussian elimination with complete pivoting
-    (row and column swaps, pivot columns restricted to ``allowed_cols``: all of them is the book's
-    algorithm, a user's choice of independent variables the partial-pivoting variant it mentions).
-
-    Returns (G, g, dep, indep): dep are the pivot columns (x_1 of Eq. 8.50, the dependent
-    variables) in pivot order, indep the others (y = x_2 of Eq. 8.51) in increasing order.  Rows
-    whose remaining entries fall below the rank tolerance are redundant and dropped (§8.8, item 2);
-    the elimination runs above the pivot too (Gauss-Jordan), which does item 3's back-substitution."""
-    m, n = K.shape
-    A = np.array(K, dtype=float)
-    b = np.array(k, dtype=float)
-    tol = rank_tol(A)
-    rows = list(range(m))
-    piv_cols: list[int] = []
-    allowed = [c for c in range(n) if allowed_cols[c]]
-    r = 0
-    while r < m:
-        cand = [c for c in allowed if c not in piv_cols]
-        if not cand:
-            break
-        sub = np.abs(A[np.ix_(rows[r:], cand)])
-        i, j = np.unravel_index(int(np.argmax(sub)), sub.shape)
-        if sub[i, j] <= tol:
-            break  # rank test: the remaining rows are dependent (Featherstone §8.8, item 2)
-        pr = rows[r + i]
-        rows[r], rows[r + i] = rows[r + i], rows[r]
-        pc = cand[j]
-        piv_cols.append(pc)
-        for rr in range(m):
-            if rr != pr and A[rr, pc] != 0.0:
-                f = A[rr, pc] / A[pr, pc]
-                A[rr] -= f * A[pr]
-                b[rr] -= f * b[pr]
-        r += 1
-    indep = [c for c in range(n) if c not in piv_cols]
-    G = np.zeros((n, len(indep)))
-    g = np.zeros(n)
-    for jj, c in enumerate(indep):
-        G[c, jj] = 1.0
-    for t, c in enumerate(piv_cols):
-        pr = rows[t]
-        # x_c = (b - sum_{indep} A[pr, y] y) / piv   (Eq. 8.51: -K11^-1 K12 and K11^-1 k1)
-        G[c, :] = -A[pr, indep] / A[pr, c]
-        g[c] = b[pr] / A[pr, c]
-    return G, g, piv_cols, indep
-
-
 def v_labels(model):
     """Labels of the velocity variables: joint names, "name[i]" for multi-DoF joints."""
     labels = [None] * model.nv
@@ -461,31 +438,3 @@ def v_labels(model):
             labels[i] = j if s.stop - s.start == 1 else f"{j}[{i - s.start}]"
     base = "base" if getattr(model, "floating_base", False) else "v"
     return [lab if lab is not None else f"{base}[{i}]" for i, lab in enumerate(labels)]
-
-
-def constraint_basis(model, q, qd=None, independent=None, stabilization_time=None):
-    """G and g of Featherstone §8.8 (Eq. 8.51): every qdd with K qdd = k (+ k_stab) is G ydd + g.
-
-    ``independent``: joint names whose velocity variables form y (Featherstone: "allow the user to
-    specify his own choice of independent variables"); None = chosen by complete pivoting.  Returns
-    (G, g, y_names) with y_names the velocity-variable labels (joint names; "name[i]" for multi-DoF).
-    qd None gives g = 0.  Raises InputError if the named joints cannot be independent (the remaining
-    joints do not span the constraints), naming the loop joints.
-    """
-    alpha = check_stab(stabilization_time)
-    K, k, _, _ = terms(model, q, qd, alpha)
-    if qd is None:
-        k = np.zeros(K.shape[0])
-    allowed = np.ones(model.nv, dtype=bool)
-    if independent is not None:
-        for j in names(independent):
-            allowed[model.v_slice(j)] = False
-    G, g, dep, indep = gauss_complete_pivot(K, k, allowed)
-    if independent is not None:
-        r_all = matrix_rank(K)
-        if len(dep) < r_all:
-            raise InputError(
-                f"joints {sorted(names(independent))} cannot all be independent: the other joints "
-                f"do not close loop(s) {', '.join(model.loop_joints)} (rank {len(dep)} < {r_all})")
-    labels = v_labels(model)
-    return G, g, [labels[i] for i in indep]

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..._jit import njit
 from ...errors import ModelError
+from ...layout import BODY_I, HEADER_I, J_NV, J_PARENT, J_VI
 
 # li header
 LI_NL = 0
@@ -82,12 +83,13 @@ class LoopData:
     forward-dynamics kernel writes (forward.out_size).  The kernels get private writable copies
     (numba takes read-only arrays through a slow path): _kli, _klf, and _kmi, _kmf = the model's
     packed arrays with li / lf appended (one pointer pair for the C callback).  Nothing writes them.
-    qdd_at: where qdd starts in the forward kernel's output."""
+    qdd_at: where qdd starts in the forward kernel's output.  clusters: the minimal loop clusters
+    and their rows and columns of K (clusters.ClusterData, Featherstone §8.9)."""
 
     __slots__ = ("names", "n_loops", "n_c", "rows", "li", "lf", "_kli", "_klf", "_kmi", "_kmf", "out_size",
-                 "qdd_at", "_frozen")
+                 "qdd_at", "clusters", "_frozen")
 
-    def __init__(self, names, rows, li, lf, kmi, kmf, out_size):
+    def __init__(self, names, rows, li, lf, kmi, kmf, out_size, clusters=None):
         object.__setattr__(self, "_frozen", False)
         self.names = tuple(names)
         self.n_loops = len(self.names)
@@ -98,6 +100,7 @@ class LoopData:
         self.out_size = int(out_size)
         nvt = len(li) - int(li[LI_LAMBDA])  # λ' closes li
         self.qdd_at = nvt * nvt  # in the forward kernel's output qdd follows H (forward.out_views)
+        self.clusters = clusters  # the minimal loop clusters (clusters.ClusterData, §8.9)
         self._frozen = True
 
     def __setattr__(self, key, value):
@@ -171,7 +174,7 @@ def pack(model, lambda_dof) -> LoopData | None:
     kmi = np.concatenate([model._kmi, li])
     kmf = np.concatenate([model._kmf, lf])
     return LoopData([lj.name for lj in loops], rows, li, lf, kmi, kmf,
-                    out_size.py_func(model.nb, nvt, nl, m))
+                    out_size.py_func(model.nb, nvt, nl, m), analyse(model, li, rows))
 
 
 # scratch of loop_terms, laid out as layout.py's work array: per body, in blocks of nb, the world
@@ -206,3 +209,98 @@ def out_size(nb, nvt, nl, m):
     loop_terms' scratch (in out_views' order)."""
     return (nvt * nvt + nvt + WRENCH_N * nl + nvt + m * nvt + 4 * m + m * nvt + 3 * m * m + 2 * m + nvt
             + scratch_size(nb))
+
+
+# ---------------------------------------------------------------------------------------------
+# the minimal loop clusters (Featherstone §8.9), found once when the model is packed
+
+
+class ClusterData:
+    """The minimal loop clusters of one model (immutable; ``model.loop_data.clusters``).
+
+    names: per cluster, the tuple of its loop-joint names (model.loops order within a cluster;
+    clusters ordered by their first loop joint); loops: per cluster, its loop indices; rows: per
+    cluster, the rows of K it owns (int arrays, increasing); cols: per cluster, the velocity
+    variables (columns of K, user coordinates) of its tree joints (increasing = model order);
+    free: the columns in no cluster; order: the consecutive numbering, cols[0] + cols[1] + ... +
+    free (a permutation of range(nv))."""
+
+    __slots__ = ("names", "loops", "rows", "cols", "free", "order")
+
+    def __init__(self, names, loops, rows, cols, free):
+        self.names = tuple(tuple(n) for n in names)
+        self.loops = tuple(loops)
+        self.rows = tuple(rows)
+        self.cols = tuple(cols)
+        self.free = free
+        self.order = np.concatenate(list(self.cols) + [free]).astype(np.int64)
+        for a in (*self.loops, *self.rows, *self.cols, self.free, self.order):
+            a.setflags(write=False)
+
+    def __len__(self):
+        return len(self.names)
+
+    def __repr__(self):
+        return f"<ClusterData {len(self.names)} cluster(s): {list(self.names)}>"
+
+
+def loop_tree_joints(mi, li, l):
+    """Bodies (= their tree joints) on loop l's path: from p(l) and s(l) up to, not including, their
+    nearest common ancestor (Table 8.4's while loop; depth-first numbering: a parent precedes its
+    children, so the larger index is the deeper one)."""
+    o = LI_HEADER + LJ_STRIDE * l
+    bi, bj = int(li[o + LJ_PRED]), int(li[o + LJ_SUCC])
+    out = []
+    while bi != bj:
+        if bi > bj:
+            out.append(bi)
+            bi = int(mi[HEADER_I + BODY_I * bi + J_PARENT])
+        else:
+            out.append(bj)
+            bj = int(mi[HEADER_I + BODY_I * bj + J_PARENT])
+    return out
+
+
+def analyse(model, li, rows) -> ClusterData:
+    """Cluster analysis of ``model`` (its loop data li, rows per loop): union-find over the loops
+    that share a column of K.  Called once when the model is packed."""
+    mi = model.mi
+    nl = len(rows)
+    v_src = np.asarray(model.v_src) if model.has_mimic else None
+    cols = []
+    for l in range(nl):
+        c = set()
+        for b in loop_tree_joints(mi, li, l):
+            vi = int(mi[HEADER_I + BODY_I * b + J_VI])
+            for t in range(vi, vi + int(mi[HEADER_I + BODY_I * b + J_NV])):
+                c.add(int(v_src[t]) if v_src is not None else t)
+        cols.append(c)
+    parent = list(range(nl))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    owner = {}
+    for l in range(nl):
+        for c in cols[l]:
+            if c in owner:
+                a, b = find(owner[c]), find(l)
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+            else:
+                owner[c] = l
+    groups: dict[int, list[int]] = {}
+    for l in range(nl):
+        groups.setdefault(find(l), []).append(l)
+    comps = sorted(groups.values(), key=lambda g: g[0])
+    names = [[model.loops[l].name for l in g] for g in comps]
+    crow = [np.concatenate([np.arange(rows[l].start, rows[l].stop) for l in g]).astype(np.int64) for g in comps]
+    ccol = [np.array(sorted(set().union(*(cols[l] for l in g))), dtype=np.int64) for g in comps]
+    used = np.zeros(model.nv, dtype=bool)
+    for c in ccol:
+        used[c] = True
+    return ClusterData(names, [np.array(g, dtype=np.int64) for g in comps], crow, ccol,
+                       np.flatnonzero(~used).astype(np.int64))

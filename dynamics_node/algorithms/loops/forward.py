@@ -23,7 +23,7 @@ import numpy as np
 
 from ..._fast import invoke3s as _invoke3s
 from ..._jit import carray, cfunc, njit, types
-from ...errors import SingularMassMatrixError
+from ...errors import InputError, SingularMassMatrixError, clip
 from .._common import (A_TAU, F1, I1, SIG3S, SINGULAR, check, fext_array, model_from_pointers, new_work,
                        raise_status)
 from ..aba import forward_dynamics
@@ -325,12 +325,17 @@ def method2_dense(H, rhs, K, kk, qdd, lam):
     return 0
 
 
+#: the block route (§8.9) is taken with two or more clusters and at least this many loop constraints;
+#: below, the one compiled Method 2 kernel on the whole K is faster (bench/bench_loop_scaling.py: a
+#: chain with k four-bars, n^c = 5k: 0.4 ms against 0.9 ms at n^c = 40, 8.6 ms against 1.8 ms at 80)
+CLUSTER_MIN_NC = 48
 _STAB_DEFAULT = 0.1  # s; the default object is recognised by identity, any other value is checked
 _ALPHA_DEFAULT = 1.0 / _STAB_DEFAULT
 _ndarray = np.ndarray
 
 
-def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=_STAB_DEFAULT, f_ext=None):
+def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=_STAB_DEFAULT, f_ext=None,
+                                 method="spanning_tree", _clustered=True):
     """Forward dynamics of the closed-loop system (Featherstone §8.5, Method 2, Eqs. 8.34-8.41).
 
     Returns (qdd, loop_wrenches).  ``loop_wrenches`` maps every loop joint's name to the wrench
@@ -341,11 +346,35 @@ def closed_loop_forward_dynamics(model, q, qd, tau, stabilization_time=_STAB_DEF
     handled with the pseudo-inverse of Eq. 8.41; the indeterminate constraint forces are then the
     minimum-norm ones.  ``f_ext`` as in dn.forward_dynamics.  A model without loop joints gives
     (dn.forward_dynamics(...), {}).
+
+    ``method="spanning_tree"`` (default): the equations above on the spanning tree.  With two or more
+    minimal loop clusters (``model.loop_clusters``, §8.9) K and G are block-diagonal and are built and
+    solved per cluster (§8.8 per block, then Method 1 on the blocks, clusters.clustered_forward) once
+    there are CLUSTER_MIN_NC loop constraints or more; with one cluster the block is K itself, and
+    with fewer constraints Method 2 on the whole K runs in one compiled kernel, which is then faster.
+    ``method="sparse"``: the sparse-matrix method of §8.13 (Eq. 8.64) on the bodies and joints,
+    without the spanning tree (algorithms/loops/sparse.py; its docstring says what it does with a
+    rank-deficient coefficient matrix: an over-constrained mechanism).
+    Both give the same accelerations and loop wrenches.
     """
     alpha = _ALPHA_DEFAULT if stabilization_time is _STAB_DEFAULT else check_stab(stabilization_time)
+    if method != "spanning_tree":
+        if method != "sparse":
+            raise InputError(f"method must be 'spanning_tree' or 'sparse', got {clip(repr(method))}")
+        from .sparse import sparse_forward_dynamics
+
+        return sparse_forward_dynamics(model, q, qd, tau, alpha, f_ext, loops=True)
     ld = model.loop_data
     if ld is None:
         return forward_dynamics(model, q, qd, tau, f_ext), {}
+    if _clustered and len(ld.clusters) > 1 and ld.n_c >= CLUSTER_MIN_NC:
+        from .clusters import clustered_forward
+
+        q = vec(model, q, model.nq, "q")
+        qd = vec(model, qd, model.nv, "qd")
+        tau = vec(model, tau, model.nv, "tau")
+        qdd, lam = clustered_forward(model, q, qd, tau, alpha, f_ext)
+        return qdd, world_wrenches(model, q, lam)
     if f_ext is None and model._direct and _invoke3s is not None:
         # the C callback on the thread's work buffer; out[qdd_at:] holds qdd then the wrenches (the
         # part returned, checked finite by the shim). A status (bad input, singular H, overflow)
@@ -385,9 +414,15 @@ def _fd_mimic(model, q, qd, tau, alpha, f_ext):
     if method2_dense(np.ascontiguousarray(H), tau - C, np.ascontiguousarray(K), np.ascontiguousarray(kk), qdd, lam):
         raise SingularMassMatrixError("the joint-space inertia H of the spanning tree is singular "
                                       "(closed-loop forward dynamics needs H^-1, Featherstone §8.5)")
+    return qdd, world_wrenches(model, q, lam)
+
+
+def world_wrenches(model, q, lam):
+    """{loop joint: f_k = T_k lambda_k (Eq. 8.30)} in world axes about the joint origin, linear first,
+    from lambda in K's row order."""
     wrenches = {}
     for lj, rows in zip(model.loops, model.loop_data.rows):
         RJ = link_pose(model, q, lj.successor)[:3, :3] @ lj.X_S[:3, :3]  # URDF joint axes in the world
         f = lj.T @ lam[rows]                                              # linear first, joint axes
         wrenches[lj.name] = np.concatenate([RJ @ f[:3], RJ @ f[3:]])
-    return qdd, wrenches
+    return wrenches

@@ -33,7 +33,7 @@ def _describe_motion(model, m):
     return "(" + ", ".join(parts) + ")"
 
 
-def closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches=None):
+def closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches=None, _clustered=True):
     """Actuator efforts of a closed-loop system (Featherstone §8.12, Eqs. 8.61-8.63).
 
     Returns tau over model.joint_names: nv entries in the model's order (never in the order of
@@ -47,6 +47,9 @@ def closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches
       axes, about the joint origin; loops not named are free), the efforts that produce those
       loop-joint constraint forces: tau = tau_ID - K^T lambda (Eq. 8.61);
     * under-actuated (rank G_u < n - r): InputError naming the freedoms no actuator controls.
+
+    G is built per loop cluster (Featherstone §8.9: block-diagonal, each block K_c by §8.8's
+    elimination); u does not depend on the basis chosen for G.
     """
     q = vec(model, q, model.nq, "q")
     qd = vec(model, qd, model.nv, "qd")
@@ -59,14 +62,25 @@ def closed_loop_inverse_dynamics(model, q, qd, qdd, actuated=None, loop_wrenches
             raise InputError(f"under-actuated: no actuator on joint(s) {', '.join(bad)} of the kinematic tree")
         return tau_id
     K = terms(model, q)[0]  # Eq. 8.62 needs G, i.e. K only
-    return _actuator_efforts(model, q, K, tau_id, mask, loop_wrenches)
+    return _actuator_efforts(model, q, K, tau_id, mask, loop_wrenches, _clustered)
 
 
-def _actuator_efforts(model, q, K, tau_id, mask, loop_wrenches):
-    # G: any basis of the admissible motions (null space of K, Eq. 8.52) serves Eqs. 8.62-8.63,
-    # whose solutions do not depend on the basis; the SVD's is the cheapest (no Python elimination)
+def _basis(model, K, clustered):
+    """G: a basis of the admissible motions (null space of K, Eq. 8.52); any serves Eqs. 8.62-8.63,
+    whose solutions do not depend on the basis.  Clustered: block-diagonal, §8.8 per block (§8.9);
+    otherwise (the former route) the SVD of the whole K."""
+    if clustered:
+        from .basis import block_basis, dense_G  # basis imports constraints, as this module does
+
+        cd = model.loop_data.clusters
+        parts, _ = block_basis(cd, K, np.zeros(K.shape[0]))
+        return dense_G(cd, model.nv, parts)[0]
     _, sv, Vt = np.linalg.svd(K)
-    G = Vt[int(np.sum(sv > rank_tol(K))):].T
+    return Vt[int(np.sum(sv > rank_tol(K))):].T
+
+
+def _actuator_efforts(model, q, K, tau_id, mask, loop_wrenches, clustered=True):
+    G = _basis(model, K, clustered)
     Gu = G[mask]
     nfree = G.shape[1]
     ru = matrix_rank(Gu)
@@ -125,8 +139,8 @@ def _actuator_efforts(model, q, K, tau_id, mask, loop_wrenches):
     return tau
 
 
-def closed_loop_gravity(model, q, actuated=None):
+def closed_loop_gravity(model, q, actuated=None, _clustered=True):
     """Gravity compensation of a closed-loop robot: actuator efforts (over model.joint_names, zeros
     on unactuated joints) holding configuration q at rest (Featherstone §8.12 with qd = qdd = 0)."""
     z = np.zeros(model.nv)
-    return closed_loop_inverse_dynamics(model, q, z, z, actuated=actuated)
+    return closed_loop_inverse_dynamics(model, q, z, z, actuated=actuated, _clustered=_clustered)
