@@ -45,11 +45,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import njit, types
+from .._jit import carray, cfunc, njit, types
 from ..joints import jcalc
 from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DOF_F, D_ARMATURE, D_DAMPING, D_S, FEXT_N, HEADER_F,
                       HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_NV, J_PARENT, J_VI)
-from ._common import A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, check_q, check_state
+from ._common import (A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, SIG3, check_q, check_state,
+                      model_from_pointers)
 
 
 
@@ -108,9 +109,12 @@ def _is_descendant(mi, k, i):
     return p == i
 
 
+SCRATCH = (102, 42, 0, 12 + 5 * 6 + 2 * 36)   # the scratch: floats per body, per dof, per dof squared, constant
+
+
 def scratch_size(nb, nv):
     """Floats of the kernel's scratch (layout in rnea_derivatives_kernel)."""
-    return 12 + 102 * nb + 42 * nv + 5 * 6 + 2 * 36
+    return SCRATCH[0] * nb + SCRATCH[1] * nv + SCRATCH[3]
 
 
 @njit(cache=True, inline="always")
@@ -148,25 +152,41 @@ def _world_inertia(mf, i, R, p, Y):
 
 
 @njit(cache=True, inline="always")
-def _variation(Y, v, h, B, C, Hb):
-    """B = v x* Y - Y v x + h x̄* with h = Y v (the inertia's variation, see the module docstring);
-    C and Hb are 6 x 6 scratch."""
+def _variation(Y, v, h, B):
+    """B = v x* Y - Y v x + h x̄* with h = Y v (the inertia's variation, see the module docstring). Y is
+    symmetric, so with M = Y (v x): v x* Y = -(v x)^T Y = -M^T, and B = h x̄* - M - M^T; M's column c is
+    Y (v x e_c), where v x e_c has four nonzeros (crm(v) = [w x, 0; u x, w x], Featherstone Eq. 2.31)."""
+    w0, w1, w2, u0, u1, u2 = v[0], v[1], v[2], v[3], v[4], v[5]
+    for r in range(6):   # M into B (then B = -(M + M^T) in place)
+        y0, y1, y2, y3, y4, y5 = Y[r, 0], Y[r, 1], Y[r, 2], Y[r, 3], Y[r, 4], Y[r, 5]
+        B[r, 0] = w2 * y1 - w1 * y2 + u2 * y4 - u1 * y5
+        B[r, 1] = w0 * y2 - w2 * y0 + u0 * y5 - u2 * y3
+        B[r, 2] = w1 * y0 - w0 * y1 + u1 * y3 - u0 * y4
+        B[r, 3] = w2 * y4 - w1 * y5
+        B[r, 4] = w0 * y5 - w2 * y3
+        B[r, 5] = w1 * y3 - w0 * y4
     for r in range(6):
-        for c in range(6):
-            C[r, c] = 0.0
-            Hb[r, c] = 0.0
-    _skew(v[0], v[1], v[2], C, 0, 0, 1.0)   # crm(v) = [w x, 0; u x, w x]
-    _skew(v[0], v[1], v[2], C, 3, 3, 1.0)
-    _skew(v[3], v[4], v[5], C, 3, 0, 1.0)
-    _skew(h[0], h[1], h[2], Hb, 0, 0, -1.0)  # h x̄* = [-hn x, -hf x; -hf x, 0]
-    _skew(h[3], h[4], h[5], Hb, 0, 3, -1.0)
-    _skew(h[3], h[4], h[5], Hb, 3, 0, -1.0)
-    for r in range(6):   # crf(v) = -crm(v)^T
-        for c in range(6):
-            t = Hb[r, c]
-            for k in range(6):
-                t -= C[k, r] * Y[k, c] + Y[r, k] * C[k, c]
+        B[r, r] = -2.0 * B[r, r]
+        for c in range(r + 1, 6):
+            t = -(B[r, c] + B[c, r])
             B[r, c] = t
+            B[c, r] = t
+    # h x̄* = [-hn x, -hf x; -hf x, 0] with h = (hn, hf) (f x̄* m := m x* f)
+    hn0, hn1, hn2, hf0, hf1, hf2 = h[0], h[1], h[2], h[3], h[4], h[5]
+    B[0, 1] += hn2
+    B[0, 2] -= hn1
+    B[1, 0] -= hn2
+    B[1, 2] += hn0
+    B[2, 0] += hn1
+    B[2, 1] -= hn0
+    for o in (0, 3):
+        r0 = 3 - o
+        B[r0, o + 1] += hf2
+        B[r0, o + 2] -= hf1
+        B[r0 + 1, o] -= hf2
+        B[r0 + 1, o + 2] += hf0
+        B[r0 + 2, o] += hf1
+        B[r0 + 2, o + 1] -= hf0
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F2, F2, F2, F1, types.int64), cache=True, fastmath=FASTMATH)
@@ -222,8 +242,7 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
     zero6 = s[o + 18:o + 24]
     a0 = s[o + 24:o + 30]
     o += 30
-    C = s[o:o + 36].reshape((6, 6))
-    Hb = s[o + 36:o + 72].reshape((6, 6))
+    full = not gravity_only
     for k in range(6):
         zero6[k] = 0.0
         a0[k] = 0.0
@@ -295,11 +314,7 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
             _cross_f(ov[i], tmp, tmp2)
             for k in range(6):
                 F[i, k] += tmp2[k]
-            _variation(Yc[i], ov[i], tmp, Bc[i], C, Hb)
-        else:
-            for a in range(6):
-                for b in range(6):
-                    Bc[i, a, b] = 0.0
+            _variation(Yc[i], ov[i], tmp, Bc[i])
         if hasfx:  # f^x in body coordinates -> world: n_w = R n + o x f_w, f_w = R f
             fo = FEXT_N * i
             for a in range(3):
@@ -331,52 +346,68 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         Y = Yc[i]
         B = Bc[i]
         for c in range(vi, vi + nvi):   # the joint's own columns' force derivatives
-            _mul6(Y, J[c], dFa[c])
-            _mul6(Y, dAv[c], dFv[c])
-            _mul6(B, J[c], tmp)
-            for k in range(6):
-                dFv[c, k] += tmp[k]
             _mul6(Y, dA[c], dFq[c])
-            _mul6(B, dV[c], tmp)
-            for k in range(6):
-                dFq[c, k] += tmp[k]
+            if full:
+                _mul6(Y, J[c], dFa[c])
+                _mul6(Y, dAv[c], dFv[c])
+                _mul6(B, J[c], tmp)
+                for k in range(6):
+                    dFv[c, k] += tmp[k]
+                _mul6(B, dV[c], tmp)
+                for k in range(6):
+                    dFq[c, k] += tmp[k]
         for m in range(vi, vi + nvi):
             Jm = J[m]
             dd = dofs + DOF_F * m
-            for c in range(vi, end):   # own and descendant columns: J_m^T dF_c
-                s_q = 0.0
-                s_v = 0.0
-                s_a = 0.0
-                for k in range(6):
-                    s_q += Jm[k] * dFq[c, k]
-                    s_v += Jm[k] * dFv[c, k]
-                    s_a += Jm[k] * dFa[c, k]
-                dq[m, c] = s_q
-                dv[m, c] = s_v
-                H[m, c] = s_a
+            if full:
+                for c in range(vi, end):   # own and descendant columns: J_m^T dF_c
+                    s_q = 0.0
+                    s_v = 0.0
+                    s_a = 0.0
+                    for k in range(6):
+                        s_q += Jm[k] * dFq[c, k]
+                        s_v += Jm[k] * dFv[c, k]
+                        s_a += Jm[k] * dFa[c, k]
+                    dq[m, c] = s_q
+                    dv[m, c] = s_v
+                    H[m, c] = s_a
+            else:   # gravity: B = 0, dV = 0, and only dtau/dq
+                for c in range(vi, end):
+                    s_q = 0.0
+                    for k in range(6):
+                        s_q += Jm[k] * dFq[c, k]
+                    dq[m, c] = s_q
             # ancestors' columns: (J_m^T Y^C_i) X_c + (J_m^T B^C_i) Z_c
             for k in range(6):
                 s1 = 0.0
                 s2 = 0.0
                 for l2 in range(6):
                     s1 += Jm[l2] * Y[l2, k]
-                    s2 += Jm[l2] * B[l2, k]
+                    if full:
+                        s2 += Jm[l2] * B[l2, k]
                 tmp[k] = s1
                 tmp2[k] = s2
             anc = p
             while anc >= 0:
                 aa = HEADER_I + BODY_I * anc
-                for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
-                    s_q = 0.0
-                    s_v = 0.0
-                    s_a = 0.0
-                    for k in range(6):
-                        s_q += tmp[k] * dA[c, k] + tmp2[k] * dV[c, k]
-                        s_v += tmp[k] * dAv[c, k] + tmp2[k] * J[c, k]
-                        s_a += tmp[k] * J[c, k]
-                    dq[m, c] = s_q
-                    dv[m, c] = s_v
-                    H[m, c] = s_a
+                if full:
+                    for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                        s_q = 0.0
+                        s_v = 0.0
+                        s_a = 0.0
+                        for k in range(6):
+                            s_q += tmp[k] * dA[c, k] + tmp2[k] * dV[c, k]
+                            s_v += tmp[k] * dAv[c, k] + tmp2[k] * J[c, k]
+                            s_a += tmp[k] * J[c, k]
+                        dq[m, c] = s_q
+                        dv[m, c] = s_v
+                        H[m, c] = s_a
+                else:
+                    for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                        s_q = 0.0
+                        for k in range(6):
+                            s_q += tmp[k] * dA[c, k]
+                        dq[m, c] = s_q
                 anc = mi[aa + J_PARENT]
             H[m, m] += mf[dd + D_ARMATURE]
             if not gravity_only:
@@ -390,7 +421,10 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                 F[p, a] += F[i, a]
                 for b in range(6):
                     Yc[p, a, b] += Y[a, b]
-                    Bc[p, a, b] += B[a, b]
+            if full:
+                for a in range(6):
+                    for b in range(6):
+                        Bc[p, a, b] += B[a, b]
     return 0
 
 
@@ -407,6 +441,26 @@ def rnea_derivatives_entry(mi, mf, q, qd, qdd, fx, gravity_only):
     s = np.empty(12 + 102 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
     st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only)
     return st, dq, dv
+
+
+# C callbacks (the fast front, dispatch.Route with nout): the outputs one block, the scratch after the
+# model's work array (the route's extra: SCRATCH plus the unreturned nvt x nvt matrices)
+ID_EXTRA = (SCRATCH[0], SCRATCH[1], 1, SCRATCH[3])
+
+
+@cfunc(SIG3, cache=True)
+def rnea_derivatives_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
+    """(dtau/dq, dtau/dqd) into out (2 nvt^2); H and the scratch at the end of w."""
+    mi, mf, n = model_from_pointers(mip, mfp)
+    w = carray(wp, (nw,))
+    ns = 102 * mi[H_NB] + 42 * n + 114   # scratch_size
+    if nw < ns + n * n:
+        return BAD_LENGTH * 100000000
+    out = carray(outp, (2 * n * n,))
+    b = nw - ns - n * n
+    return rnea_derivatives_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(qddp, (nqdd,)), w[0:0],
+                                   out[0:n * n].reshape((n, n)), out[n * n:2 * n * n].reshape((n, n)),
+                                   w[b:b + n * n].reshape((n, n)), w[b + n * n:nw], 0)
 
 
 @njit("UniTuple(int64, 2)(int64[::1], float64[::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], "
