@@ -58,26 +58,33 @@ def _ltdl(H, lam, n, tol):
 
 
 @njit(cache=True, inline="always")
-def _solve_rows(L, lam, X, n, sign):
-    """X <- sign H^-1 X with H = L^T D L (Featherstone Table 6.5, ltdl.ltdl_solve, applied to all the
-    columns of X at once: each step is a row operation over contiguous memory)."""
+def _solve_rows(L, lam, X, Y, Z, n):
+    """(X, Y, Z) <- (-H^-1 X, -H^-1 Y, H^-1 Z) with H = L^T D L (Featherstone Table 6.5, ltdl.ltdl_solve,
+    applied to all the columns of the three right-hand sides at once: one walk over λ', each step a row
+    operation over contiguous memory)."""
     for i in range(n - 1, -1, -1):   # L^T
         j = int(lam[i])
         while j != -1:
             a = L[i, j]
             for c in range(n):
                 X[j, c] -= a * X[i, c]
+                Y[j, c] -= a * Y[i, c]
+                Z[j, c] -= a * Z[i, c]
             j = int(lam[j])
     for i in range(n):                # D
-        d = sign / L[i, i]
+        d = 1.0 / L[i, i]
         for c in range(n):
-            X[i, c] *= d
+            X[i, c] *= -d
+            Y[i, c] *= -d
+            Z[i, c] *= d
     for i in range(n):                # L
         j = int(lam[i])
         while j != -1:
             a = L[i, j]
             for c in range(n):
                 X[i, c] -= a * X[j, c]
+                Y[i, c] -= a * Y[j, c]
+                Z[i, c] -= a * Z[j, c]
             j = int(lam[j])
 
 
@@ -107,9 +114,7 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
     for i in range(n):
         for j in range(n):
             Minv[i, j] = 1.0 if i == j else 0.0
-    _solve_rows(H, lam, ddq, n, -1.0)
-    _solve_rows(H, lam, ddv, n, -1.0)
-    _solve_rows(H, lam, Minv, n, 1.0)
+    _solve_rows(H, lam, ddq, ddv, Minv, n)
     return 0
 
 
@@ -122,7 +127,7 @@ def aba_derivatives_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
     """(dqdd/dq, dqdd/dqd, dqdd/dtau) into out (3 nvt^2); w: the ABA's work array, then FD_EXTRA."""
     mi, mf, n = model_from_pointers(mip, mfp)
     w = carray(wp, (nw,))
-    need = 102 * mi[H_NB] + 44 * n + n * n + 114
+    need = 104 * mi[H_NB] + 44 * n + n * n + 114
     if nw < need:
         return BAD_LENGTH * 100000000
     b = nw - need

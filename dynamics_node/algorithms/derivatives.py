@@ -22,7 +22,7 @@ from ..errors import InputError, SingularMassMatrixError
 from ._common import EMPTY, raise_status
 from .aba_derivatives import FD_EXTRA, aba_derivatives_c, aba_derivatives_kernel
 from .gravity_derivatives import EXTRA as G_EXTRA, gravity_derivatives_c, gravity_derivatives_entry
-from .rnea_derivatives import (ID_EXTRA, rnea_derivatives_batch_entry, rnea_derivatives_c, rnea_derivatives_entry,
+from .rnea_derivatives import (ID_EXTRA, NO_H, rnea_derivatives_batch_entry, rnea_derivatives_c, rnea_derivatives_entry,
                                rnea_derivatives_kernel, scratch_size)
 
 
@@ -40,7 +40,7 @@ def _user(model, D):
 
 def _id_derivatives(model, data, w, q, qd, qdd, f_ext):
     st, dq, dv = rnea_derivatives_entry(model._kmi, model._kmf, q, qd, qdd,
-                                        EMPTY if f_ext is None else wrenches(model, f_ext), 0)
+                                        EMPTY if f_ext is None else wrenches(model, f_ext), NO_H)
     if st:
         return st, None
     return 0, (_user(model, dq), _user(model, dv)) if model.has_mimic else (dq, dv)

@@ -23,12 +23,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import carray, cfunc, njit, types
-from ..joints import jcalc
+from ..joints import jcalc_sc, sincos_all
 from ..layout import (BODY_F, BODY_I, B_H, B_M, DOF_F, D_S, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_NV,
                       J_PARENT, J_VI)
 from ._common import BAD_LENGTH, F1, F2, FASTMATH, I1, SIG1, check_q, model_from_pointers
 
-EXTRA = (16, 15, 0, 15)   # scratch floats: per body, per dof, per dof squared, constant
+EXTRA = (18, 15, 0, 15)   # scratch floats: per body, per dof, per dof squared, constant
 
 
 @njit(types.int64(I1, F1, F1, F2, F1), cache=True, fastmath=FASTMATH)
@@ -57,6 +57,8 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
     d = s[o:o + 3 * nv].reshape((nv, 3))     # d_j = a_g x w_j
     o += 3 * nv
     dF = s[o:o + 6 * nv].reshape((nv, 6))    # column j's force derivative (for the rows of j's ancestors)
+    o += 6 * nv
+    sincos_all(mi, q, s, o)                  # sin, cos of every joint's first coordinate (one vectorised loop)
     for k in range(3):
         ag[k] = -mf[HF_GRAVITY + k]
     # ---- forward pass: poses, J, the bodies' m and h in the world frame ----------------------------
@@ -64,7 +66,7 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
         ii = HEADER_I + BODY_I * i
         p = mi[ii + J_PARENT]
         vi = mi[ii + J_VI]
-        jcalc(mi, mf, i, q, x, 0, 9)   # ^iX_λ(i) = (E, r) (Table 4.1, §4.2)
+        jcalc_sc(mi, mf, i, q, x, 0, 9, s[o + i], s[o + nb + i])   # ^iX_λ(i) = (E, r) (Table 4.1, §4.2)
         R = Rw[i]
         if p >= 0:   # body -> world rotation ^0E_i^T = ^0E_p^T E^T; origin p_i = p_p + ^0E_p^T r
             Rp = Rw[p]
@@ -165,7 +167,7 @@ def scratch_size(nb, nv):
 @njit(types.int64(I1, F1, F1, F2), cache=True)
 def gravity_derivatives_entry(mi, mf, q, dq):
     """The Python entry: the scratch allocated in compiled code."""
-    s = np.empty(16 * mi[H_NB] + 15 * mi[H_NVT] + 15)   # scratch_size
+    s = np.empty(18 * mi[H_NB] + 15 * mi[H_NVT] + 15)   # scratch_size
     return gravity_derivatives_kernel(mi, mf, q, dq, s)
 
 
@@ -174,7 +176,7 @@ def gravity_derivatives_c(mip, mfp, qp, nq, outp, wp, nw):
     """dg/dq into out (nvt^2); the scratch (EXTRA) at the end of w (the fast front, dispatch.Route)."""
     mi, mf, n = model_from_pointers(mip, mfp)
     w = carray(wp, (nw,))
-    ns = 16 * mi[H_NB] + 15 * n + 15   # scratch_size
+    ns = 18 * mi[H_NB] + 15 * n + 15   # scratch_size
     if nw < ns:
         return BAD_LENGTH * 100000000
     return gravity_derivatives_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (n * n,)).reshape((n, n)),

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import carray, cfunc, njit, types
-from ..joints import jcalc
+from ..joints import jcalc_sc, sincos_all
 from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DOF_F, D_ARMATURE, D_DAMPING, D_S, FEXT_N, HEADER_F,
                       HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_NV, J_PARENT, J_VI)
 from ._common import (A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, SIG3, check_q, check_state,
@@ -109,7 +109,8 @@ def _is_descendant(mi, k, i):
     return p == i
 
 
-SCRATCH = (102, 42, 0, 12 + 5 * 6 + 2 * 36)   # the scratch: floats per body, per dof, per dof squared, constant
+NO_H = 2   # rnea_derivatives_kernel's last argument: dtau/dq and dtau/dqd only (0: H too; 1: gravity)
+SCRATCH = (104, 42, 0, 12 + 5 * 6 + 2 * 36)   # the scratch: floats per body, per dof, per dof squared, constant
 
 
 def scratch_size(nb, nv):
@@ -192,11 +193,11 @@ def _variation(Y, v, h, B):
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F2, F2, F2, F1, types.int64), cache=True, fastmath=FASTMATH)
 def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
     """dq = dtau/dq (tangent), dv = dtau/dqd and H = dtau/dqdd of tau = ID(q, qd, qdd, f^x) (tree
-    coordinates, nvt x nvt each), with s the scratch (scratch_size floats). gravity_only: qd = qdd = 0
+    coordinates, nvt x nvt each), with s the scratch (scratch_size floats). gravity_only: 1: qd = qdd = 0
     and no f^x (qd, qdd are not read). Returns 0 or a status (_common)."""
     nb = mi[H_NB]
     nv = mi[H_NVT]
-    if gravity_only:
+    if gravity_only == 1:
         st = check_q(q, mi)
     else:
         st = check_state(q, qd, qdd, mi)
@@ -242,19 +243,22 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
     zero6 = s[o + 18:o + 24]
     a0 = s[o + 24:o + 30]
     o += 30
-    full = not gravity_only
+    sc = o   # sin and cos of every joint's first coordinate (joints.sincos_all: one vectorised loop)
+    full = gravity_only != 1
+    want_h = gravity_only == 0   # NO_H (2): H is not written (the inverse dynamics' derivatives)
     for k in range(6):
         zero6[k] = 0.0
         a0[k] = 0.0
     for k in range(3):
         a0[3 + k] = -mf[HF_GRAVITY + k]
     # ---- forward pass ----------------------------------------------------------------------
+    sincos_all(mi, q, s, sc)
     for i in range(nb):
         ii = HEADER_I + BODY_I * i
         p = mi[ii + J_PARENT]
         vi = mi[ii + J_VI]
         nvi = mi[ii + J_NV]
-        jcalc(mi, mf, i, q, x, 0, 9)   # ^iX_λ(i) = (E, r) (Table 4.1, §4.2)
+        jcalc_sc(mi, mf, i, q, x, 0, 9, s[sc + i], s[sc + nb + i])   # ^iX_λ(i) = (E, r) (Table 4.1, §4.2)
         R = Rw[i]
         if p >= 0:   # body -> world rotation: ^0E_i^T = ^0E_p^T E^T; origin p_i = p_p + ^0E_p^T r
             Rp = Rw[p]
@@ -282,7 +286,7 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
             J[c, 3] += op[1] * J[c, 2] - op[2] * J[c, 1]
             J[c, 4] += op[2] * J[c, 0] - op[0] * J[c, 2]
             J[c, 5] += op[0] * J[c, 1] - op[1] * J[c, 0]
-            if not gravity_only:
+            if full:
                 for k in range(6):
                     vJ[k] += J[c, k] * qd[c]
         for k in range(6):
@@ -290,12 +294,12 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         _cross_m(ov[i], vJ, tmp)
         for k in range(6):
             oa[i, k] = ap[k] + tmp[k]                     # a_i = a_λ(i) + v_i x J_i qd_i + J_i qdd_i
-        if not gravity_only:
+        if full:
             for c in range(vi, vi + nvi):
                 for k in range(6):
                     oa[i, k] += J[c, k] * qdd[c]
         for c in range(vi, vi + nvi):
-            if p >= 0 and not gravity_only:
+            if p >= 0 and full:
                 _cross_m(vp, J[c], dV[c])                 # dV/dq_j = v_p x J_j
                 _cross_m(vp, dV[c], tmp)
             else:
@@ -309,7 +313,7 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
             _cross_m(tmp2, J[c], dAv[c])                  # dA/dqd_j = (v_j + v_p) x J_j
         _world_inertia(mf, i, R, op, Yc[i])
         _mul6(Yc[i], oa[i], F[i])                         # f_i = Y_i a_i + v_i x* Y_i v_i - f^x_i
-        if not gravity_only:
+        if full:
             _mul6(Yc[i], ov[i], tmp)
             _cross_f(ov[i], tmp, tmp2)
             for k in range(6):
@@ -330,7 +334,8 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         for b in range(nv):
             dq[a, b] = 0.0
             dv[a, b] = 0.0
-            H[a, b] = 0.0
+            if want_h:
+                H[a, b] = 0.0
     for i in range(nb - 1, -1, -1):
         ii = HEADER_I + BODY_I * i
         p = mi[ii + J_PARENT]
@@ -348,7 +353,8 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         for c in range(vi, vi + nvi):   # the joint's own columns' force derivatives
             _mul6(Y, dA[c], dFq[c])
             if full:
-                _mul6(Y, J[c], dFa[c])
+                if want_h:
+                    _mul6(Y, J[c], dFa[c])
                 _mul6(Y, dAv[c], dFv[c])
                 _mul6(B, J[c], tmp)
                 for k in range(6):
@@ -367,10 +373,12 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                     for k in range(6):
                         s_q += Jm[k] * dFq[c, k]
                         s_v += Jm[k] * dFv[c, k]
-                        s_a += Jm[k] * dFa[c, k]
                     dq[m, c] = s_q
                     dv[m, c] = s_v
-                    H[m, c] = s_a
+                    if want_h:
+                        for k in range(6):
+                            s_a += Jm[k] * dFa[c, k]
+                        H[m, c] = s_a
             else:   # gravity: B = 0, dV = 0, and only dtau/dq
                 for c in range(vi, end):
                     s_q = 0.0
@@ -394,14 +402,11 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                     for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
                         s_q = 0.0
                         s_v = 0.0
-                        s_a = 0.0
-                        for k in range(6):
+                        for k in range(6):   # (H's ancestors' columns: by symmetry, at the end)
                             s_q += tmp[k] * dA[c, k] + tmp2[k] * dV[c, k]
                             s_v += tmp[k] * dAv[c, k] + tmp2[k] * J[c, k]
-                            s_a += tmp[k] * J[c, k]
                         dq[m, c] = s_q
                         dv[m, c] = s_v
-                        H[m, c] = s_a
                 else:
                     for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
                         s_q = 0.0
@@ -409,8 +414,9 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                             s_q += tmp[k] * dA[c, k]
                         dq[m, c] = s_q
                 anc = mi[aa + J_PARENT]
-            H[m, m] += mf[dd + D_ARMATURE]
-            if not gravity_only:
+            if want_h:
+                H[m, m] += mf[dd + D_ARMATURE]
+            if full:
                 dv[m, m] += friction_slope(mf, dd, qd[m])
         for c in range(vi, vi + nvi):   # the transport of the subtree's force, for the ancestors' rows
             _cross_f(J[c], F[i], tmp)
@@ -425,6 +431,16 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                 for a in range(6):
                     for b in range(6):
                         Bc[p, a, b] += B[a, b]
+    if want_h:   # H_ij for j an ancestor of i: H_ji (H is symmetric; the rows of j have it)
+        for i in range(nb):
+            ii = HEADER_I + BODY_I * i
+            for m in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+                anc = mi[ii + J_PARENT]
+                while anc >= 0:
+                    aa = HEADER_I + BODY_I * anc
+                    for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                        H[m, c] = H[c, m]
+                    anc = mi[aa + J_PARENT]
     return 0
 
 
@@ -438,7 +454,7 @@ def rnea_derivatives_entry(mi, mf, q, qd, qdd, fx, gravity_only):
     dq = np.empty((n, n))
     dv = np.empty((n, n))
     H = np.empty((n, n))
-    s = np.empty(12 + 102 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
+    s = np.empty(12 + 104 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
     st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only)
     return st, dq, dv
 
@@ -453,14 +469,14 @@ def rnea_derivatives_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
     """(dtau/dq, dtau/dqd) into out (2 nvt^2); H and the scratch at the end of w."""
     mi, mf, n = model_from_pointers(mip, mfp)
     w = carray(wp, (nw,))
-    ns = 102 * mi[H_NB] + 42 * n + 114   # scratch_size
+    ns = 104 * mi[H_NB] + 42 * n + 114   # scratch_size
     if nw < ns + n * n:
         return BAD_LENGTH * 100000000
     out = carray(outp, (2 * n * n,))
     b = nw - ns - n * n
     return rnea_derivatives_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(qddp, (nqdd,)), w[0:0],
                                    out[0:n * n].reshape((n, n)), out[n * n:2 * n * n].reshape((n, n)),
-                                   w[b:b + n * n].reshape((n, n)), w[b + n * n:nw], 0)
+                                   w[b:b + n * n].reshape((n, n)), w[b + n * n:nw], NO_H)
 
 
 @njit("UniTuple(int64, 2)(int64[::1], float64[::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], "
@@ -470,10 +486,10 @@ def rnea_derivatives_batch_entry(mi, mf, Q, QD, QDD, DQ, DV):
     Returns (status, k) of the first state refused, or (0, -1)."""
     n = mi[H_NVT]
     H = np.empty((n, n))
-    s = np.empty(12 + 102 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
+    s = np.empty(12 + 104 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
     e = np.empty(0)
     for k in range(Q.shape[0]):
-        st = rnea_derivatives_kernel(mi, mf, Q[k], QD[k], QDD[k], e, DQ[k], DV[k], H, s, 0)
+        st = rnea_derivatives_kernel(mi, mf, Q[k], QD[k], QDD[k], e, DQ[k], DV[k], H, s, NO_H)
         if st != 0:
             return st, k
     return 0, -1
