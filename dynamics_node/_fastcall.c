@@ -27,6 +27,9 @@
  *       coordinates, the body index as the float) and writing rows x nvt; fast as above when besides
  *       point is origin (identity) and link is a str key of model._link_index (link_body, link_p
  *       read in place).
+ *   Route(addr, nin, True, fast, slow, 0, None, nout, extra)   a matrices route: as a vector route, for a
+ *       kernel writing nout nvt x nvt matrices into one block (a tuple of nout views when nout > 1) with
+ *       a work array longer by extra = (per body, per dof, per dof squared, constant) floats (_routes.c)
  *   conform(a) -> bool    a is what a numba kernel signature float64[::1] takes as it is
  *   finite(a) -> bool     every entry of a C-contiguous float64 array is finite
  *   finite_all(x) -> bool | None   the same over a result: arrays, floats, tuples, lists, dicts

@@ -8,7 +8,12 @@
  *                 in body coordinates, the body's index as the float) and writing rows x nvt: fast
  *                 also needs point to be `origin` (the link origin, by identity) and link a str key
  *                 of model._link_index; the body and the point are read from model.link_body and
- *                 model.link_p in place. */
+ *                 model.link_p in place;
+ *   matrices route route(model, data, a[, b, c], *extras) with nout > 1 or a scratch rule `extra`:
+ *                 a kernel k1_t or k3_t writing nout nvt x nvt matrices one after the other into one
+ *                 block (returned as one matrix, or a tuple of nout views of the block), with a work
+ *                 array of the model's length plus extra = (per body, per dof, per dof squared,
+ *                 constant) floats of scratch (the derivatives of the dynamics: two or three results). */
 #define NO_IMPORT_ARRAY
 #include "_fastcall.h"
 #include <stddef.h>
@@ -19,6 +24,8 @@ typedef struct {
     void *addr;
     int nin, matrix;
     int rows;         /* a link route's output rows */
+    int nout;         /* a matrices route's outputs (0: not a matrices route) */
+    Py_ssize_t extra[4]; /* a matrices route's scratch: per body, per dof, per dof squared, constant */
     PyObject *origin; /* a link route's default point; NULL for a vector route */
     PyObject *fast;   /* tuple: the extras' values that keep the fast path */
     PyObject *slow;   /* callable with the route's own arguments */
@@ -50,6 +57,79 @@ static PyObject *vector_call(PyObject *op, PyObject *const *args, size_t nargsf,
     if (res == NULL) return NULL;
     if (PyArray_CheckExact(res)) return res;
     Py_DECREF(res); /* a status: the slow path recomputes and names the problem */
+slow:
+    return PyObject_Vectorcall(r->slow, args, nargsf, kwnames);
+}
+
+/* The kernel behind a matrices route on checked arrays: the result (one ndarray, or a tuple of nout views
+ * of one block), Py_None for a status or an overflow (the slow path recomputes and names it), or NULL with
+ * an exception set. */
+static PyObject *run_matrices(Route *r, PyArrayObject *mi, PyArrayObject *mf, PyObject *const *x) {
+    const int64_t *h = (const int64_t *)PyArray_DATA(mi);
+    npy_intp n = (npy_intp)h[1]; /* nvt */
+    Py_ssize_t nw, extra = r->extra[0] * (Py_ssize_t)h[0] + r->extra[1] * n + r->extra[2] * n * n + r->extra[3];
+    double *w = thread_work_plus(h, extra, &nw);
+    if (!w) return NULL;
+    npy_intp dims[3] = {r->nout, n, n};
+    PyObject *block = PyArray_SimpleNew(r->nout > 1 ? 3 : 2, r->nout > 1 ? dims : dims + 1, NPY_DOUBLE);
+    if (!block) return NULL;
+    double *o = (double *)PyArray_DATA((PyArrayObject *)block);
+    PyArrayObject *a = (PyArrayObject *)x[0];
+    int64_t st;
+    if (r->nin == 1) {
+        st = ((k1_t)r->addr)(h, (const double *)PyArray_DATA(mf), (const double *)PyArray_DATA(a),
+                             (int64_t)PyArray_DIM(a, 0), o, w, (int64_t)(nw + extra));
+    } else {
+        PyArrayObject *b = (PyArrayObject *)x[1], *c = (PyArrayObject *)x[2];
+        st = ((k3_t)r->addr)(h, (const double *)PyArray_DATA(mf), (const double *)PyArray_DATA(a),
+                             (int64_t)PyArray_DIM(a, 0), (const double *)PyArray_DATA(b), (int64_t)PyArray_DIM(b, 0),
+                             (const double *)PyArray_DATA(c), (int64_t)PyArray_DIM(c, 0), o, w,
+                             (int64_t)(nw + extra));
+    }
+    if (st || !all_finite(o, r->nout * n * n)) {
+        Py_DECREF(block);
+        Py_RETURN_NONE;
+    }
+    if (r->nout == 1) return block;
+    PyObject *res = PyTuple_New(r->nout);
+    if (!res) {
+        Py_DECREF(block);
+        return NULL;
+    }
+    for (int k = 0; k < r->nout; k++) {
+        PyArray_Descr *d = PyArray_DescrFromType(NPY_DOUBLE);
+        PyObject *v = PyArray_NewFromDescr(&PyArray_Type, d, 2, dims + 1, NULL, o + k * n * n,
+                                           NPY_ARRAY_CARRAY, NULL);
+        if (!v) {
+            Py_DECREF(res);
+            Py_DECREF(block);
+            return NULL;
+        }
+        Py_INCREF(block);
+        if (PyArray_SetBaseObject((PyArrayObject *)v, block) < 0) {
+            Py_DECREF(v);
+            Py_DECREF(res);
+            Py_DECREF(block);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(res, k, v);
+    }
+    Py_DECREF(block);
+    return res;
+}
+
+static PyObject *matrices_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Route *r = (Route *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *mi, *mf;
+    if (kwnames || nargs != 2 + r->nin + PyTuple_GET_SIZE(r->fast) || args[1] != Py_None ||
+        !fast_call(r, args[0], args + 2 + r->nin, &mi, &mf))
+        goto slow;
+    for (int k = 0; k < r->nin; k++)
+        if (!is_vec(args[2 + k], NPY_DOUBLE)) goto slow;
+    PyObject *res = run_matrices(r, (PyArrayObject *)mi, (PyArrayObject *)mf, args + 2);
+    if (res != Py_None) return res;
+    Py_DECREF(res);
 slow:
     return PyObject_Vectorcall(r->slow, args, nargsf, kwnames);
 }
@@ -100,18 +180,27 @@ slow:
 
 static PyObject *route_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     PyObject *addr, *fast, *slow, *origin = NULL;
-    int nin, matrix, rows = 0;
-    if (!PyArg_ParseTuple(args, "OipO!O|iO:Route", &addr, &nin, &matrix, &PyTuple_Type, &fast, &slow, &rows, &origin))
+    int nin, matrix, rows = 0, nout = 0;
+    Py_ssize_t extra[4] = {0, 0, 0, 0};
+    if (!PyArg_ParseTuple(args, "OipO!O|iOi(nnnn):Route", &addr, &nin, &matrix, &PyTuple_Type, &fast, &slow, &rows,
+                          &origin, &nout, extra, extra + 1, extra + 2, extra + 3))
         return NULL;
+    if (origin == Py_None) origin = NULL;
     if (origin ? (nin != 2 || rows <= 0) : (nin != 1 && nin != 3)) {
         PyErr_SetString(PyExc_ValueError, "nin must be 1 or 3 (a link route: 2, with rows > 0 and origin)");
+        return NULL;
+    }
+    if (nout < 0 || (nout && (origin || !matrix)) || extra[0] < 0 || extra[1] < 0 || extra[2] < 0 || extra[3] < 0) {
+        PyErr_SetString(PyExc_ValueError, "a matrices route takes matrix=True, no origin, nout >= 1, extra >= 0");
         return NULL;
     }
     void *p = PyLong_AsVoidPtr(addr);
     if (!p) return PyErr_Occurred() ? NULL : (PyErr_SetString(PyExc_ValueError, "null kernel"), NULL);
     Route *r = (Route *)type->tp_alloc(type, 0);
     if (!r) return NULL;
-    r->vectorcall = origin ? link_call : vector_call;
+    r->vectorcall = origin ? link_call : (nout ? matrices_call : vector_call);
+    r->nout = nout;
+    memcpy(r->extra, extra, sizeof extra);
     r->addr = p;
     r->nin = nin;
     r->matrix = matrix;
@@ -155,6 +244,6 @@ PyTypeObject RouteType = {
     .tp_traverse = (traverseproc)route_traverse,
     .tp_clear = (inquiry)route_clear,
     .tp_dealloc = (destructor)route_dealloc,
-    .tp_doc = "Route(addr, nin, matrix, fast, slow[, rows, origin]): the fast front of one public function "
-              "(with rows and origin: of a link's point)",
+    .tp_doc = "Route(addr, nin, matrix, fast, slow[, rows, origin[, nout, extra]]): the fast front of one public "
+              "function (with rows and origin: of a link's point; with nout and extra: of nout matrices)",
 };

@@ -257,10 +257,13 @@ class Route:
     callback's output is nvt x nvt. ``link_shim=(cfunc, rows, origin)``: a function of a link's point
     (inputs q, qd, point; extras link, then those of ``fast``) whose C callback takes the point in
     body coordinates and the body index (a link ``_fastcall.Route``) and writes rows x nvt; its front
-    answers the link origin (``point is origin``) of a link named by a str."""
+    answers the link origin (``point is origin``) of a link named by a str. ``nout`` (with ``shim``): the
+    callback writes nout nvt x nvt matrices (a tuple of them when nout > 1) and takes ``extra`` = (per body,
+    per dof, per dof squared, constant) floats of scratch after the work array; the slow side then
+    runs ``compute``."""
 
     def __init__(self, what, inputs, compute, extras=(), fast=(), shim=None, matrix=False, tree=True, post=None,
-                 link_shim=None):
+                 link_shim=None, nout=0, extra=(0, 0, 0, 0)):
         self.what, self.inputs, self.compute = what, tuple(inputs), compute
         self.extras, self.fast = tuple(extras), tuple(fast)
         self.shim, self.matrix, self.tree, self.post = shim, matrix, tree, post
@@ -269,7 +272,12 @@ class Route:
         self.names = [nm for nm, _ in self.inputs]
         self.addr = shim.address if shim is not None and _fast.AVAILABLE else None
         self.front = self.slow
-        if self.addr is not None:
+        if self.addr is not None and nout:
+            _bind_model()
+            self.front = _fast.Route(self.addr, len(self.inputs), True, self.fast, self.slow, 0, None, nout,
+                                     tuple(extra))
+            self.addr = None   # the slow side computes (invoke returns one matrix)
+        elif self.addr is not None:
             _bind_model()
             self.front = _fast.Route(self.addr, len(self.inputs), matrix, self.fast, self.slow)
         elif link_shim is not None and _fast.AVAILABLE:

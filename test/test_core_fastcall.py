@@ -291,3 +291,101 @@ def test_link_route_on_many_threads(arm):
 
     with ThreadPoolExecutor(4) as ex:
         assert all(ex.map(run, range(16)))
+
+
+# ------------------------------------------------------------------ the matrices route (issue 29)
+def _derivative_calls(arm, q, qd, x):
+    return ((dn.inverse_dynamics_derivatives, (q, qd, x)), (dn.forward_dynamics_derivatives, (q, qd, x)),
+            (dn.gravity_derivatives, (q,)))
+
+
+def test_matrices_route_stays_in_c(arm):
+    """The derivatives of a plain model with float64 vectors and no f_ext run no Python code below the public
+    function (the C front returns the tuple); f_ext takes the Python side."""
+    import sys
+
+    q = np.full(arm.nv, 0.3)
+    calls = []
+
+    def prof(frame, event, arg):
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    for fn, args in _derivative_calls(arm, q, q, q):
+        fn(arm, *args)
+        calls.clear()
+        sys.setprofile(prof)
+        try:
+            fn(arm, *args)
+        finally:
+            sys.setprofile(None)
+        assert calls == [fn.__name__], (fn.__name__, calls)
+    calls.clear()
+    sys.setprofile(prof)
+    try:
+        dn.inverse_dynamics_derivatives(arm, q, q, q, f_ext={arm.link_names[-1]: np.ones(6)})
+    finally:
+        sys.setprofile(None)
+    assert "slow" in calls
+
+
+def test_matrices_route_equals_the_computing_side(arm):
+    """The C front's results are bit for bit those of the route's Python side (numba entries), as separate
+    nv x nv arrays: writing into one leaves the others unchanged."""
+    from dynamics_node.algorithms import derivatives as D
+
+    rng = np.random.default_rng(11)
+    q, qd, x = rng.uniform(-2, 2, (3, arm.nv))
+    st, want = D._id_derivatives(arm, None, None, q, qd, x, None)
+    got = dn.inverse_dynamics_derivatives(arm, q, qd, x)
+    assert st == 0 and type(got) is tuple and len(got) == 2
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    st, want = D._fd_derivatives(arm, None, np.empty(arm.work_size), q, qd, x, None)
+    got = dn.forward_dynamics_derivatives(arm, q, qd, x)
+    assert st == 0 and type(got) is tuple and len(got) == 3
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+        assert a.shape == (arm.nv, arm.nv) and a.flags.c_contiguous and a.flags.writeable
+    keep = [a.copy() for a in got]
+    got[0][:] = np.nan
+    np.testing.assert_array_equal(got[1], keep[1])
+    np.testing.assert_array_equal(got[2], keep[2])
+    st, want = D._gravity_derivatives(arm, None, None, q)
+    np.testing.assert_array_equal(dn.gravity_derivatives(arm, q), want)
+
+
+def test_matrices_route_hands_errors_to_python(arm):
+    q = np.zeros(arm.nv)
+    for fn, args in _derivative_calls(arm, q[:-1], q, q):
+        with pytest.raises(dn.InputError, match="length"):
+            fn(arm, *args)
+    q[2] = np.nan
+    for fn, args in _derivative_calls(arm, q, np.zeros(arm.nv), np.zeros(arm.nv)):
+        with pytest.raises(dn.InputError, match=r"q\[2\].*joint3"):
+            fn(arm, *args)
+    big = np.full(arm.nv, 1e200)   # finite in, not finite out: refused by name, never returned
+    with pytest.raises(dn.InputError, match="out of range"):
+        dn.inverse_dynamics_derivatives(arm, np.zeros(arm.nv), big, big)
+
+
+def test_matrices_route_on_many_threads(arm):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    states = [rng.uniform(-2, 2, (3, arm.nv)) for _ in range(16)]
+    want = [dn.forward_dynamics_derivatives(arm, *s) for s in states]
+    with ThreadPoolExecutor(4) as ex:
+        for _ in range(5):
+            got = list(ex.map(lambda s: dn.forward_dynamics_derivatives(arm, *s), states))
+            for g, w in zip(got, want):
+                for a, b in zip(g, w):
+                    np.testing.assert_array_equal(a, b)
+
+
+def test_matrices_route_refuses_bad_construction():
+    addr = _gravity_addr()
+    with pytest.raises(ValueError, match="matrices route"):
+        _fast.Route(addr, 1, False, (), print, 0, None, 2, (0, 0, 0, 0))   # matrix=False
+    with pytest.raises(ValueError, match="matrices route"):
+        _fast.Route(addr, 1, True, (), print, 0, None, 1, (0, -1, 0, 0))

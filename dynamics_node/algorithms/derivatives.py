@@ -20,8 +20,10 @@ from ..dispatch import Route, check_model, to_tree, wrenches
 from ..batch_errors import blame_row
 from ..errors import InputError, SingularMassMatrixError
 from ._common import EMPTY, raise_status
-from .rnea_derivatives import (rnea_derivatives_batch_entry, rnea_derivatives_entry, rnea_derivatives_kernel,
-                               scratch_size)
+from .aba_derivatives import FD_EXTRA, aba_derivatives_c, aba_derivatives_kernel
+from .gravity_derivatives import EXTRA as G_EXTRA, gravity_derivatives_c, gravity_derivatives_entry
+from .rnea_derivatives import (ID_EXTRA, NO_H, rnea_derivatives_batch_entry, rnea_derivatives_c, rnea_derivatives_entry,
+                               rnea_derivatives_kernel, scratch_size)
 
 
 def _tree_derivatives(model, q, qd, qdd, fx):
@@ -38,25 +40,25 @@ def _user(model, D):
 
 def _id_derivatives(model, data, w, q, qd, qdd, f_ext):
     st, dq, dv = rnea_derivatives_entry(model._kmi, model._kmf, q, qd, qdd,
-                                        EMPTY if f_ext is None else wrenches(model, f_ext), 0)
+                                        EMPTY if f_ext is None else wrenches(model, f_ext), NO_H)
     if st:
         return st, None
     return 0, (_user(model, dq), _user(model, dv)) if model.has_mimic else (dq, dv)
 
 
 def _gravity_derivatives(model, data, w, q):
-    st, dq, _ = rnea_derivatives_entry(model._kmi, model._kmf, q, EMPTY, EMPTY, EMPTY, 1)
+    dq = np.empty((model.nvt, model.nvt))
+    st = gravity_derivatives_entry(model._kmi, model._kmf, q, dq)   # gravity_derivatives.py
     return st, (None if st else _user(model, dq))
 
 
 def _fd_derivatives(model, data, w, q, qd, tau, f_ext):
     if not model.has_mimic:   # one compiled call: ABA, RNEA derivatives, H^-1 (aba_derivatives.py)
-        from .aba_derivatives import aba_derivatives_kernel
 
         n = model.nvt
         out = (np.empty((n, n)), np.empty((n, n)), np.empty((n, n)))
         st = aba_derivatives_kernel(model._kmi, model._kmf, q, qd, tau, wrenches(model, f_ext), np.empty(n), *out,
-                                    np.empty((n, n)), np.empty((n, n)), np.empty(scratch_size(model.nb, n)), w)
+                                    np.empty((n, n)), np.empty(n), np.empty(scratch_size(model.nb, n)), w)
         return st, (None if st else out)
     from .aba import forward_dynamics
 
@@ -84,9 +86,13 @@ def _spd_inverse(model, H):
 
 
 _Q, _QD, _QDD, _TAU = ("q", "q"), ("qd", "v"), ("qdd", "v"), ("tau", "v")
-_ID_D = Route("inverse dynamics derivatives", (_Q, _QD, _QDD), _id_derivatives, extras=("f_ext",)).front
-_G_D = Route("gravity derivatives", (_Q,), _gravity_derivatives).front
-_FD_D = Route("forward dynamics derivatives", (_Q, _QD, _TAU), _fd_derivatives, extras=("f_ext",), tree=False).front
+# the fast fronts (C, dispatch.Route with nout): the controllers' call, no f_ext, a model without mimic joints
+_ID_D = Route("inverse dynamics derivatives", (_Q, _QD, _QDD), _id_derivatives, extras=("f_ext",), fast=(None,),
+              shim=rnea_derivatives_c, nout=2, extra=ID_EXTRA).front
+_G_D = Route("gravity derivatives", (_Q,), _gravity_derivatives, shim=gravity_derivatives_c, nout=1,
+             extra=G_EXTRA).front
+_FD_D = Route("forward dynamics derivatives", (_Q, _QD, _TAU), _fd_derivatives, extras=("f_ext",), tree=False,
+              fast=(None,), shim=aba_derivatives_c, nout=3, extra=FD_EXTRA).front
 
 
 def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None):

@@ -45,12 +45,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import njit, types
-from ..joints import jcalc
+from .._jit import carray, cfunc, njit, types
+from ..joints import jcalc_sc, sincos_all
 from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DOF_F, D_ARMATURE, D_S, FEXT_N, HEADER_F,
                       HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_NV, J_PARENT, J_VI)
 from .friction import friction_slope  # the joint law's d tau_f / d qd (issue 27), written once
-from ._common import A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, check_q, check_state
+from ._common import (A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, SIG3, check_q, check_state,
+                      model_from_pointers)
 
 
 
@@ -101,9 +102,21 @@ def _is_descendant(mi, k, i):
     return p == i
 
 
+NO_H = 2   # rnea_derivatives_kernel's last argument: dtau/dq and dtau/dqd only (0: H too; 1: gravity)
+# The kernel's scratch s, by name (its layout is laid out in rnea_derivatives_kernel): per body the world
+# rotation (R3 floats) and origin (P3), v, a and F (SV each), Y^C and B^C (SM each) and the sine and cosine of
+# its joint (2); per dof J, dV, dA, dAv, dFq, dFv, dFa (SV each); a constant part: x (12), five spatial
+# vectors and two spatial matrices.
+R3, P3, SV, SM = 9, 3, 6, 36
+S_BODY = R3 + P3 + 3 * SV + 2 * SM + 2
+S_DOF = 7 * SV
+S_CONST = 12 + 5 * SV + 2 * SM
+SCRATCH = (S_BODY, S_DOF, 0, S_CONST)   # floats per body, per dof, per dof squared, constant
+
+
 def scratch_size(nb, nv):
     """Floats of the kernel's scratch (layout in rnea_derivatives_kernel)."""
-    return 12 + 102 * nb + 42 * nv + 5 * 6 + 2 * 36
+    return S_BODY * nb + S_DOF * nv + S_CONST
 
 
 @njit(cache=True, inline="always")
@@ -141,35 +154,51 @@ def _world_inertia(mf, i, R, p, Y):
 
 
 @njit(cache=True, inline="always")
-def _variation(Y, v, h, B, C, Hb):
-    """B = v x* Y - Y v x + h x̄* with h = Y v (the inertia's variation, see the module docstring);
-    C and Hb are 6 x 6 scratch."""
+def _variation(Y, v, h, B):
+    """B = v x* Y - Y v x + h x̄* with h = Y v (the inertia's variation, see the module docstring). Y is
+    symmetric, so with M = Y (v x): v x* Y = -(v x)^T Y = -M^T, and B = h x̄* - M - M^T; M's column c is
+    Y (v x e_c), where v x e_c has four nonzeros (crm(v) = [w x, 0; u x, w x], Featherstone Eq. 2.31)."""
+    w0, w1, w2, u0, u1, u2 = v[0], v[1], v[2], v[3], v[4], v[5]
+    for r in range(6):   # M into B (then B = -(M + M^T) in place)
+        y0, y1, y2, y3, y4, y5 = Y[r, 0], Y[r, 1], Y[r, 2], Y[r, 3], Y[r, 4], Y[r, 5]
+        B[r, 0] = w2 * y1 - w1 * y2 + u2 * y4 - u1 * y5
+        B[r, 1] = w0 * y2 - w2 * y0 + u0 * y5 - u2 * y3
+        B[r, 2] = w1 * y0 - w0 * y1 + u1 * y3 - u0 * y4
+        B[r, 3] = w2 * y4 - w1 * y5
+        B[r, 4] = w0 * y5 - w2 * y3
+        B[r, 5] = w1 * y3 - w0 * y4
     for r in range(6):
-        for c in range(6):
-            C[r, c] = 0.0
-            Hb[r, c] = 0.0
-    _skew(v[0], v[1], v[2], C, 0, 0, 1.0)   # crm(v) = [w x, 0; u x, w x]
-    _skew(v[0], v[1], v[2], C, 3, 3, 1.0)
-    _skew(v[3], v[4], v[5], C, 3, 0, 1.0)
-    _skew(h[0], h[1], h[2], Hb, 0, 0, -1.0)  # h x̄* = [-hn x, -hf x; -hf x, 0]
-    _skew(h[3], h[4], h[5], Hb, 0, 3, -1.0)
-    _skew(h[3], h[4], h[5], Hb, 3, 0, -1.0)
-    for r in range(6):   # crf(v) = -crm(v)^T
-        for c in range(6):
-            t = Hb[r, c]
-            for k in range(6):
-                t -= C[k, r] * Y[k, c] + Y[r, k] * C[k, c]
+        B[r, r] = -2.0 * B[r, r]
+        for c in range(r + 1, 6):
+            t = -(B[r, c] + B[c, r])
             B[r, c] = t
+            B[c, r] = t
+    # h x̄* = [-hn x, -hf x; -hf x, 0] with h = (hn, hf) (f x̄* m := m x* f)
+    hn0, hn1, hn2, hf0, hf1, hf2 = h[0], h[1], h[2], h[3], h[4], h[5]
+    B[0, 1] += hn2
+    B[0, 2] -= hn1
+    B[1, 0] -= hn2
+    B[1, 2] += hn0
+    B[2, 0] += hn1
+    B[2, 1] -= hn0
+    for o in (0, 3):
+        r0 = 3 - o
+        B[r0, o + 1] += hf2
+        B[r0, o + 2] -= hf1
+        B[r0 + 1, o] -= hf2
+        B[r0 + 1, o + 2] += hf0
+        B[r0 + 2, o] += hf1
+        B[r0 + 2, o + 1] -= hf0
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F2, F2, F2, F1, types.int64), cache=True, fastmath=FASTMATH)
 def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
     """dq = dtau/dq (tangent), dv = dtau/dqd and H = dtau/dqdd of tau = ID(q, qd, qdd, f^x) (tree
-    coordinates, nvt x nvt each), with s the scratch (scratch_size floats). gravity_only: qd = qdd = 0
+    coordinates, nvt x nvt each), with s the scratch (scratch_size floats). gravity_only: 1: qd = qdd = 0
     and no f^x (qd, qdd are not read). Returns 0 or a status (_common)."""
     nb = mi[H_NB]
     nv = mi[H_NVT]
-    if gravity_only:
+    if gravity_only == 1:
         st = check_q(q, mi)
     else:
         st = check_state(q, qd, qdd, mi)
@@ -181,54 +210,56 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
     dofs = HEADER_F + BODY_F * nb
     o = 12
     x = s[0:12]
-    Rw = s[o:o + 9 * nb].reshape((nb, 3, 3))
-    o += 9 * nb
-    pw = s[o:o + 3 * nb].reshape((nb, 3))
-    o += 3 * nb
-    ov = s[o:o + 6 * nb].reshape((nb, 6))
-    o += 6 * nb
-    oa = s[o:o + 6 * nb].reshape((nb, 6))
-    o += 6 * nb
-    F = s[o:o + 6 * nb].reshape((nb, 6))
-    o += 6 * nb
-    Yc = s[o:o + 36 * nb].reshape((nb, 6, 6))
-    o += 36 * nb
-    Bc = s[o:o + 36 * nb].reshape((nb, 6, 6))
-    o += 36 * nb
-    J = s[o:o + 6 * nv].reshape((nv, 6))
-    o += 6 * nv
-    dV = s[o:o + 6 * nv].reshape((nv, 6))     # dV/dq_j
-    o += 6 * nv
-    dA = s[o:o + 6 * nv].reshape((nv, 6))     # dA/dq_j
-    o += 6 * nv
-    dAv = s[o:o + 6 * nv].reshape((nv, 6))    # dA/dqd_j
-    o += 6 * nv
-    dFq = s[o:o + 6 * nv].reshape((nv, 6))    # the columns' force derivatives, kept for the ancestors' rows
-    o += 6 * nv
-    dFv = s[o:o + 6 * nv].reshape((nv, 6))
-    o += 6 * nv
-    dFa = s[o:o + 6 * nv].reshape((nv, 6))
-    o += 6 * nv
+    Rw = s[o:o + R3 * nb].reshape((nb, 3, 3))
+    o += R3 * nb
+    pw = s[o:o + P3 * nb].reshape((nb, 3))
+    o += P3 * nb
+    ov = s[o:o + SV * nb].reshape((nb, 6))
+    o += SV * nb
+    oa = s[o:o + SV * nb].reshape((nb, 6))
+    o += SV * nb
+    F = s[o:o + SV * nb].reshape((nb, 6))
+    o += SV * nb
+    Yc = s[o:o + SM * nb].reshape((nb, 6, 6))
+    o += SM * nb
+    Bc = s[o:o + SM * nb].reshape((nb, 6, 6))
+    o += SM * nb
+    J = s[o:o + SV * nv].reshape((nv, 6))
+    o += SV * nv
+    dV = s[o:o + SV * nv].reshape((nv, 6))     # dV/dq_j
+    o += SV * nv
+    dA = s[o:o + SV * nv].reshape((nv, 6))     # dA/dq_j
+    o += SV * nv
+    dAv = s[o:o + SV * nv].reshape((nv, 6))    # dA/dqd_j
+    o += SV * nv
+    dFq = s[o:o + SV * nv].reshape((nv, 6))    # the columns' force derivatives, kept for the ancestors' rows
+    o += SV * nv
+    dFv = s[o:o + SV * nv].reshape((nv, 6))
+    o += SV * nv
+    dFa = s[o:o + SV * nv].reshape((nv, 6))
+    o += SV * nv
     tmp = s[o:o + 6]
     tmp2 = s[o + 6:o + 12]
     vJ = s[o + 12:o + 18]
     zero6 = s[o + 18:o + 24]
     a0 = s[o + 24:o + 30]
     o += 30
-    C = s[o:o + 36].reshape((6, 6))
-    Hb = s[o + 36:o + 72].reshape((6, 6))
+    sc = o   # sin and cos of every joint's first coordinate (joints.sincos_all: one vectorised loop)
+    full = gravity_only != 1
+    want_h = gravity_only == 0   # NO_H (2): H is not written (the inverse dynamics' derivatives)
     for k in range(6):
         zero6[k] = 0.0
         a0[k] = 0.0
     for k in range(3):
         a0[3 + k] = -mf[HF_GRAVITY + k]
     # ---- forward pass ----------------------------------------------------------------------
+    sincos_all(mi, q, s, sc)
     for i in range(nb):
         ii = HEADER_I + BODY_I * i
         p = mi[ii + J_PARENT]
         vi = mi[ii + J_VI]
         nvi = mi[ii + J_NV]
-        jcalc(mi, mf, i, q, x, 0, 9)   # ^iX_λ(i) = (E, r) (Table 4.1, §4.2)
+        jcalc_sc(mi, mf, i, q, x, 0, 9, s[sc + i], s[sc + nb + i])   # ^iX_λ(i) = (E, r) (Table 4.1, §4.2)
         R = Rw[i]
         if p >= 0:   # body -> world rotation: ^0E_i^T = ^0E_p^T E^T; origin p_i = p_p + ^0E_p^T r
             Rp = Rw[p]
@@ -256,7 +287,7 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
             J[c, 3] += op[1] * J[c, 2] - op[2] * J[c, 1]
             J[c, 4] += op[2] * J[c, 0] - op[0] * J[c, 2]
             J[c, 5] += op[0] * J[c, 1] - op[1] * J[c, 0]
-            if not gravity_only:
+            if full:
                 for k in range(6):
                     vJ[k] += J[c, k] * qd[c]
         for k in range(6):
@@ -264,12 +295,12 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         _cross_m(ov[i], vJ, tmp)
         for k in range(6):
             oa[i, k] = ap[k] + tmp[k]                     # a_i = a_λ(i) + v_i x J_i qd_i + J_i qdd_i
-        if not gravity_only:
+        if full:
             for c in range(vi, vi + nvi):
                 for k in range(6):
                     oa[i, k] += J[c, k] * qdd[c]
         for c in range(vi, vi + nvi):
-            if p >= 0 and not gravity_only:
+            if p >= 0 and full:
                 _cross_m(vp, J[c], dV[c])                 # dV/dq_j = v_p x J_j
                 _cross_m(vp, dV[c], tmp)
             else:
@@ -283,16 +314,12 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
             _cross_m(tmp2, J[c], dAv[c])                  # dA/dqd_j = (v_j + v_p) x J_j
         _world_inertia(mf, i, R, op, Yc[i])
         _mul6(Yc[i], oa[i], F[i])                         # f_i = Y_i a_i + v_i x* Y_i v_i - f^x_i
-        if not gravity_only:
+        if full:
             _mul6(Yc[i], ov[i], tmp)
             _cross_f(ov[i], tmp, tmp2)
             for k in range(6):
                 F[i, k] += tmp2[k]
-            _variation(Yc[i], ov[i], tmp, Bc[i], C, Hb)
-        else:
-            for a in range(6):
-                for b in range(6):
-                    Bc[i, a, b] = 0.0
+            _variation(Yc[i], ov[i], tmp, Bc[i])
         if hasfx:  # f^x in body coordinates -> world: n_w = R n + o x f_w, f_w = R f
             fo = FEXT_N * i
             for a in range(3):
@@ -308,7 +335,8 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         for b in range(nv):
             dq[a, b] = 0.0
             dv[a, b] = 0.0
-            H[a, b] = 0.0
+            if want_h:
+                H[a, b] = 0.0
     for i in range(nb - 1, -1, -1):
         ii = HEADER_I + BODY_I * i
         p = mi[ii + J_PARENT]
@@ -324,55 +352,72 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         Y = Yc[i]
         B = Bc[i]
         for c in range(vi, vi + nvi):   # the joint's own columns' force derivatives
-            _mul6(Y, J[c], dFa[c])
-            _mul6(Y, dAv[c], dFv[c])
-            _mul6(B, J[c], tmp)
-            for k in range(6):
-                dFv[c, k] += tmp[k]
             _mul6(Y, dA[c], dFq[c])
-            _mul6(B, dV[c], tmp)
-            for k in range(6):
-                dFq[c, k] += tmp[k]
+            if full:
+                if want_h:
+                    _mul6(Y, J[c], dFa[c])
+                _mul6(Y, dAv[c], dFv[c])
+                _mul6(B, J[c], tmp)
+                for k in range(6):
+                    dFv[c, k] += tmp[k]
+                _mul6(B, dV[c], tmp)
+                for k in range(6):
+                    dFq[c, k] += tmp[k]
         for m in range(vi, vi + nvi):
             Jm = J[m]
             dd = dofs + DOF_F * m
-            for c in range(vi, end):   # own and descendant columns: J_m^T dF_c
-                s_q = 0.0
-                s_v = 0.0
-                s_a = 0.0
-                for k in range(6):
-                    s_q += Jm[k] * dFq[c, k]
-                    s_v += Jm[k] * dFv[c, k]
-                    s_a += Jm[k] * dFa[c, k]
-                dq[m, c] = s_q
-                dv[m, c] = s_v
-                H[m, c] = s_a
+            if full:
+                for c in range(vi, end):   # own and descendant columns: J_m^T dF_c
+                    s_q = 0.0
+                    s_v = 0.0
+                    s_a = 0.0
+                    for k in range(6):
+                        s_q += Jm[k] * dFq[c, k]
+                        s_v += Jm[k] * dFv[c, k]
+                    dq[m, c] = s_q
+                    dv[m, c] = s_v
+                    if want_h:
+                        for k in range(6):
+                            s_a += Jm[k] * dFa[c, k]
+                        H[m, c] = s_a
+            else:   # gravity: B = 0, dV = 0, and only dtau/dq
+                for c in range(vi, end):
+                    s_q = 0.0
+                    for k in range(6):
+                        s_q += Jm[k] * dFq[c, k]
+                    dq[m, c] = s_q
             # ancestors' columns: (J_m^T Y^C_i) X_c + (J_m^T B^C_i) Z_c
             for k in range(6):
                 s1 = 0.0
                 s2 = 0.0
                 for l2 in range(6):
                     s1 += Jm[l2] * Y[l2, k]
-                    s2 += Jm[l2] * B[l2, k]
+                    if full:
+                        s2 += Jm[l2] * B[l2, k]
                 tmp[k] = s1
                 tmp2[k] = s2
             anc = p
             while anc >= 0:
                 aa = HEADER_I + BODY_I * anc
-                for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
-                    s_q = 0.0
-                    s_v = 0.0
-                    s_a = 0.0
-                    for k in range(6):
-                        s_q += tmp[k] * dA[c, k] + tmp2[k] * dV[c, k]
-                        s_v += tmp[k] * dAv[c, k] + tmp2[k] * J[c, k]
-                        s_a += tmp[k] * J[c, k]
-                    dq[m, c] = s_q
-                    dv[m, c] = s_v
-                    H[m, c] = s_a
+                if full:
+                    for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                        s_q = 0.0
+                        s_v = 0.0
+                        for k in range(6):   # (H's ancestors' columns: by symmetry, at the end)
+                            s_q += tmp[k] * dA[c, k] + tmp2[k] * dV[c, k]
+                            s_v += tmp[k] * dAv[c, k] + tmp2[k] * J[c, k]
+                        dq[m, c] = s_q
+                        dv[m, c] = s_v
+                else:
+                    for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                        s_q = 0.0
+                        for k in range(6):
+                            s_q += tmp[k] * dA[c, k]
+                        dq[m, c] = s_q
                 anc = mi[aa + J_PARENT]
-            H[m, m] += mf[dd + D_ARMATURE]
-            if not gravity_only:
+            if want_h:
+                H[m, m] += mf[dd + D_ARMATURE]
+            if full:
                 dv[m, m] += friction_slope(mf, dd, qd[m])
         for c in range(vi, vi + nvi):   # the transport of the subtree's force, for the ancestors' rows
             _cross_f(J[c], F[i], tmp)
@@ -383,7 +428,20 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                 F[p, a] += F[i, a]
                 for b in range(6):
                     Yc[p, a, b] += Y[a, b]
-                    Bc[p, a, b] += B[a, b]
+            if full:
+                for a in range(6):
+                    for b in range(6):
+                        Bc[p, a, b] += B[a, b]
+    if want_h:   # H_ij for j an ancestor of i: H_ji (H is symmetric; the rows of j have it)
+        for i in range(nb):
+            ii = HEADER_I + BODY_I * i
+            for m in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+                anc = mi[ii + J_PARENT]
+                while anc >= 0:
+                    aa = HEADER_I + BODY_I * anc
+                    for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                        H[m, c] = H[c, m]
+                    anc = mi[aa + J_PARENT]
     return 0
 
 
@@ -397,9 +455,29 @@ def rnea_derivatives_entry(mi, mf, q, qd, qdd, fx, gravity_only):
     dq = np.empty((n, n))
     dv = np.empty((n, n))
     H = np.empty((n, n))
-    s = np.empty(12 + 102 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
+    s = np.empty(S_BODY * mi[H_NB] + S_DOF * n + S_CONST)   # scratch_size
     st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only)
     return st, dq, dv
+
+
+# C callbacks (the fast front, dispatch.Route with nout): the outputs one block, the scratch after the
+# model's work array (the route's extra: SCRATCH plus the unreturned nvt x nvt matrices)
+ID_EXTRA = (SCRATCH[0], SCRATCH[1], 1, SCRATCH[3])
+
+
+@cfunc(SIG3, cache=True)
+def rnea_derivatives_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
+    """(dtau/dq, dtau/dqd) into out (2 nvt^2); H and the scratch at the end of w."""
+    mi, mf, n = model_from_pointers(mip, mfp)
+    w = carray(wp, (nw,))
+    ns = S_BODY * mi[H_NB] + S_DOF * n + S_CONST   # scratch_size
+    if nw < ns + n * n:
+        return BAD_LENGTH * 100000000
+    out = carray(outp, (2 * n * n,))
+    b = nw - ns - n * n
+    return rnea_derivatives_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(qddp, (nqdd,)), w[0:0],
+                                   out[0:n * n].reshape((n, n)), out[n * n:2 * n * n].reshape((n, n)),
+                                   w[b:b + n * n].reshape((n, n)), w[b + n * n:nw], NO_H)
 
 
 @njit("UniTuple(int64, 2)(int64[::1], float64[::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], "
@@ -409,10 +487,10 @@ def rnea_derivatives_batch_entry(mi, mf, Q, QD, QDD, DQ, DV):
     Returns (status, k) of the first state refused, or (0, -1)."""
     n = mi[H_NVT]
     H = np.empty((n, n))
-    s = np.empty(12 + 102 * mi[H_NB] + 42 * n + 5 * 6 + 2 * 36)   # scratch_size
+    s = np.empty(S_BODY * mi[H_NB] + S_DOF * n + S_CONST)   # scratch_size
     e = np.empty(0)
     for k in range(Q.shape[0]):
-        st = rnea_derivatives_kernel(mi, mf, Q[k], QD[k], QDD[k], e, DQ[k], DV[k], H, s, 0)
+        st = rnea_derivatives_kernel(mi, mf, Q[k], QD[k], QDD[k], e, DQ[k], DV[k], H, s, NO_H)
         if st != 0:
             return st, k
     return 0, -1
