@@ -330,8 +330,14 @@ def test_matrices_route_stays_in_c(arm):
 
 
 def test_matrices_route_equals_the_computing_side(arm):
-    """The C front's results are bit for bit those of the route's Python side (numba entries), as separate
-    nv x nv arrays: writing into one leaves the others unchanged."""
+    """The C front's results are those of the route's Python side (numba entries), as separate nv x nv arrays:
+    writing into one leaves the others unchanged. To rounding, not bit for bit: the C front calls the
+    ahead-of-time library when it is built, which LLVM compiles to other fused multiply-adds than numba's JIT
+    (seen: 1e-15 in dtau/dq, 1e-13 in the forward derivatives; with DYNAMICS_NODE_NO_AOT=1 they are equal)."""
+
+    def same(a, b):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(b).max()))
+
     from dynamics_node.algorithms import derivatives as D
 
     rng = np.random.default_rng(11)
@@ -340,19 +346,19 @@ def test_matrices_route_equals_the_computing_side(arm):
     got = dn.inverse_dynamics_derivatives(arm, q, qd, x)
     assert st == 0 and type(got) is tuple and len(got) == 2
     for a, b in zip(got, want):
-        np.testing.assert_array_equal(a, b)
+        same(a, b)
     st, want = D._fd_derivatives(arm, None, np.empty(arm.work_size), q, qd, x, None)
     got = dn.forward_dynamics_derivatives(arm, q, qd, x)
     assert st == 0 and type(got) is tuple and len(got) == 3
     for a, b in zip(got, want):
-        np.testing.assert_array_equal(a, b)
+        same(a, b)
         assert a.shape == (arm.nv, arm.nv) and a.flags.c_contiguous and a.flags.writeable
     keep = [a.copy() for a in got]
     got[0][:] = np.nan
     np.testing.assert_array_equal(got[1], keep[1])
     np.testing.assert_array_equal(got[2], keep[2])
     st, want = D._gravity_derivatives(arm, None, None, q)
-    np.testing.assert_array_equal(dn.gravity_derivatives(arm, q), want)
+    same(dn.gravity_derivatives(arm, q), want)
 
 
 def test_matrices_route_hands_errors_to_python(arm):
