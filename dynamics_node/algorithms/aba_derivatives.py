@@ -4,8 +4,10 @@ ID(q, qd, FD(q, qd, tau)) = tau at qdd = FD(q, qd, tau) gives
 
     dqdd/dq = -H^-1 dID/dq,   dqdd/dqd = -H^-1 dID/dqd,   dqdd/dtau = H^-1,
 
-with qdd from the articulated-body algorithm (aba.py, Table 7.1), dID/dq, dID/dqd and H = dID/dqdd from
-the analytic RNEA derivatives (rnea_derivatives.py; H comes from the same pass, no CRBA), and the products
+with dID/dq, dID/dqd and H = dID/dqdd from the analytic RNEA derivatives (rnea_derivatives.py; H comes from
+the same pass, no CRBA), run at qdd = 0: the pass also leaves tau0 = ID(q, qd, 0, f^x) (with the joint law's
+friction), qdd = H^-1 (tau - tau0) comes from the factor below (no ABA), and dID/dq, linear in qdd, gets qdd's
+part in one more sweep over the pass's scratch (_add_qdd_terms); the products
 with H^-1 by the factor H = L^T D L over the expanded parent array (Featherstone §6.5, Tables 6.3 and 6.5:
 branch-induced sparsity, no fill-in), its solves applied to whole rows of the right-hand sides (-dID/dq,
 -dID/dqd and the identity) at once, all in one compiled call (tree coordinates; a model with mimic joints
@@ -14,10 +16,13 @@ takes the dense reduced system G^T H G in derivatives.py instead).
 from __future__ import annotations
 
 from .._jit import carray, cfunc, njit, types
-from ..layout import BODY_I, HEADER_I, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT, J_VI
-from ._common import BAD_LENGTH, F1, F2, FASTMATH, I1, SIG3, SINGULAR, model_from_pointers
-from .aba import aba_kernel
-from .rnea_derivatives import S_BODY, S_CONST, S_DOF, SCRATCH, rnea_derivatives_kernel
+from ..layout import (BODY_I, DOF_F, FEXT_N, HEADER_F, BODY_F, HEADER_I, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT,
+                      J_VI)
+from ._common import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SIG3, SINGULAR, check, check_q_qd,
+                      model_from_pointers)
+from .friction import friction_torque
+from .rnea_derivatives import (P3, R3, S_BODY, S_CONST, S_DOF, SCRATCH, SM, SV, _cross_f, _cross_m, _mul6,
+                               rnea_derivatives_kernel)
 
 OVERFLOW = 5   # dispatch.OVERFLOW (a finite input whose result is not finite)
 
@@ -88,21 +93,146 @@ def _solve_rows(L, lam, X, Y, Z, n):
             j = int(lam[j])
 
 
+@njit(cache=True, inline="always")
+def _solve_vec(L, lam, x, n):
+    """x <- H^-1 x with H = L^T D L (Featherstone Table 6.5, ltdl.ltdl_solve)."""
+    for i in range(n - 1, -1, -1):
+        j = int(lam[i])
+        while j != -1:
+            x[j] -= L[i, j] * x[i]
+            j = int(lam[j])
+    for i in range(n):
+        x[i] /= L[i, i]
+    for i in range(n):
+        j = int(lam[i])
+        while j != -1:
+            x[i] -= L[i, j] * x[j]
+            j = int(lam[j])
+
+
+@njit(cache=True, inline="always")
+def _add_qdd_terms(mi, qdd, dq, s):
+    """dq += the part of dtau/dq that qdd carries, after rnea_derivatives_kernel ran at qdd = 0 (its scratch s,
+    laid out as there: x, Rw, pw, v, a, F, Y^C, B^C per body, then J, dV, dA, dAv, dFq, dFv, dFa per dof).
+    The pass is linear in the accelerations: with a^q_i = a^q_λ(i) + J_i qdd_i (a^q_0 = 0), dA^q_j = a^q_λ(j) x J_j
+    and F^q_j = Y^C_j a^q_λ(j) + sum over the dofs c of subtree(j) of (Y^C J)_c qdd_c (dFa: Y^C of c's body
+    times J_c), its terms are J_i^T (Y^C_j dA^q_j + [j != i] J_j x* F^q_j) for j in subtree(i) and
+    (Y^C_i J_i)^T dA^q_j for j an ancestor of i (module docstring of rnea_derivatives)."""
+    nb = mi[H_NB]
+    nv = mi[H_NVT]
+    o = 12 + (R3 + P3 + SV) * nb
+    aq = s[o:o + SV * nb].reshape((nb, 6))      # the forward pass's a, no longer needed: a^q
+    o += SV * nb
+    Fq = s[o:o + SV * nb].reshape((nb, 6))      # F (composite, already read for tau0): F^q
+    o += SV * nb
+    Yc = s[o:o + SM * nb].reshape((nb, 6, 6))
+    o += 2 * SM * nb
+    J = s[o:o + SV * nv].reshape((nv, 6))
+    o += SV * nv
+    dAq = s[o:o + SV * nv].reshape((nv, 6))     # dV's place: dA^q_j
+    o += SV * nv
+    Xa = s[o:o + SV * nv].reshape((nv, 6))      # dA's place: Y^C_j dA^q_j
+    o += SV * nv
+    Xt = s[o:o + SV * nv].reshape((nv, 6))      # dAv's place: Y^C_j dA^q_j + J_j x* F^q_j
+    o += 3 * SV * nv
+    Fa = s[o:o + SV * nv].reshape((nv, 6))      # dFa: Y^C J per dof
+    for i in range(nb):
+        ii = HEADER_I + BODY_I * i
+        p = mi[ii + J_PARENT]
+        for k in range(6):
+            aq[i, k] = aq[p, k] if p >= 0 else 0.0
+            Fq[i, k] = 0.0
+        for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+            if p >= 0:
+                _cross_m(aq[p], J[c], dAq[c])
+            else:
+                for k in range(6):
+                    dAq[c, k] = 0.0
+            for k in range(6):
+                aq[i, k] += J[c, k] * qdd[c]
+    for i in range(nb - 1, -1, -1):   # F^q: the dofs' part summed over the subtree, then Y^C_i a^q_λ(i)
+        ii = HEADER_I + BODY_I * i
+        p = mi[ii + J_PARENT]
+        for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+            for k in range(6):
+                Fq[i, k] += Fa[c, k] * qdd[c]
+        if p >= 0:
+            for k in range(6):
+                Fq[p, k] += Fq[i, k]
+    for i in range(nb):
+        ii = HEADER_I + BODY_I * i
+        p = mi[ii + J_PARENT]
+        if p >= 0:
+            _mul6(Yc[i], aq[p], Xt[0])   # (a scratch row, refilled below)
+            for k in range(6):
+                Fq[i, k] += Xt[0, k]
+    for i in range(nb):
+        ii = HEADER_I + BODY_I * i
+        for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+            _mul6(Yc[i], dAq[c], Xa[c])
+            _cross_f(J[c], Fq[i], Xt[c])
+            for k in range(6):
+                Xt[c, k] += Xa[c, k]
+    for i in range(nb):
+        ii = HEADER_I + BODY_I * i
+        vi = mi[ii + J_VI]
+        nvi = mi[ii + J_NV]
+        end = vi + nvi   # the subtree's dofs follow (depth-first order)
+        k2 = i + 1
+        while k2 < nb:
+            p = mi[HEADER_I + BODY_I * k2 + J_PARENT]
+            while p > i:
+                p = mi[HEADER_I + BODY_I * p + J_PARENT]
+            if p != i:
+                break
+            end = mi[HEADER_I + BODY_I * k2 + J_VI] + mi[HEADER_I + BODY_I * k2 + J_NV]
+            k2 += 1
+        for m in range(vi, vi + nvi):
+            for c in range(vi, end):
+                X = Xa if c < vi + nvi else Xt
+                t = 0.0
+                for k in range(6):
+                    t += J[m, k] * X[c, k]
+                dq[m, c] += t
+            anc = mi[ii + J_PARENT]
+            while anc >= 0:
+                aa = HEADER_I + BODY_I * anc
+                for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                    t = 0.0
+                    for k in range(6):
+                        t += Fa[m, k] * dAq[c, k]
+                    dq[m, c] += t
+                anc = mi[aa + J_PARENT]
+
+
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F2, F2, F2, F2, F1, F1, F1), cache=True, fastmath=FASTMATH)
 def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, s, w):
     """(ddq, ddv, Minv) = (dqdd/dq, dqdd/dqd, dqdd/dtau) at qdd = FD(q, qd, tau, f^x) (module docstring);
     H: nvt x nvt scratch, lam: nvt floats, s: rnea_derivatives.scratch_size, w: the ABA's work array."""
-    e = w[0:0]
-    st = aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, mi[0:0], e, e)
-    if st != 0:
-        return st
-    for k in range(qdd.shape[0]):
-        if not (qdd[k] - qdd[k] == 0.0):
-            return OVERFLOW * 100000000   # finite inputs, qdd not finite: the caller names the inputs
-    st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, ddq, ddv, H, s, 0)
-    if st != 0:
-        return st
     n = mi[H_NVT]
+    st = check_q_qd(q, qd, mi)   # the order of the ABA's checks: q, qd, tau, f^x
+    if st == 0:
+        st = check(tau, n, A_TAU)
+    if st != 0:
+        return st
+    if fx.shape[0] != 0 and fx.shape[0] != FEXT_N * mi[H_NB]:
+        return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
+    for k in range(n):
+        qdd[k] = 0.0
+    st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, ddq, ddv, H, s, 0)   # at qdd = 0: H and tau0
+    if st != 0:
+        return st
+    # tau0 = ID(q, qd, 0, f^x) = J^T F (F: the composite force the pass left) + the joint law's friction
+    dofs = HEADER_F + BODY_F * mi[H_NB]
+    fo = 12 + (R3 + P3 + 2 * SV) * mi[H_NB]
+    jo = fo + (SV + 2 * SM) * mi[H_NB]
+    for i in range(mi[H_NB]):
+        ii = HEADER_I + BODY_I * i
+        for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+            t = 0.0
+            for k in range(6):
+                t += s[jo + SV * c + k] * s[fo + SV * i + k]
+            qdd[c] = tau[c] - t - friction_torque(mf, dofs + DOF_F * c, qd[c])
     _dof_parents(mi, lam)
     k = _ltdl(H, lam, n, mf[HF_TOL])
     if k >= 0:   # the body whose joint owns pivot k (its subtree has no inertia about that axis)
@@ -111,6 +241,11 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
             if mi[ii + J_VI] <= k < mi[ii + J_VI] + mi[ii + J_NV]:
                 return SINGULAR * 100000000 + i
         return SINGULAR * 100000000
+    _solve_vec(H, lam, qdd, n)   # qdd = H^-1 (tau - tau0) (armature on H's diagonal: the pass adds it)
+    for k in range(n):
+        if not (qdd[k] - qdd[k] == 0.0):
+            return OVERFLOW * 100000000   # finite inputs, qdd not finite: the caller names the inputs
+    _add_qdd_terms(mi, qdd, ddq, s)
     for i in range(n):
         for j in range(n):
             Minv[i, j] = 1.0 if i == j else 0.0
