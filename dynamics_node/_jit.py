@@ -58,14 +58,68 @@ class types:  # noqa: N801 - spelled as numba.types
         return _Type(f"CPointer({t})")
 
 
-class _Carray:
-    """Stands for numba.carray in kernel modules until numba is loaded (then it is replaced)."""
+class _Late:
+    """Stands for a numba function in kernel modules until numba is loaded (then _rebind puts
+    ``make(numba)`` in its place)."""
+
+    def __init__(self, name, make, py=None):
+        self.name, self.make, self.py = name, make, py
+
+    def __call__(self, *args):  # a kernel run as Python (njit(pure=True)) before numba is loaded
+        if self.py is None:
+            raise RuntimeError(f"{self.name} runs only in compiled kernels")
+        return self.py(*args)
 
     def __repr__(self):
-        return "<numba.carray, not loaded yet>"
+        return f"<{self.name}, not loaded yet>"
 
 
-carray = _Carray()
+def _make_view(numba):
+    """view(a, o, shape): a C-contiguous view of a[o : o + prod(shape)] with that shape, as
+    ``a[o:o + prod(shape)].reshape(shape)`` but without reshape's general machinery (numba calls two
+    helpers per reshape, about 18 ns, where this costs nothing: the kernels of the derivatives take a
+    dozen views of their scratch per call). a: 1-d C-contiguous; the caller guarantees the extent (the
+    kernels check their scratch's length against its layout before they take views)."""
+    from numba import types as nt
+    from numba.core import cgutils
+    from numba.core.imputils import impl_ret_borrowed
+    from numba.extending import intrinsic
+    from numba.np.arrayobj import make_array, populate_array
+
+    @intrinsic
+    def view(typingctx, a, o, shape):
+        if not (isinstance(a, nt.Array) and a.ndim == 1 and a.layout == "C" and isinstance(o, nt.Integer)
+                and isinstance(shape, nt.BaseTuple) and all(isinstance(t, nt.Integer) for t in shape)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ary = make_array(sig.args[0])(context, builder, args[0])
+            dims = [context.cast(builder, d, t, nt.intp)
+                    for d, t in zip(cgutils.unpack_tuple(builder, args[2]), sig.args[2])]
+            itemsize = context.get_constant(nt.intp, context.get_abi_sizeof(context.get_data_type(a.dtype)))
+            strides = [itemsize]
+            for d in reversed(dims[1:]):   # C order: the last index is the contiguous one
+                strides.insert(0, builder.mul(strides[0], d))
+            out = make_array(sig.return_type)(context, builder)
+            populate_array(out, data=builder.gep(ary.data, [context.cast(builder, args[1], sig.args[1], nt.intp)]),
+                           shape=dims, strides=strides, itemsize=itemsize, meminfo=ary.meminfo, parent=None)
+            return impl_ret_borrowed(context, builder, sig.return_type, out._getvalue())
+
+        return nt.Array(a.dtype, len(shape), "C")(a, o, shape), codegen
+
+    return view
+
+
+def _view_py(a, o, shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return a[o:o + n].reshape(shape)
+
+
+carray = _Late("numba.carray", lambda numba: numba.carray)
+view = _Late("view", _make_view, _view_py)
+_late_made: dict = {}
 
 
 class Kernel:
@@ -197,8 +251,10 @@ def _rebind(numba, kernels=True):
         for attr, value in list(d.items()):
             if kernels and isinstance(value, Kernel) and value.real is not None:
                 d[attr] = value.real
-            elif isinstance(value, _Carray):
-                d[attr] = numba.carray
+            elif isinstance(value, _Late):
+                if value.name not in _late_made:
+                    _late_made[value.name] = value.make(numba)
+                d[attr] = _late_made[value.name]
 
 
 def numba_loaded() -> bool:

@@ -38,6 +38,8 @@ MODEL_BODY_I = (  # per body: the joint model and the tree (Featherstone Table 4
     ("QI", 1, "first coordinate of the joint in q"),
     ("VI", 1, "first coordinate of the joint in qd (and first dof)"),
     ("NV", 1, "degrees of freedom of the joint"),
+    ("DEND", 1, "end (exclusive) of the dofs of the subtree of i: its joint's and its descendants', which "
+                "follow them (depth-first order, Featherstone §6.5), so the subtree's dofs are VI .. DEND - 1"),
 )
 MODEL_HEADER_F = (
     ("GRAVITY", 3, "a_g, the acceleration of gravity in the base frame (§5.3)"),
@@ -109,6 +111,51 @@ BATCH_ROWS = (
 )
 BATCH_SCRATCH = (("X", 12, "E and r of a free joint, one state at a time"),)
 
+# The derivatives' scratch (algorithms/rnea_derivatives.py, read again by aba_derivatives.py), laid out as the
+# work array: field X of body i at RB_X nb + RB_X_N i, of dof k at DERIV_BODY nb + RD_X nvt + RD_X_N k, the
+# constants at DERIV_BODY nb + DERIV_DOF nvt + RC_X. World frame (Carpentier & Mansard 2018).
+DERIV_PER_BODY = (
+    ("RW", 9, "world axes of body i (body -> world rotation), row-major"),
+    ("PW", 3, "world origin p_i"),
+    ("V", 6, "v_i"),
+    ("A", 6, "a_i; a^q_i in aba_derivatives' sweep (the part of a_i that qdd carries)"),
+    ("F", 6, "f_i, then the subtree's F_i; F^q_i in aba_derivatives' sweep"),
+    ("YC", 36, "Y_i, then the composite Y^C_i, 6 x 6 row-major"),
+    ("BC", 36, "B_i (the inertia's variation), then the composite B^C_i"),
+    ("SC", 2, "sin of every joint's first coordinate, then (nb later) their cos (joints.sincos_all)"),
+)
+DERIV_PER_DOF = (
+    ("J", 6, "J_k = ^0X_i S_k, the dof's world motion axis"),
+    ("DV", 6, "dV/dq_k; dA^q_k in aba_derivatives' sweep"),
+    ("DA", 6, "dA/dq_k; Y^C dA^q_k in aba_derivatives' sweep"),
+    ("DAV", 6, "dA/dqd_k; Y^C dA^q_k + J_k x* F^q in aba_derivatives' sweep"),
+    ("DFQ", 6, "column k's force derivative d/dq, kept for the ancestors' rows"),
+    ("DFV", 6, "column k's force derivative d/dqd"),
+    ("DFA", 6, "Y^C J_k (the column's force per unit qdd_k: H)"),
+)
+DERIV_SCRATCH = (
+    ("X", 12, "E and r of ^iX_λ(i) (jcalc)"),
+    ("TMP", 6, "a spatial vector"),
+    ("TMP2", 6, "a spatial vector"),
+    ("VJ", 6, "v_J = J_i qd_i"),
+    ("ZERO", 6, "zeros: the base's velocity"),
+    ("A0", 6, "-a_g: the base's acceleration (gravity as a fictitious acceleration, §5.3)"),
+)
+# gravity_derivatives.py's scratch, laid out likewise (GB_, GD_, GC_)
+GRAV_PER_BODY = (
+    ("RW", 9, "world axes of body i, row-major"),
+    ("PW", 3, "world origin p_i"),
+    ("HC", 3, "h^C_i, the subtree's first moment about the world origin"),
+    ("MC", 1, "m^C_i, the subtree's mass"),
+    ("SC", 2, "sin, then (nb later) cos of every joint's first coordinate"),
+)
+GRAV_PER_DOF = (
+    ("J", 6, "J_k, the dof's world motion axis"),
+    ("D", 3, "d_k = a_g x w_k"),
+    ("DF", 6, "column k's force derivative, for the rows of k's ancestors"),
+)
+GRAV_SCRATCH = (("X", 12, "E and r of ^iX_λ(i)"), ("AG", 3, "-a_g"))
+
 
 def _generate(table, prefix, total):
     """<prefix>_<name> = offset and <prefix>_<name>_N = size of every field; total = their sum."""
@@ -130,6 +177,12 @@ _generate(WORK_PER_DOF, "V", "WORK_DOF")
 _generate(WORK_SCRATCH, "T", "WORK_EXTRA")
 _generate(BATCH_ROWS, "L", "BATCH_BLOCK")
 _generate(BATCH_SCRATCH, "LT", "BATCH_EXTRA")
+_generate(DERIV_PER_BODY, "RB", "DERIV_BODY")
+_generate(DERIV_PER_DOF, "RD", "DERIV_DOF")
+_generate(DERIV_SCRATCH, "RC", "DERIV_EXTRA")
+_generate(GRAV_PER_BODY, "GB", "GRAV_BODY")
+_generate(GRAV_PER_DOF, "GD", "GRAV_DOF")
+_generate(GRAV_SCRATCH, "GC", "GRAV_EXTRA")
 B_RBI = B_M  # noqa: F821 - m, h, Ibar: the 13 numbers of rbi(m, h, Ibar), in this order (spatial.rbi_mul_t)
 RBI_N = 13
 assert L_A == L_V + L_V_N and L_PAC == L_PV + L_PV_N  # noqa: F821 - rnea_batch copies v and a as one run

@@ -35,8 +35,20 @@ from .spatial import rbi_from_com
 from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, BODY_F, BODY_I, D_ARMATURE,
                      D_COULOMB, D_COULOMB_VELOCITY, D_DAMPING, D_OFFSET, D_STRIBECK, D_STRIBECK_VELOCITY, D_S,
                      D_S_N, DOF_F, H_NB, H_NQT, H_NVT, HEADER_F, HEADER_I, HF_GRAVITY,
-                     HF_GRAVITY_N, HF_TOL, J_NV, J_PARENT, J_QI, J_TYPE, J_VI, WORK_BODY, WORK_DOF, WORK_EXTRA,
+                     HF_GRAVITY_N, HF_TOL, J_DEND, J_NV, J_PARENT, J_QI, J_TYPE, J_VI, WORK_BODY, WORK_DOF, WORK_EXTRA,
                      W_A, W_A_N, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_V, W_V_N)
+
+
+def _check_depth_first(parent, labels):
+    """The kernels take a body's subtree as the bodies (and dofs) that follow it (depth-first order,
+    Featherstone §6.5): every body's parent is the body before it or one of that body's ancestors."""
+    for i in range(1, len(parent)):
+        a = i - 1
+        while a >= 0 and a != parent[i]:
+            a = parent[a]
+        if a != parent[i]:
+            raise ValueError(f"bodies are not in depth-first order: {labels[i]!r} (body {i}) follows "
+                             f"{labels[i - 1]!r}, which is not its parent {int(parent[i])} or a descendant of it")
 
 
 @dataclass(frozen=True)
@@ -141,6 +153,7 @@ class Model:
         nb = len(spec.parent)
         self.nb = nb
         self.parent = _ro(np.array(spec.parent, dtype=np.int64))
+        _check_depth_first(self.parent, spec.body_label)
         self.jtype = _ro(np.array(spec.jtype, dtype=np.int64))
         self.body_label = tuple(spec.body_label)
         self.body_link = tuple(spec.body_link)
@@ -184,6 +197,11 @@ class Model:
         J[:, J_QI] = qi
         J[:, J_VI] = vi
         J[:, J_NV] = nvj
+        dend = np.asarray(vi, dtype=np.int64) + np.asarray(nvj, dtype=np.int64)
+        for i in range(nb - 1, -1, -1):   # children follow their parents: a child's end is final here
+            if spec.parent[i] >= 0:
+                dend[spec.parent[i]] = max(dend[spec.parent[i]], dend[i])
+        J[:, J_DEND] = dend
         mass = np.array(spec.mass, dtype=float)
         h = np.array(spec.h, dtype=float).reshape(nb, 3)
         Ib = np.array(spec.Ibar, dtype=float).reshape(nb, 9)
@@ -267,7 +285,7 @@ class Model:
     def neutral(self) -> np.ndarray:
         """The zero configuration (identity quaternion for a floating base and every floating joint)."""
         q = np.zeros(self.nq)
-        qi = self.mi[HEADER_I + 2::5]
+        qi = self.mi[HEADER_I + J_QI::BODY_I]
         for i in np.nonzero(self.jtype == FREE)[0]:  # every free joint (the base and floating joints)
             q[self.q_src[qi[i] + 6]] = 1.0
         return q

@@ -20,7 +20,11 @@ ALLOWED_BIG = {99999, 100000, 100000000}  # status codes (algorithms/_common)
 
 def test_tables_generate_consistent_offsets():
     for table, prefix, total in ((L.MODEL_BODY_F, "B", "BODY_F"), (L.WORK_PER_BODY, "W", "WORK_BODY"),
-                                 (L.BATCH_ROWS, "L", "BATCH_BLOCK"), (L.MODEL_DOF_F, "D", "DOF_F")):
+                                 (L.BATCH_ROWS, "L", "BATCH_BLOCK"), (L.MODEL_DOF_F, "D", "DOF_F"),
+                                 (L.MODEL_BODY_I, "J", "BODY_I"), (L.DERIV_PER_BODY, "RB", "DERIV_BODY"),
+                                 (L.DERIV_PER_DOF, "RD", "DERIV_DOF"), (L.DERIV_SCRATCH, "RC", "DERIV_EXTRA"),
+                                 (L.GRAV_PER_BODY, "GB", "GRAV_BODY"), (L.GRAV_PER_DOF, "GD", "GRAV_DOF"),
+                                 (L.GRAV_SCRATCH, "GC", "GRAV_EXTRA")):
         off = 0
         for name, size, meaning in table:
             assert getattr(L, f"{prefix}_{name}") == off and getattr(L, f"{prefix}_{name}_N") == size and meaning
@@ -108,3 +112,82 @@ def _kernels_src(src):
         yield from _kernels(tmp)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _subtree_dof_end(parent, vi, nvj, i):
+    """The end of the dofs of i's subtree from the parent array alone (every body whose ancestors include i)."""
+    end = vi[i] + nvj[i]
+    for k in range(len(parent)):
+        a = k
+        while a >= 0 and a != i:
+            a = parent[a]
+        if a == i:
+            end = max(end, vi[k] + nvj[k])
+    return end
+
+
+@pytest.mark.parametrize("src,floating", [("arm7.urdf", True), ("dual_arm_object.urdf", False), ("talos", True)])
+def test_subtree_dof_end_is_every_descendant(src, floating):
+    """J_DEND (the kernels' subtree of dofs, derivatives and H^-1) is the end of the dofs of every descendant,
+    and the subtree is the run of dofs VI .. DEND - 1 (depth-first order)."""
+    import urdfgen as ug
+
+    path = ug.erd("talos_data/robots/talos_full_v2.urdf") if src == "talos" else PKG.parent / "urdf" / src
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = dn.load_model(str(path), floating_base=floating)
+    J = m.mi[L.HEADER_I:].reshape(m.nb, L.BODY_I)
+    vi, nvj = J[:, L.J_VI], J[:, L.J_NV]
+    for i in range(m.nb):
+        assert J[i, L.J_DEND] == _subtree_dof_end(m.parent, vi, nvj, i), i
+        inside = {k for k in range(m.nb) if vi[i] <= vi[k] < J[i, L.J_DEND]}
+        assert inside == {k for k in range(m.nb) if _is_desc(m.parent, k, i)}, i
+
+
+def _is_desc(parent, k, i):
+    while k >= 0 and k != i:
+        k = parent[k]
+    return k == i
+
+
+def test_bodies_out_of_depth_first_order_are_refused():
+    from dynamics_node.model import _check_depth_first
+
+    _check_depth_first([-1, 0, 1, 0, 3], list("abcde"))          # two branches, each after its parent
+    _check_depth_first([-1, 0, 1, 1, 0], list("abcde"))          # siblings, then back to the root's child
+    with pytest.raises(ValueError, match="'d' .*body 3.*follows 'c'"):
+        _check_depth_first([-1, 0, 0, 1], list("abcd"))   # b's child d after b's sibling c
+
+
+def test_view_is_reshape_without_the_machinery():
+    """The kernels' view(a, o, shape) (dynamics_node._jit) is a[o:o + prod(shape)].reshape(shape), compiled
+    and as Python, and writes through to a."""
+    from numba import njit
+
+    from dynamics_node import _jit
+    from dynamics_node.algorithms import rnea_derivatives as R
+
+    _jit.materialize()
+    view = R.view   # the intrinsic, once numba is loaded
+    assert not isinstance(view, _jit._Late)
+
+    @njit
+    def take(a, o, n):
+        v3 = view(a, o, (n, 2, 3))
+        v2 = view(a, o + 1, (n, 6))
+        v3[n - 1, 1, 2] = -1.0
+        return v3.copy(), v2.copy(), view(a, 0, (4,)).copy()
+
+    a = np.arange(40.0)
+    v3, v2, v1 = take(a, 3, 4)
+    b = np.arange(40.0)
+    b[3 + 4 * 6 - 1] = -1.0
+    np.testing.assert_array_equal(v3, b[3:27].reshape(4, 2, 3))
+    np.testing.assert_array_equal(v2, b[4:28].reshape(4, 6))
+    np.testing.assert_array_equal(v1, b[0:4])
+    assert a[3 + 4 * 6 - 1] == -1.0   # a view, not a copy
+    np.testing.assert_array_equal(_jit._view_py(b, 3, (4, 2, 3)), b[3:27].reshape(4, 2, 3))   # as Python

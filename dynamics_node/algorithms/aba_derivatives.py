@@ -15,14 +15,14 @@ takes the dense reduced system G^T H G in derivatives.py instead).
 """
 from __future__ import annotations
 
-from .._jit import carray, cfunc, njit, types
-from ..layout import (BODY_I, DOF_F, FEXT_N, HEADER_F, BODY_F, HEADER_I, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT,
+from .._jit import carray, cfunc, njit, types, view
+from ..layout import (BODY_I, DOF_F, FEXT_N, HEADER_F, BODY_F, HEADER_I, HF_TOL, H_NB, H_NVT, J_DEND, J_NV, J_PARENT,
                       J_VI)
 from ._common import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SIG3, SINGULAR, check, check_q_qd,
                       model_from_pointers)
 from .friction import friction_torque
-from .rnea_derivatives import (P3, R3, S_BODY, S_CONST, S_DOF, SCRATCH, SM, SV, _cross_f, _cross_m, _mul6,
-                               rnea_derivatives_kernel)
+from .rnea_derivatives import (SCRATCH, _cross_f, _cross_m, _mul6, rnea_derivatives_kernel, scratch_size,
+                               scratch_views)
 
 OVERFLOW = 5   # dispatch.OVERFLOW (a finite input whose result is not finite)
 
@@ -63,10 +63,10 @@ def _ltdl(H, lam, n, tol):
 
 
 @njit(cache=True, inline="always")
-def _solve_rows(L, lam, X, Y, Z, n):
-    """(X, Y, Z) <- (-H^-1 X, -H^-1 Y, H^-1 Z) with H = L^T D L (Featherstone Table 6.5, ltdl.ltdl_solve,
-    applied to all the columns of the three right-hand sides at once: one walk over λ', each step a row
-    operation over contiguous memory)."""
+def _solve_rows(L, lam, X, Y, n):
+    """(X, Y) <- (-H^-1 X, -H^-1 Y) with H = L^T D L (Featherstone Table 6.5, ltdl.ltdl_solve, applied to all
+    the columns of both right-hand sides at once: one walk over λ', each step a row operation over contiguous
+    memory)."""
     for i in range(n - 1, -1, -1):   # L^T
         j = int(lam[i])
         while j != -1:
@@ -74,23 +74,55 @@ def _solve_rows(L, lam, X, Y, Z, n):
             for c in range(n):
                 X[j, c] -= a * X[i, c]
                 Y[j, c] -= a * Y[i, c]
-                Z[j, c] -= a * Z[i, c]
             j = int(lam[j])
-    for i in range(n):                # D
-        d = 1.0 / L[i, i]
+    for i in range(n):                # D, then L
+        d = -1.0 / L[i, i]
         for c in range(n):
-            X[i, c] *= -d
-            Y[i, c] *= -d
-            Z[i, c] *= d
-    for i in range(n):                # L
+            X[i, c] *= d
+            Y[i, c] *= d
         j = int(lam[i])
         while j != -1:
             a = L[i, j]
             for c in range(n):
                 X[i, c] -= a * X[j, c]
                 Y[i, c] -= a * Y[j, c]
+            j = int(lam[j])
+
+
+@njit(cache=True, inline="always")
+def _inverse(mi, L, lam, Z, n):
+    """Z = H^-1 = L^-1 D^-1 L^-T (H = L^T D L over λ', Featherstone Table 6.5 applied to the identity), with the
+    identity's sparsity and H^-1's symmetry: L^-T's row j has entries only in the columns of j's subtree
+    (dofs j .. J_DEND - 1 of j's body: the sweep for dof i touches columns i .. the end of i's subtree), and
+    the L sweep computes the upper triangle (row i, columns >= i needs rows j < i at columns >= i only), the
+    lower is its mirror."""
+    for i in range(n):
+        for c in range(n):
+            Z[i, c] = 0.0
+        Z[i, i] = 1.0
+    for b in range(mi[H_NB] - 1, -1, -1):   # L^T, dofs in descending order (bodies, then their own dofs)
+        bb = HEADER_I + BODY_I * b
+        end = mi[bb + J_DEND]
+        for i in range(mi[bb + J_VI] + mi[bb + J_NV] - 1, mi[bb + J_VI] - 1, -1):
+            j = int(lam[i])
+            while j != -1:
+                a = L[i, j]
+                for c in range(i, end):
+                    Z[j, c] -= a * Z[i, c]
+                j = int(lam[j])
+    for i in range(n):                        # D, then L on the upper triangle
+        d = 1.0 / L[i, i]
+        for c in range(i, n):
+            Z[i, c] *= d
+        j = int(lam[i])
+        while j != -1:
+            a = L[i, j]
+            for c in range(i, n):
                 Z[i, c] -= a * Z[j, c]
             j = int(lam[j])
+    for i in range(n):
+        for c in range(i + 1, n):
+            Z[c, i] = Z[i, c]
 
 
 @njit(cache=True, inline="always")
@@ -120,22 +152,9 @@ def _add_qdd_terms(mi, qdd, dq, s):
     (Y^C_i J_i)^T dA^q_j for j an ancestor of i (module docstring of rnea_derivatives)."""
     nb = mi[H_NB]
     nv = mi[H_NVT]
-    o = 12 + (R3 + P3 + SV) * nb
-    aq = s[o:o + SV * nb].reshape((nb, 6))      # the forward pass's a, no longer needed: a^q
-    o += SV * nb
-    Fq = s[o:o + SV * nb].reshape((nb, 6))      # F (composite, already read for tau0): F^q
-    o += SV * nb
-    Yc = s[o:o + SM * nb].reshape((nb, 6, 6))
-    o += 2 * SM * nb
-    J = s[o:o + SV * nv].reshape((nv, 6))
-    o += SV * nv
-    dAq = s[o:o + SV * nv].reshape((nv, 6))     # dV's place: dA^q_j
-    o += SV * nv
-    Xa = s[o:o + SV * nv].reshape((nv, 6))      # dA's place: Y^C_j dA^q_j
-    o += SV * nv
-    Xt = s[o:o + SV * nv].reshape((nv, 6))      # dAv's place: Y^C_j dA^q_j + J_j x* F^q_j
-    o += 3 * SV * nv
-    Fa = s[o:o + SV * nv].reshape((nv, 6))      # dFa: Y^C J per dof
+    # the pass's fields (layout.DERIV_*) that are read here, and those whose places are reused: a (no longer
+    # needed) holds a^q, F (already read for tau0) F^q, dV dA^q_j, dA Y^C_j dA^q_j and dAv that plus J_j x* F^q_j
+    _, _, _, aq, Fq, Yc, _, J, dAq, Xa, Xt, _, _, Fa, _, _, _, _, _, _, _ = scratch_views(s, nb, nv)
     for i in range(nb):
         ii = HEADER_I + BODY_I * i
         p = mi[ii + J_PARENT]
@@ -177,16 +196,7 @@ def _add_qdd_terms(mi, qdd, dq, s):
         ii = HEADER_I + BODY_I * i
         vi = mi[ii + J_VI]
         nvi = mi[ii + J_NV]
-        end = vi + nvi   # the subtree's dofs follow (depth-first order)
-        k2 = i + 1
-        while k2 < nb:
-            p = mi[HEADER_I + BODY_I * k2 + J_PARENT]
-            while p > i:
-                p = mi[HEADER_I + BODY_I * p + J_PARENT]
-            if p != i:
-                break
-            end = mi[HEADER_I + BODY_I * k2 + J_VI] + mi[HEADER_I + BODY_I * k2 + J_NV]
-            k2 += 1
+        end = mi[ii + J_DEND]   # the subtree's dofs follow the joint's own (depth-first order)
         for m in range(vi, vi + nvi):
             for c in range(vi, end):
                 X = Xa if c < vi + nvi else Xt
@@ -205,8 +215,8 @@ def _add_qdd_terms(mi, qdd, dq, s):
                 anc = mi[aa + J_PARENT]
 
 
-@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F2, F2, F2, F2, F1, F1, F1), cache=True, fastmath=FASTMATH)
-def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, s, w):
+@njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F2, F2, F2, F2, F1, F1), cache=True, fastmath=FASTMATH)
+def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, s):
     """(ddq, ddv, Minv) = (dqdd/dq, dqdd/dqd, dqdd/dtau) at qdd = FD(q, qd, tau, f^x) (module docstring);
     H: nvt x nvt scratch, lam: nvt floats, s: rnea_derivatives.scratch_size, w: the ABA's work array."""
     n = mi[H_NVT]
@@ -224,14 +234,13 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
         return st
     # tau0 = ID(q, qd, 0, f^x) = J^T F (F: the composite force the pass left) + the joint law's friction
     dofs = HEADER_F + BODY_F * mi[H_NB]
-    fo = 12 + (R3 + P3 + 2 * SV) * mi[H_NB]
-    jo = fo + (SV + 2 * SM) * mi[H_NB]
+    _, _, _, _, F, _, _, J, _, _, _, _, _, _, _, _, _, _, _, _, _ = scratch_views(s, mi[H_NB], n)
     for i in range(mi[H_NB]):
         ii = HEADER_I + BODY_I * i
         for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
             t = 0.0
             for k in range(6):
-                t += s[jo + SV * c + k] * s[fo + SV * i + k]
+                t += J[c, k] * F[i, k]
             qdd[c] = tau[c] - t - friction_torque(mf, dofs + DOF_F * c, qd[c])
     _dof_parents(mi, lam)
     k = _ltdl(H, lam, n, mf[HF_TOL])
@@ -246,28 +255,27 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
         if not (qdd[k] - qdd[k] == 0.0):
             return OVERFLOW * 100000000   # finite inputs, qdd not finite: the caller names the inputs
     _add_qdd_terms(mi, qdd, ddq, s)
-    for i in range(n):
-        for j in range(n):
-            Minv[i, j] = 1.0 if i == j else 0.0
-    _solve_rows(H, lam, ddq, ddv, Minv, n)
+    _solve_rows(H, lam, ddq, ddv, n)
+    _inverse(mi, H, lam, Minv, n)
     return 0
 
 
-# the fast front's scratch after the ABA's work array: the RNEA derivatives' scratch, qdd, λ' and H
+# the fast front's scratch (after the model's work array, which this kernel does not use): the RNEA derivatives'
+# scratch, qdd, λ' and H
 FD_EXTRA = (SCRATCH[0], SCRATCH[1] + 2, 1, SCRATCH[3])
 
 
 @cfunc(SIG3, cache=True)
 def aba_derivatives_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
-    """(dqdd/dq, dqdd/dqd, dqdd/dtau) into out (3 nvt^2); w: the ABA's work array, then FD_EXTRA."""
+    """(dqdd/dq, dqdd/dqd, dqdd/dtau) into out (3 nvt^2); FD_EXTRA at the end of w."""
     mi, mf, n = model_from_pointers(mip, mfp)
     w = carray(wp, (nw,))
-    need = S_BODY * mi[H_NB] + (S_DOF + 2) * n + n * n + S_CONST
-    if nw < need:
+    ns = scratch_size(mi[H_NB], n)
+    b = nw - ns - 2 * n - n * n
+    if b < 0:
         return BAD_LENGTH * 100000000
-    b = nw - need
     out = carray(outp, (3 * n * n,))
     return aba_derivatives_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(taup, (ntau,)), w[0:0],
-                                  w[b:b + n], out[0:n * n].reshape((n, n)), out[n * n:2 * n * n].reshape((n, n)),
-                                  out[2 * n * n:3 * n * n].reshape((n, n)), w[b + n:b + n + n * n].reshape((n, n)),
-                                  w[b + n + n * n:b + 2 * n + n * n], w[b + 2 * n + n * n:nw], w[0:b])
+                                  w[b:b + n], view(out, 0, (n, n)), view(out, n * n, (n, n)),
+                                  view(out, 2 * n * n, (n, n)), view(w, b + n, (n, n)),
+                                  w[b + n + n * n:b + 2 * n + n * n], w[b + 2 * n + n * n:nw])

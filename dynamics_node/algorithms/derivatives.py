@@ -53,12 +53,11 @@ def _gravity_derivatives(model, data, w, q):
 
 
 def _fd_derivatives(model, data, w, q, qd, tau, f_ext):
-    if not model.has_mimic:   # one compiled call: ABA, RNEA derivatives, H^-1 (aba_derivatives.py)
-
+    if not model.has_mimic:   # one compiled call: RNEA derivatives, qdd and H^-1 by L^T D L (aba_derivatives.py)
         n = model.nvt
         out = (np.empty((n, n)), np.empty((n, n)), np.empty((n, n)))
         st = aba_derivatives_kernel(model._kmi, model._kmf, q, qd, tau, wrenches(model, f_ext), np.empty(n), *out,
-                                    np.empty((n, n)), np.empty(n), np.empty(scratch_size(model.nb, n)), w)
+                                    np.empty((n, n)), np.empty(n), np.empty(scratch_size(model.nb, n)))
         return st, (None if st else out)
     from .aba import forward_dynamics
 

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import carray, cfunc, njit, types
+from .._jit import carray, cfunc, njit, types, view
 from ..joints import jcalc_sc, sincos_all
-from ..layout import (BODY_F, BODY_I, B_H, B_M, DOF_F, D_S, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_NV,
-                      J_PARENT, J_VI)
+from ..layout import (BODY_F, BODY_I, B_H, B_M, DOF_F, D_S, GB_HC, GB_MC, GB_PW, GB_RW, GB_SC, GC_AG, GC_X, GD_D,
+                      GD_DF, GD_J, GRAV_BODY, GRAV_DOF, GRAV_EXTRA, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, H_NVT,
+                      J_DEND, J_NV, J_PARENT, J_VI)
 from ._common import BAD_LENGTH, F1, F2, FASTMATH, I1, SIG1, check_q, model_from_pointers
-from .rnea_derivatives import P3, R3  # the scratch's named sizes (a rotation, a point)
 
-EXTRA = (18, 15, 0, 15)   # scratch floats: per body, per dof, per dof squared, constant
+EXTRA = (GRAV_BODY, GRAV_DOF, 0, GRAV_EXTRA)   # scratch floats (layout.GRAV_*): per body, per dof, per dof squared,
+# constant
 
 
 @njit(types.int64(I1, F1, F1, F2, F1), cache=True, fastmath=FASTMATH)
@@ -42,24 +43,21 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
     nb = mi[H_NB]
     nv = mi[H_NVT]
     dofs = HEADER_F + BODY_F * nb
-    x = s[0:12]
-    ag = s[12:15]
-    o = 15
-    Rw = s[o:o + R3 * nb].reshape((nb, 3, 3))
-    o += R3 * nb
-    pw = s[o:o + P3 * nb].reshape((nb, 3))
-    o += P3 * nb
-    hc = s[o:o + P3 * nb].reshape((nb, 3))    # h^C_i (world, about the origin)
-    o += P3 * nb
-    mc = s[o:o + nb]                         # m^C_i
-    o += nb
-    J = s[o:o + 6 * nv].reshape((nv, 6))
-    o += 6 * nv
-    d = s[o:o + 3 * nv].reshape((nv, 3))     # d_j = a_g x w_j
-    o += 3 * nv
-    dF = s[o:o + 6 * nv].reshape((nv, 6))    # column j's force derivative (for the rows of j's ancestors)
-    o += 6 * nv
-    sincos_all(mi, q, s, o)                  # sin, cos of every joint's first coordinate (one vectorised loop)
+    if s.shape[0] < GRAV_BODY * nb + GRAV_DOF * nv + GRAV_EXTRA:   # scratch_size
+        return BAD_LENGTH * 100000000
+    d0 = GRAV_BODY * nb          # the scratch's fields by name (layout.GRAV_*)
+    c0 = d0 + GRAV_DOF * nv
+    Rw = view(s, GB_RW * nb, (nb, 3, 3))
+    pw = view(s, GB_PW * nb, (nb, 3))
+    hc = view(s, GB_HC * nb, (nb, 3))        # h^C_i (world, about the origin)
+    mc = view(s, GB_MC * nb, (nb,))          # m^C_i
+    o = GB_SC * nb                           # sin, cos of every joint's first coordinate (one vectorised loop)
+    J = view(s, d0 + GD_J * nv, (nv, 6))
+    d = view(s, d0 + GD_D * nv, (nv, 3))     # d_j = a_g x w_j
+    dF = view(s, d0 + GD_DF * nv, (nv, 6))   # column j's force derivative (for the rows of j's ancestors)
+    x = view(s, c0 + GC_X, (12,))
+    ag = view(s, c0 + GC_AG, (3,))
+    sincos_all(mi, q, s, o)
     for k in range(3):
         ag[k] = -mf[HF_GRAVITY + k]
     # ---- forward pass: poses, J, the bodies' m and h in the world frame ----------------------------
@@ -106,17 +104,7 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
         p = mi[ii + J_PARENT]
         vi = mi[ii + J_VI]
         nvi = mi[ii + J_NV]
-        end = vi + nvi   # the subtree's columns follow the joint's own (depth-first order)
-        k2 = i + 1
-        while k2 < nb:
-            pk = mi[HEADER_I + BODY_I * k2 + J_PARENT]
-            while pk > i:
-                pk = mi[HEADER_I + BODY_I * pk + J_PARENT]
-            if pk != i:
-                break
-            kk = HEADER_I + BODY_I * k2
-            end = mi[kk + J_VI] + mi[kk + J_NV]
-            k2 += 1
+        end = mi[ii + J_DEND]   # the subtree's columns follow the joint's own (depth-first order)
         M = mc[i]
         h0, h1, h2 = hc[i, 0], hc[i, 1], hc[i, 2]
         for c in range(vi, vi + nvi):   # own columns: Y^C_i (0, d_c) = (h^C x d_c, m^C d_c)
@@ -161,14 +149,15 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
     return 0
 
 
+@njit(cache=True, pure=True)
 def scratch_size(nb, nv):
-    return EXTRA[0] * nb + EXTRA[1] * nv + EXTRA[3]
+    return GRAV_BODY * nb + GRAV_DOF * nv + GRAV_EXTRA
 
 
 @njit(types.int64(I1, F1, F1, F2), cache=True)
 def gravity_derivatives_entry(mi, mf, q, dq):
     """The Python entry: the scratch allocated in compiled code."""
-    s = np.empty(18 * mi[H_NB] + 15 * mi[H_NVT] + 15)   # scratch_size
+    s = np.empty(scratch_size(mi[H_NB], mi[H_NVT]))
     return gravity_derivatives_kernel(mi, mf, q, dq, s)
 
 
@@ -177,8 +166,8 @@ def gravity_derivatives_c(mip, mfp, qp, nq, outp, wp, nw):
     """dg/dq into out (nvt^2); the scratch (EXTRA) at the end of w (the fast front, dispatch.Route)."""
     mi, mf, n = model_from_pointers(mip, mfp)
     w = carray(wp, (nw,))
-    ns = 18 * mi[H_NB] + 15 * n + 15   # scratch_size
+    ns = scratch_size(mi[H_NB], n)
     if nw < ns:
         return BAD_LENGTH * 100000000
-    return gravity_derivatives_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (n * n,)).reshape((n, n)),
+    return gravity_derivatives_kernel(mi, mf, carray(qp, (nq,)), view(carray(outp, (n * n,)), 0, (n, n)),
                                       w[nw - ns:nw])

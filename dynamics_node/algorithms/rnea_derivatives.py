@@ -45,10 +45,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import carray, cfunc, njit, types
+from .._jit import carray, cfunc, njit, types, view
 from ..joints import jcalc_sc, sincos_all
-from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DOF_F, D_ARMATURE, D_S, FEXT_N, HEADER_F,
-                      HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_NV, J_PARENT, J_VI)
+from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DERIV_BODY, DERIV_DOF, DERIV_EXTRA, DOF_F, D_ARMATURE, D_S,
+                      FEXT_N, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_DEND, J_NV, J_PARENT, J_VI, RB_A, RB_BC,
+                      RB_F, RB_PW, RB_RW, RB_SC, RB_V, RB_YC, RC_A0, RC_TMP, RC_TMP2, RC_VJ, RC_X, RC_ZERO, RD_DA,
+                      RD_DAV, RD_DFA, RD_DFQ, RD_DFV, RD_DV, RD_J)
 from .friction import friction_slope  # the joint law's d tau_f / d qd (issue 27), written once
 from ._common import (A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, SIG3, check_q, check_state,
                       model_from_pointers)
@@ -94,29 +96,32 @@ def _skew(x, y, z, M, r0, c0, s):
     M[r0 + 2, c0], M[r0 + 2, c0 + 1], M[r0 + 2, c0 + 2] = -s * y, s * x, 0.0
 
 
-@njit(cache=True, inline="always")
-def _is_descendant(mi, k, i):
-    p = mi[HEADER_I + BODY_I * k + J_PARENT]
-    while p > i:
-        p = mi[HEADER_I + BODY_I * p + J_PARENT]
-    return p == i
-
-
 NO_H = 2   # rnea_derivatives_kernel's last argument: dtau/dq and dtau/dqd only (0: H too; 1: gravity)
-# The kernel's scratch s, by name (its layout is laid out in rnea_derivatives_kernel): per body the world
-# rotation (R3 floats) and origin (P3), v, a and F (SV each), Y^C and B^C (SM each) and the sine and cosine of
-# its joint (2); per dof J, dV, dA, dAv, dFq, dFv, dFa (SV each); a constant part: x (12), five spatial
-# vectors and two spatial matrices.
-R3, P3, SV, SM = 9, 3, 6, 36
-S_BODY = R3 + P3 + 3 * SV + 2 * SM + 2
-S_DOF = 7 * SV
-S_CONST = 12 + 5 * SV + 2 * SM
-SCRATCH = (S_BODY, S_DOF, 0, S_CONST)   # floats per body, per dof, per dof squared, constant
+# The kernel's scratch s: layout.DERIV_PER_BODY, DERIV_PER_DOF and DERIV_SCRATCH (struct of arrays)
+SCRATCH = (DERIV_BODY, DERIV_DOF, 0, DERIV_EXTRA)   # floats per body, per dof, per dof squared, constant
 
 
+@njit(cache=True, pure=True)
 def scratch_size(nb, nv):
-    """Floats of the kernel's scratch (layout in rnea_derivatives_kernel)."""
-    return S_BODY * nb + S_DOF * nv + S_CONST
+    """Floats of the kernel's scratch (layout.DERIV_*)."""
+    return DERIV_BODY * nb + DERIV_DOF * nv + DERIV_EXTRA
+
+
+@njit(cache=True, inline="always")
+def scratch_views(s, nb, nv):
+    """The scratch's fields by name (layout.DERIV_*), as views: per body (nb x ...) Rw, pw, v, a, F, Y^C, B^C;
+    per dof (nv x 6) J, dV, dA, dAv, dFq, dFv, dFa; the constants x, tmp, tmp2, vJ, zero, a0; and the offset
+    of the sines and cosines. The caller has checked len(s) >= scratch_size(nb, nv)."""
+    d = DERIV_BODY * nb
+    c = d + DERIV_DOF * nv
+    return (view(s, RB_RW * nb, (nb, 3, 3)), view(s, RB_PW * nb, (nb, 3)), view(s, RB_V * nb, (nb, 6)),
+            view(s, RB_A * nb, (nb, 6)), view(s, RB_F * nb, (nb, 6)), view(s, RB_YC * nb, (nb, 6, 6)),
+            view(s, RB_BC * nb, (nb, 6, 6)),
+            view(s, d + RD_J * nv, (nv, 6)), view(s, d + RD_DV * nv, (nv, 6)), view(s, d + RD_DA * nv, (nv, 6)),
+            view(s, d + RD_DAV * nv, (nv, 6)), view(s, d + RD_DFQ * nv, (nv, 6)), view(s, d + RD_DFV * nv, (nv, 6)),
+            view(s, d + RD_DFA * nv, (nv, 6)),
+            view(s, c + RC_X, (12,)), view(s, c + RC_TMP, (6,)), view(s, c + RC_TMP2, (6,)), view(s, c + RC_VJ, (6,)),
+            view(s, c + RC_ZERO, (6,)), view(s, c + RC_A0, (6,)), RB_SC * nb)
 
 
 @njit(cache=True, inline="always")
@@ -207,44 +212,10 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
     hasfx = fx.shape[0] != 0
     if hasfx and fx.shape[0] != FEXT_N * nb:
         return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
+    if s.shape[0] < DERIV_BODY * nb + DERIV_DOF * nv + DERIV_EXTRA:   # scratch_size
+        return BAD_LENGTH * 100000000
     dofs = HEADER_F + BODY_F * nb
-    o = 12
-    x = s[0:12]
-    Rw = s[o:o + R3 * nb].reshape((nb, 3, 3))
-    o += R3 * nb
-    pw = s[o:o + P3 * nb].reshape((nb, 3))
-    o += P3 * nb
-    ov = s[o:o + SV * nb].reshape((nb, 6))
-    o += SV * nb
-    oa = s[o:o + SV * nb].reshape((nb, 6))
-    o += SV * nb
-    F = s[o:o + SV * nb].reshape((nb, 6))
-    o += SV * nb
-    Yc = s[o:o + SM * nb].reshape((nb, 6, 6))
-    o += SM * nb
-    Bc = s[o:o + SM * nb].reshape((nb, 6, 6))
-    o += SM * nb
-    J = s[o:o + SV * nv].reshape((nv, 6))
-    o += SV * nv
-    dV = s[o:o + SV * nv].reshape((nv, 6))     # dV/dq_j
-    o += SV * nv
-    dA = s[o:o + SV * nv].reshape((nv, 6))     # dA/dq_j
-    o += SV * nv
-    dAv = s[o:o + SV * nv].reshape((nv, 6))    # dA/dqd_j
-    o += SV * nv
-    dFq = s[o:o + SV * nv].reshape((nv, 6))    # the columns' force derivatives, kept for the ancestors' rows
-    o += SV * nv
-    dFv = s[o:o + SV * nv].reshape((nv, 6))
-    o += SV * nv
-    dFa = s[o:o + SV * nv].reshape((nv, 6))
-    o += SV * nv
-    tmp = s[o:o + 6]
-    tmp2 = s[o + 6:o + 12]
-    vJ = s[o + 12:o + 18]
-    zero6 = s[o + 18:o + 24]
-    a0 = s[o + 24:o + 30]
-    o += 30
-    sc = o   # sin and cos of every joint's first coordinate (joints.sincos_all: one vectorised loop)
+    Rw, pw, ov, oa, F, Yc, Bc, J, dV, dA, dAv, dFq, dFv, dFa, x, tmp, tmp2, vJ, zero6, a0, sc = scratch_views(s, nb, nv)
     full = gravity_only != 1
     want_h = gravity_only == 0   # NO_H (2): H is not written (the inverse dynamics' derivatives)
     for k in range(6):
@@ -342,13 +313,7 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         p = mi[ii + J_PARENT]
         vi = mi[ii + J_VI]
         nvi = mi[ii + J_NV]
-        # the subtree's columns: depth-first order puts them right after the joint's own
-        end = vi + nvi
-        k2 = i + 1
-        while k2 < nb and _is_descendant(mi, k2, i):
-            kk = HEADER_I + BODY_I * k2
-            end = mi[kk + J_VI] + mi[kk + J_NV]
-            k2 += 1
+        end = mi[ii + J_DEND]   # the subtree's columns: the joint's own, then its descendants' (depth-first)
         Y = Yc[i]
         B = Bc[i]
         for c in range(vi, vi + nvi):   # the joint's own columns' force derivatives
@@ -455,7 +420,7 @@ def rnea_derivatives_entry(mi, mf, q, qd, qdd, fx, gravity_only):
     dq = np.empty((n, n))
     dv = np.empty((n, n))
     H = np.empty((n, n))
-    s = np.empty(S_BODY * mi[H_NB] + S_DOF * n + S_CONST)   # scratch_size
+    s = np.empty(scratch_size(mi[H_NB], n))
     st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only)
     return st, dq, dv
 
@@ -470,14 +435,14 @@ def rnea_derivatives_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
     """(dtau/dq, dtau/dqd) into out (2 nvt^2); H and the scratch at the end of w."""
     mi, mf, n = model_from_pointers(mip, mfp)
     w = carray(wp, (nw,))
-    ns = S_BODY * mi[H_NB] + S_DOF * n + S_CONST   # scratch_size
+    ns = scratch_size(mi[H_NB], n)
     if nw < ns + n * n:
         return BAD_LENGTH * 100000000
     out = carray(outp, (2 * n * n,))
     b = nw - ns - n * n
     return rnea_derivatives_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(qddp, (nqdd,)), w[0:0],
-                                   out[0:n * n].reshape((n, n)), out[n * n:2 * n * n].reshape((n, n)),
-                                   w[b:b + n * n].reshape((n, n)), w[b + n * n:nw], NO_H)
+                                   view(out, 0, (n, n)), view(out, n * n, (n, n)), view(w, b, (n, n)),
+                                   w[b + n * n:nw], NO_H)
 
 
 @njit("UniTuple(int64, 2)(int64[::1], float64[::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], "
@@ -487,7 +452,7 @@ def rnea_derivatives_batch_entry(mi, mf, Q, QD, QDD, DQ, DV):
     Returns (status, k) of the first state refused, or (0, -1)."""
     n = mi[H_NVT]
     H = np.empty((n, n))
-    s = np.empty(S_BODY * mi[H_NB] + S_DOF * n + S_CONST)   # scratch_size
+    s = np.empty(scratch_size(mi[H_NB], n))
     e = np.empty(0)
     for k in range(Q.shape[0]):
         st = rnea_derivatives_kernel(mi, mf, Q[k], QD[k], QDD[k], e, DQ[k], DV[k], H, s, NO_H)
