@@ -74,51 +74,28 @@ class _Late:
         return f"<{self.name}, not loaded yet>"
 
 
-def _make_view(numba):
-    """view(a, o, shape): a C-contiguous view of a[o : o + prod(shape)] with that shape, as
-    ``a[o:o + prod(shape)].reshape(shape)`` but without reshape's general machinery (numba calls two
-    helpers per reshape, about 18 ns, where this costs nothing: the kernels of the derivatives take a
-    dozen views of their scratch per call). a: 1-d C-contiguous; the caller guarantees the extent (the
-    kernels check their scratch's length against its layout before they take views)."""
-    from numba import types as nt
-    from numba.core import cgutils
-    from numba.core.imputils import impl_ret_borrowed
-    from numba.extending import intrinsic
-    from numba.np.arrayobj import make_array, populate_array
+def _views(name):
+    def make(numba):
+        from . import _views   # the intrinsics (numba extensions), imported with numba only
 
-    @intrinsic
-    def view(typingctx, a, o, shape):
-        if not (isinstance(a, nt.Array) and a.ndim == 1 and a.layout == "C" and isinstance(o, nt.Integer)
-                and isinstance(shape, nt.BaseTuple) and all(isinstance(t, nt.Integer) for t in shape)):
-            return None
-
-        def codegen(context, builder, sig, args):
-            ary = make_array(sig.args[0])(context, builder, args[0])
-            dims = [context.cast(builder, d, t, nt.intp)
-                    for d, t in zip(cgutils.unpack_tuple(builder, args[2]), sig.args[2])]
-            itemsize = context.get_constant(nt.intp, context.get_abi_sizeof(context.get_data_type(a.dtype)))
-            strides = [itemsize]
-            for d in reversed(dims[1:]):   # C order: the last index is the contiguous one
-                strides.insert(0, builder.mul(strides[0], d))
-            out = make_array(sig.return_type)(context, builder)
-            populate_array(out, data=builder.gep(ary.data, [context.cast(builder, args[1], sig.args[1], nt.intp)]),
-                           shape=dims, strides=strides, itemsize=itemsize, meminfo=ary.meminfo, parent=None)
-            return impl_ret_borrowed(context, builder, sig.return_type, out._getvalue())
-
-        return nt.Array(a.dtype, len(shape), "C")(a, o, shape), codegen
-
-    return view
-
-
-def _view_py(a, o, shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return a[o:o + n].reshape(shape)
+        return _views.make_view(numba, as_int=name == "ints")
+    return make
 
 
 carray = _Late("numba.carray", lambda numba: numba.carray)
-view = _Late("view", _make_view, _view_py)
+
+
+def _view_py(a, o, shape, dtype=None):
+    """view and ints as Python (a kernel run before numba is loaded)."""
+    n = 1
+    for d in shape:
+        n *= d
+    v = a[o:o + n]
+    return (v if dtype is None else v.view(dtype)).reshape(shape)
+
+
+view = _Late("view", _views("view"), _view_py)
+ints = _Late("ints", _views("ints"), lambda a, o, shape: _view_py(a, o, shape, "int64"))
 _late_made: dict = {}
 
 

@@ -191,3 +191,14 @@ def test_view_is_reshape_without_the_machinery():
     np.testing.assert_array_equal(v1, b[0:4])
     assert a[3 + 4 * 6 - 1] == -1.0   # a view, not a copy
     np.testing.assert_array_equal(_jit._view_py(b, 3, (4, 2, 3)), b[3:27].reshape(4, 2, 3))   # as Python
+    ints = R.ints if hasattr(R, "ints") else None
+    if ints is not None:
+        @njit
+        def as_int(a):
+            k = ints(a, 2, (3,))
+            k[1] = 7
+            return k.copy()
+
+        f = np.zeros(6)
+        np.testing.assert_array_equal(as_int(f), [0, 7, 0])
+        assert f[3:4].view(np.int64)[0] == 7 and f[2] == 0.0

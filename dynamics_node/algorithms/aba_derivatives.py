@@ -15,7 +15,7 @@ takes the dense reduced system G^T H G in derivatives.py instead).
 """
 from __future__ import annotations
 
-from .._jit import carray, cfunc, njit, types, view
+from .._jit import carray, cfunc, ints, njit, types, view
 from ..layout import (BODY_I, DOF_F, FEXT_N, HEADER_F, BODY_F, HEADER_I, HF_TOL, H_NB, H_NVT, J_DEND, J_NV, J_PARENT,
                       J_VI)
 from ._common import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SIG3, SINGULAR, check, check_q_qd,
@@ -28,37 +28,42 @@ OVERFLOW = 5   # dispatch.OVERFLOW (a finite input whose result is not finite)
 
 
 @njit(cache=True, inline="always")
-def _dof_parents(mi, lam):
-    """lam = λ' (Featherstone §6.5, topology.dof_parents: the expanded parent array, -1 for the base) as
-    floats (the kernel's scratch is float): a joint's first dof has the last dof of the nearest ancestor
-    that has dofs, every other dof the one before it."""
+def _dof_parents(mi, lam, run):
+    """lam = λ' (Featherstone §6.5, topology.dof_parents: the expanded parent array, -1 for the base): a joint's
+    first dof has the last dof of the nearest ancestor that has dofs, every other dof the one before it; run[k]:
+    the first dof of the chain run through k (run[k] .. k each the parent of the next: the ancestors of k are
+    the runs k, then λ'(run[k])'s, and so on, each contiguous)."""
     for i in range(mi[H_NB]):
         ii = HEADER_I + BODY_I * i
         vi = mi[ii + J_VI]
         p = mi[ii + J_PARENT]
         while p >= 0 and mi[HEADER_I + BODY_I * p + J_NV] == 0:
             p = mi[HEADER_I + BODY_I * p + J_PARENT]
-        first = -1.0 if p < 0 else float(mi[HEADER_I + BODY_I * p + J_VI] + mi[HEADER_I + BODY_I * p + J_NV] - 1)
+        first = -1 if p < 0 else mi[HEADER_I + BODY_I * p + J_VI] + mi[HEADER_I + BODY_I * p + J_NV] - 1
         for c in range(vi, vi + mi[ii + J_NV]):
-            lam[c] = first if c == vi else c - 1.0
+            lam[c] = first if c == vi else c - 1
+            run[c] = run[c - 1] if lam[c] == c - 1 and c > 0 else c
 
 
 @njit(cache=True, inline="always")
-def _ltdl(H, lam, n, tol):
-    """In-place H = L^T D L over λ' (Featherstone Table 6.3, ltdl.ltdl_factor with a float λ'): no fill-in
-    (branch-induced sparsity, §6.4). Returns -1, or the first index whose pivot is <= tol."""
+def _ltdl(H, lam, run, n, tol):
+    """In-place H = L^T D L over λ' (Featherstone Table 6.3, ltdl.ltdl_factor): no fill-in (branch-induced
+    sparsity, §6.4); the innermost loop over the ancestors j of i taken a run of contiguous dofs at a time.
+    Returns -1, or the first index whose pivot is <= tol."""
     for k in range(n - 1, -1, -1):
         if H[k, k] <= tol:
             return k
-        i = int(lam[k])
+        i = lam[k]
         while i != -1:
             a = H[k, i] / H[k, k]
             j = i
-            while j != -1:
-                H[i, j] -= a * H[k, j]
-                j = int(lam[j])
+            while j != -1:   # H[i, j] -= a H[k, j] for j = i and its ancestors
+                r = run[j]
+                for m in range(r, j + 1):
+                    H[i, m] -= a * H[k, m]
+                j = lam[r]
             H[k, i] = a
-            i = int(lam[i])
+            i = lam[i]
     return -1
 
 
@@ -68,25 +73,25 @@ def _solve_rows(L, lam, X, Y, n):
     the columns of both right-hand sides at once: one walk over λ', each step a row operation over contiguous
     memory)."""
     for i in range(n - 1, -1, -1):   # L^T
-        j = int(lam[i])
+        j = lam[i]
         while j != -1:
             a = L[i, j]
             for c in range(n):
                 X[j, c] -= a * X[i, c]
                 Y[j, c] -= a * Y[i, c]
-            j = int(lam[j])
+            j = lam[j]
     for i in range(n):                # D, then L
         d = -1.0 / L[i, i]
         for c in range(n):
             X[i, c] *= d
             Y[i, c] *= d
-        j = int(lam[i])
+        j = lam[i]
         while j != -1:
             a = L[i, j]
             for c in range(n):
                 X[i, c] -= a * X[j, c]
                 Y[i, c] -= a * Y[j, c]
-            j = int(lam[j])
+            j = lam[j]
 
 
 @njit(cache=True, inline="always")
@@ -104,22 +109,22 @@ def _inverse(mi, L, lam, Z, n):
         bb = HEADER_I + BODY_I * b
         end = mi[bb + J_DEND]
         for i in range(mi[bb + J_VI] + mi[bb + J_NV] - 1, mi[bb + J_VI] - 1, -1):
-            j = int(lam[i])
+            j = lam[i]
             while j != -1:
                 a = L[i, j]
                 for c in range(i, end):
                     Z[j, c] -= a * Z[i, c]
-                j = int(lam[j])
+                j = lam[j]
     for i in range(n):                        # D, then L on the upper triangle
         d = 1.0 / L[i, i]
         for c in range(i, n):
             Z[i, c] *= d
-        j = int(lam[i])
+        j = lam[i]
         while j != -1:
             a = L[i, j]
             for c in range(i, n):
                 Z[i, c] -= a * Z[j, c]
-            j = int(lam[j])
+            j = lam[j]
     for i in range(n):
         for c in range(i + 1, n):
             Z[c, i] = Z[i, c]
@@ -129,17 +134,17 @@ def _inverse(mi, L, lam, Z, n):
 def _solve_vec(L, lam, x, n):
     """x <- H^-1 x with H = L^T D L (Featherstone Table 6.5, ltdl.ltdl_solve)."""
     for i in range(n - 1, -1, -1):
-        j = int(lam[i])
+        j = lam[i]
         while j != -1:
             x[j] -= L[i, j] * x[i]
-            j = int(lam[j])
+            j = lam[j]
     for i in range(n):
         x[i] /= L[i, i]
     for i in range(n):
-        j = int(lam[i])
+        j = lam[i]
         while j != -1:
             x[i] -= L[i, j] * x[j]
-            j = int(lam[j])
+            j = lam[j]
 
 
 @njit(cache=True, inline="always")
@@ -218,7 +223,7 @@ def _add_qdd_terms(mi, qdd, dq, s):
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F2, F2, F2, F2, F1, F1), cache=True, fastmath=FASTMATH)
 def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, s):
     """(ddq, ddv, Minv) = (dqdd/dq, dqdd/dqd, dqdd/dtau) at qdd = FD(q, qd, tau, f^x) (module docstring);
-    H: nvt x nvt scratch, lam: nvt floats, s: rnea_derivatives.scratch_size, w: the ABA's work array."""
+    H: nvt x nvt scratch, lam: 2 nvt floats' room (λ' and its runs, as integers), s: rnea_derivatives.scratch_size."""
     n = mi[H_NVT]
     st = check_q_qd(q, qd, mi)   # the order of the ABA's checks: q, qd, tau, f^x
     if st == 0:
@@ -242,27 +247,31 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
             for k in range(6):
                 t += J[c, k] * F[i, k]
             qdd[c] = tau[c] - t - friction_torque(mf, dofs + DOF_F * c, qd[c])
-    _dof_parents(mi, lam)
-    k = _ltdl(H, lam, n, mf[HF_TOL])
+    if lam.shape[0] < 2 * n:
+        return BAD_LENGTH * 100000000
+    lr = ints(lam, 0, (2, n))   # λ' and the runs (integers in the float scratch)
+    lam_i = lr[0]
+    _dof_parents(mi, lam_i, lr[1])
+    k = _ltdl(H, lam_i, lr[1], n, mf[HF_TOL])
     if k >= 0:   # the body whose joint owns pivot k (its subtree has no inertia about that axis)
         for i in range(mi[H_NB]):
             ii = HEADER_I + BODY_I * i
             if mi[ii + J_VI] <= k < mi[ii + J_VI] + mi[ii + J_NV]:
                 return SINGULAR * 100000000 + i
         return SINGULAR * 100000000
-    _solve_vec(H, lam, qdd, n)   # qdd = H^-1 (tau - tau0) (armature on H's diagonal: the pass adds it)
+    _solve_vec(H, lam_i, qdd, n)   # qdd = H^-1 (tau - tau0) (armature on H's diagonal: the pass adds it)
     for k in range(n):
         if not (qdd[k] - qdd[k] == 0.0):
             return OVERFLOW * 100000000   # finite inputs, qdd not finite: the caller names the inputs
     _add_qdd_terms(mi, qdd, ddq, s)
-    _solve_rows(H, lam, ddq, ddv, n)
-    _inverse(mi, H, lam, Minv, n)
+    _solve_rows(H, lam_i, ddq, ddv, n)
+    _inverse(mi, H, lam_i, Minv, n)
     return 0
 
 
 # the fast front's scratch (after the model's work array, which this kernel does not use): the RNEA derivatives'
-# scratch, qdd, λ' and H
-FD_EXTRA = (SCRATCH[0], SCRATCH[1] + 2, 1, SCRATCH[3])
+# scratch, qdd, H and λ' with its runs
+FD_EXTRA = (SCRATCH[0], SCRATCH[1] + 3, 1, SCRATCH[3])
 
 
 @cfunc(SIG3, cache=True)
@@ -271,11 +280,11 @@ def aba_derivatives_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
     mi, mf, n = model_from_pointers(mip, mfp)
     w = carray(wp, (nw,))
     ns = scratch_size(mi[H_NB], n)
-    b = nw - ns - 2 * n - n * n
+    b = nw - ns - 3 * n - n * n
     if b < 0:
         return BAD_LENGTH * 100000000
     out = carray(outp, (3 * n * n,))
     return aba_derivatives_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(taup, (ntau,)), w[0:0],
                                   w[b:b + n], view(out, 0, (n, n)), view(out, n * n, (n, n)),
                                   view(out, 2 * n * n, (n, n)), view(w, b + n, (n, n)),
-                                  w[b + n + n * n:b + 2 * n + n * n], w[b + 2 * n + n * n:nw])
+                                  w[b + n + n * n:b + 3 * n + n * n], w[b + 3 * n + n * n:nw])
