@@ -13,7 +13,8 @@
  *                 a kernel k1_t or k3_t writing nout nvt x nvt matrices one after the other into one
  *                 block (returned as one matrix, or a tuple of nout views of the block), with a work
  *                 array of the model's length plus extra = (per body, per dof, per dof squared,
- *                 constant) floats of scratch (the derivatives of the dynamics: two or three results). */
+ *                 constant) floats of scratch (the derivatives of the dynamics: two or three results),
+ *                 nv x nv in user coordinates (mi[3]); with mimic, models with mimic joints take it too. */
 #define NO_IMPORT_ARRAY
 #include "_fastcall.h"
 #include <stddef.h>
@@ -25,6 +26,7 @@ typedef struct {
     int nin, matrix;
     int rows;         /* a link route's output rows */
     int nout;         /* a matrices route's outputs (0: not a matrices route) */
+    int mimic;        /* a matrices route whose kernel takes models with mimic joints (user nv, mi[3], sizes its results) */
     Py_ssize_t extra[4]; /* a matrices route's scratch: per body, per dof, per dof squared, constant */
     PyObject *origin; /* a link route's default point; NULL for a vector route */
     PyObject *fast;   /* tuple: the extras' values that keep the fast path */
@@ -34,11 +36,12 @@ typedef struct {
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
 /* 1 when the call's extras are (identically) the route's fast values and the model may be read in
- * place (exactly the class of set_model, _direct True, its packed arrays usable): mi and mf set. */
+ * place (exactly the class of set_model, _direct True or the route takes mimic joints, its packed arrays
+ * usable): mi and mf set. */
 static int fast_call(Route *r, PyObject *model, PyObject *const *extras, PyObject **mi, PyObject **mf) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(r->fast); k++)
         if (extras[k] != PyTuple_GET_ITEM(r->fast, k)) return 0;
-    if (Py_TYPE(model) != model_type || SLOT(model, off_direct) != Py_True) return 0;
+    if (Py_TYPE(model) != model_type || (SLOT(model, off_direct) != Py_True && !r->mimic)) return 0;
     *mi = SLOT(model, off_kmi);
     *mf = SLOT(model, off_kmf);
     return *mi && *mf && model_ok(*mi, *mf);
@@ -66,8 +69,8 @@ slow:
  * an exception set. */
 static PyObject *run_matrices(Route *r, PyArrayObject *mi, PyArrayObject *mf, PyObject *const *x) {
     const int64_t *h = (const int64_t *)PyArray_DATA(mi);
-    npy_intp n = (npy_intp)h[1]; /* nvt */
-    Py_ssize_t nw, extra = r->extra[0] * (Py_ssize_t)h[0] + r->extra[1] * n + r->extra[2] * n * n + r->extra[3];
+    npy_intp nt = (npy_intp)h[1], n = (npy_intp)h[3]; /* nvt (the scratch), nv (the results: NVU) */
+    Py_ssize_t nw, extra = r->extra[0] * (Py_ssize_t)h[0] + r->extra[1] * nt + r->extra[2] * nt * nt + r->extra[3];
     double *w = thread_work_plus(h, extra, &nw);
     if (!w) return NULL;
     npy_intp dims[3] = {r->nout, n, n};
@@ -180,18 +183,20 @@ slow:
 
 static PyObject *route_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     PyObject *addr, *fast, *slow, *origin = NULL;
-    int nin, matrix, rows = 0, nout = 0;
+    int nin, matrix, rows = 0, nout = 0, mimic = 0;
     Py_ssize_t extra[4] = {0, 0, 0, 0};
-    if (!PyArg_ParseTuple(args, "OipO!O|iOi(nnnn):Route", &addr, &nin, &matrix, &PyTuple_Type, &fast, &slow, &rows,
-                          &origin, &nout, extra, extra + 1, extra + 2, extra + 3))
+    if (!PyArg_ParseTuple(args, "OipO!O|iOi(nnnn)p:Route", &addr, &nin, &matrix, &PyTuple_Type, &fast, &slow, &rows,
+                          &origin, &nout, extra, extra + 1, extra + 2, extra + 3, &mimic))
         return NULL;
     if (origin == Py_None) origin = NULL;
     if (origin ? (nin != 2 || rows <= 0) : (nin != 1 && nin != 3)) {
         PyErr_SetString(PyExc_ValueError, "nin must be 1 or 3 (a link route: 2, with rows > 0 and origin)");
         return NULL;
     }
-    if (nout < 0 || (nout && (origin || !matrix)) || extra[0] < 0 || extra[1] < 0 || extra[2] < 0 || extra[3] < 0) {
-        PyErr_SetString(PyExc_ValueError, "a matrices route takes matrix=True, no origin, nout >= 1, extra >= 0");
+    if (nout < 0 || (nout && (origin || !matrix)) || (mimic && !nout) || extra[0] < 0 || extra[1] < 0 ||
+        extra[2] < 0 || extra[3] < 0) {
+        PyErr_SetString(PyExc_ValueError, "a matrices route takes matrix=True, no origin, nout >= 1, extra >= 0 "
+                                          "(and only a matrices route takes mimic)");
         return NULL;
     }
     void *p = PyLong_AsVoidPtr(addr);
@@ -200,6 +205,7 @@ static PyObject *route_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     if (!r) return NULL;
     r->vectorcall = origin ? link_call : (nout ? matrices_call : vector_call);
     r->nout = nout;
+    r->mimic = mimic;
     memcpy(r->extra, extra, sizeof extra);
     r->addr = p;
     r->nin = nin;
@@ -244,6 +250,7 @@ PyTypeObject RouteType = {
     .tp_traverse = (traverseproc)route_traverse,
     .tp_clear = (inquiry)route_clear,
     .tp_dealloc = (destructor)route_dealloc,
-    .tp_doc = "Route(addr, nin, matrix, fast, slow[, rows, origin[, nout, extra]]): the fast front of one public "
-              "function (with rows and origin: of a link's point; with nout and extra: of nout matrices)",
+    .tp_doc = "Route(addr, nin, matrix, fast, slow[, rows, origin[, nout, extra[, mimic]]]): the fast front of one "
+              "public function (with rows and origin: of a link's point; with nout and extra: of nout matrices, "
+              "user nv x nv, of models with mimic joints too when mimic)",
 };

@@ -260,10 +260,11 @@ class Route:
     answers the link origin (``point is origin``) of a link named by a str. ``nout`` (with ``shim``): the
     callback writes nout nvt x nvt matrices (a tuple of them when nout > 1) and takes ``extra`` = (per body,
     per dof, per dof squared, constant) floats of scratch after the work array; the slow side then
-    runs ``compute``."""
+    runs ``compute``; ``mimic``: the callback takes models with mimic joints too, in user coordinates
+    (nv x nv results, algorithms/derivatives_c.py)."""
 
     def __init__(self, what, inputs, compute, extras=(), fast=(), shim=None, matrix=False, tree=True, post=None,
-                 link_shim=None, nout=0, extra=(0, 0, 0, 0)):
+                 link_shim=None, nout=0, extra=(0, 0, 0, 0), mimic=False):
         self.what, self.inputs, self.compute = what, tuple(inputs), compute
         self.extras, self.fast = tuple(extras), tuple(fast)
         self.shim, self.matrix, self.tree, self.post = shim, matrix, tree, post
@@ -275,7 +276,7 @@ class Route:
         if self.addr is not None and nout:
             _bind_model()
             self.front = _fast.Route(self.addr, len(self.inputs), True, self.fast, self.slow, 0, None, nout,
-                                     tuple(extra))
+                                     tuple(extra), mimic)
             self.addr = None   # the slow side computes (invoke returns one matrix)
         elif self.addr is not None:
             _bind_model()

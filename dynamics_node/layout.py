@@ -30,7 +30,8 @@ MODEL_HEADER_I = (  # mi[0:HEADER_I]; _fastcall.c reads NB and NVT at these plac
     ("NB", 1, "number of bodies nb (= moving kernel joints)"),
     ("NVT", 1, "tree velocity coordinates nvt"),
     ("NQT", 1, "tree position coordinates nqt"),
-    ("SPARE", 1, "unused"),
+    ("NVU", 1, "user velocity coordinates nv (NVT less the mimic followers; the derivatives' C fronts size "
+                "their results by it)"),
 )
 MODEL_BODY_I = (  # per body: the joint model and the tree (Featherstone Table 4.3)
     ("PARENT", 1, "λ(i), -1 for the fixed base"),
@@ -52,6 +53,17 @@ MODEL_BODY_F = (  # per body: X_T(i) = plx(E_T, r_T) and I_i = rbi(m, h, Ibar) (
     ("H", 3, "first moment h = m c"),
     ("IBAR", 9, "rotational inertia about the body origin, row-major (Eq. 2.63)"),
 )
+# A model with mimic joints (Featherstone §9.6, Eq. 3.19: q_t = G q + offset) has a last section in mf, after
+# the dofs, at MIMIC_AT = HEADER_F + BODY_F nb + DOF_F nvt: MIMIC_HEAD, then per tree position coordinate k
+# (MQ_*, at MIMIC_AT + MIMIC_HEAD + MIMIC_Q k), then per tree dof k (MV_*, after the nqt coordinates'). The
+# kernels that take user coordinates map them with it (algorithms/mimic.py). A model without has none.
+MODEL_MIMIC_HEAD = (("NQ", 1, "user position coordinates nq"), ("NV", 1, "user velocity coordinates nv"))
+MODEL_MIMIC_Q = (
+    ("SRC", 1, "the user coordinate tree coordinate k follows (an integer, as a float)"),
+    ("MUL", 1, "its multiplier: q_t[k] = MUL q[SRC] + OFF"),
+    ("OFF", 1, "its offset"),
+)
+MODEL_MIMIC_V = (("SRC", 1, "the user velocity tree dof k follows"), ("MUL", 1, "qd_t[k] = MUL qd[SRC]"))
 MODEL_DOF_F = (  # per degree of freedom
     ("S", 6, "column of the motion subspace S_i, angular-first (Table 4.1)"),
     ("ARMATURE", 1, "rotor inertia (Example 9.5)"),
@@ -172,6 +184,9 @@ _generate(MODEL_BODY_I, "J", "BODY_I")
 _generate(MODEL_HEADER_F, "HF", "HEADER_F")
 _generate(MODEL_BODY_F, "B", "BODY_F")
 _generate(MODEL_DOF_F, "D", "DOF_F")
+_generate(MODEL_MIMIC_HEAD, "MH", "MIMIC_HEAD")
+_generate(MODEL_MIMIC_Q, "MQ", "MIMIC_Q")
+_generate(MODEL_MIMIC_V, "MV", "MIMIC_V")
 _generate(WORK_PER_BODY, "W", "WORK_BODY")
 _generate(WORK_PER_DOF, "V", "WORK_DOF")
 _generate(WORK_SCRATCH, "T", "WORK_EXTRA")

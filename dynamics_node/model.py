@@ -34,7 +34,8 @@ from .joints import FREE, joint_dims, motion_subspace
 from .spatial import rbi_from_com
 from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, BODY_F, BODY_I, D_ARMATURE,
                      D_COULOMB, D_COULOMB_VELOCITY, D_DAMPING, D_OFFSET, D_STRIBECK, D_STRIBECK_VELOCITY, D_S,
-                     D_S_N, DOF_F, H_NB, H_NQT, H_NVT, HEADER_F, HEADER_I, HF_GRAVITY,
+                     D_S_N, DOF_F, H_NB, H_NQT, H_NVT, H_NVU, HEADER_F, MH_NQ, MH_NV, MIMIC_HEAD, MIMIC_Q,
+                     MIMIC_V, MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, HEADER_I, HF_GRAVITY,
                      HF_GRAVITY_N, HF_TOL, J_DEND, J_NV, J_PARENT, J_QI, J_TYPE, J_VI, WORK_BODY, WORK_DOF, WORK_EXTRA,
                      W_A, W_A_N, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_V, W_V_N)
 
@@ -177,6 +178,8 @@ class Model:
         self.nq = int(self.q_src.max() + 1) if self.nqt else 0
         self.nv = int(self.v_src.max() + 1) if self.nvt else 0
         self.has_mimic = bool(spec.mimic)
+        if self.has_mimic and self.nv >= self.nvt:   # the kernels tell a mimic model by nv < nvt (H_NVU)
+            raise ValueError(f"mimic joints but {self.nv} user velocity coordinates of {self.nvt}")
         # user coordinates are the tree's and the C shim is built: calls may take the shortest route
         self._direct = SHIM_AVAILABLE and not self.has_mimic
         # G (Eq. 3.11, qd_t = G qd) is used only with mimic joints; without, it would be an nv x nv identity
@@ -190,7 +193,7 @@ class Model:
 
         # ---- pack for the kernels
         mi = np.zeros(HEADER_I + BODY_I * nb, dtype=np.int64)
-        mi[H_NB], mi[H_NVT], mi[H_NQT] = nb, self.nvt, self.nqt
+        mi[H_NB], mi[H_NVT], mi[H_NQT], mi[H_NVU] = nb, self.nvt, self.nqt, self.nv
         J = mi[HEADER_I:].reshape(nb, BODY_I)
         J[:, J_PARENT] = spec.parent
         J[:, J_TYPE] = spec.jtype
@@ -207,7 +210,8 @@ class Model:
         Ib = np.array(spec.Ibar, dtype=float).reshape(nb, 9)
         for pl in spec.payloads.values():
             self._add_payload_inertia(pl, mass, h, Ib)
-        mf = np.zeros(HEADER_F + BODY_F * nb + DOF_F * self.nvt)
+        mimic_at = HEADER_F + BODY_F * nb + DOF_F * self.nvt
+        mf = np.zeros(mimic_at + ((MIMIC_HEAD + MIMIC_Q * self.nqt + MIMIC_V * self.nvt) if self.has_mimic else 0))
         mf[HF_GRAVITY:HF_GRAVITY + HF_GRAVITY_N] = spec.gravity
         B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape(nb, BODY_F)
         B[:, B_ET:B_ET + B_ET_N] = np.array(spec.ET, dtype=float).reshape(nb, 9)
@@ -215,7 +219,13 @@ class Model:
         B[:, B_M] = mass
         B[:, B_H:B_H + B_H_N] = h
         B[:, B_IBAR:B_IBAR + B_IBAR_N] = Ib
-        D = mf[HEADER_F + BODY_F * nb:].reshape(self.nvt, DOF_F)
+        D = mf[HEADER_F + BODY_F * nb:mimic_at].reshape(self.nvt, DOF_F)
+        if self.has_mimic:   # layout.MODEL_MIMIC_*: the map from user to tree coordinates (Eq. 3.19)
+            mf[mimic_at + MH_NQ], mf[mimic_at + MH_NV] = self.nq, self.nv
+            Mq = mf[mimic_at + MIMIC_HEAD:mimic_at + MIMIC_HEAD + MIMIC_Q * self.nqt].reshape(self.nqt, MIMIC_Q)
+            Mq[:, MQ_SRC], Mq[:, MQ_MUL], Mq[:, MQ_OFF] = self.q_src, self.q_mul, self.q_off
+            Mv = mf[mimic_at + MIMIC_HEAD + MIMIC_Q * self.nqt:].reshape(self.nvt, MIMIC_V)
+            Mv[:, MV_SRC], Mv[:, MV_MUL] = self.v_src, self.v_mul
         for i in range(nb):
             S = motion_subspace(spec.jtype[i], np.asarray(spec.axis[i], dtype=float))
             D[vi[i]:vi[i] + nvj[i], D_S:D_S + D_S_N] = S.T

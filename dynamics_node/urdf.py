@@ -444,7 +444,7 @@ def _check_mass_matrix(model: Model, report):
         return
     mf, tol = model.mf, model.singular_tol
     B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape(nb, BODY_F)
-    Dof = mf[HEADER_F + BODY_F * nb:].reshape(nvt, DOF_F)
+    Dof = mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt].reshape(nvt, DOF_F)
     vi = model.mi[HEADER_I + J_VI::BODY_I]
     nvj = model.mi[HEADER_I + J_NV::BODY_I]
     parent = model.parent

@@ -253,9 +253,11 @@ def test_inverse_dynamics_derivatives_batch_is_per_state(dn):
     Q, QD, QDD = (np.array([s[k] for s in S]) for k in range(3))
     DQ, DV = dn.inverse_dynamics_derivatives_batch(m, Q, QD, QDD)
     assert DQ.shape == DV.shape == (3, m.nv, m.nv)
-    for k in range(3):
+    for k in range(3):   # to rounding: the single call takes the C front (user coordinates in compiled code,
+        # derivatives_c.py, AOT machine code), the batch numba's JIT and numpy's G^T D G
         dq, dv = dn.inverse_dynamics_derivatives(m, Q[k], QD[k], QDD[k])
-        assert np.array_equal(DQ[k], dq) and np.array_equal(DV[k], dv)
+        for got, want in ((DQ[k], dq), (DV[k], dv)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(want).max()))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -352,3 +354,36 @@ def test_docs_library_blocks_run():
     finally:
         os.chdir(cwd)
     assert env["A"].shape == (14, 14) and env["B"].shape == (14, 7)
+
+
+@pytest.mark.parametrize("name", ["panda_mimic", "talos_floating_mimic", "random_mimic_20", "random_floating_mimic_22"])
+def test_mimic_models_compiled_route_equals_the_numpy_route(dn, name, monkeypatch):
+    """A model with mimic joints: the controllers' call (f_ext None) runs user coordinates in compiled code
+    (derivatives_c.py: the map to the tree, G^T D G by one pass, the reduced H's Cholesky); an f_ext of {} takes
+    the Python side (numpy's G^T D G, forward dynamics by the CRBA route, numpy's Cholesky). Two independent
+    computations of the same numbers."""
+    m = get_case(name).model
+    assert m.has_mimic and m.nv < m.nvt
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    for _ in range(3):
+        q, qd, qdd, tau = ug.random_state(m, rng)
+        pairs = [(dn.inverse_dynamics_derivatives(m, q, qd, qdd), dn.inverse_dynamics_derivatives(m, q, qd, qdd, {})),
+                 (dn.forward_dynamics_derivatives(m, q, qd, tau), dn.forward_dynamics_derivatives(m, q, qd, tau, {})),
+                 ((dn.gravity_derivatives(m, q),), (dn.gravity_derivatives(m, list(q)),))]   # a list: Python side
+        for fast, slow in pairs:
+            assert len(fast) == len(slow)
+            for a, b in zip(fast, slow):
+                assert a.shape == (m.nv, m.nv)
+                assert_close(a, b, rtol=1e-10, what=name)
+    # the first of each pair never reached the Python side: with it refusing every call, they still answer
+    import dynamics_node.dispatch as D
+
+    def refuse(model):
+        raise AssertionError("the Python side was called")
+
+    monkeypatch.setattr(D, "check_model", refuse)
+    dn.inverse_dynamics_derivatives(m, q, qd, qdd)
+    dn.forward_dynamics_derivatives(m, q, qd, tau)
+    dn.gravity_derivatives(m, q)
+    with pytest.raises(AssertionError, match="Python side"):
+        dn.gravity_derivatives(m, list(q))

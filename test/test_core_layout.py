@@ -47,7 +47,9 @@ def test_packed_model_reads_back_by_name():
     assert list(J[:, L.J_NV]) == [6] + [1] * (m.nb - 1) and J[1, L.J_QI] == 7 and J[1, L.J_VI] == 6
     np.testing.assert_array_equal(m.mf[L.HF_GRAVITY:L.HF_GRAVITY + 3], m.gravity)
     assert m.mf[L.HF_TOL] == m.singular_tol
-    D = m.mf[L.HEADER_F + L.BODY_F * m.nb:].reshape(m.nvt, L.DOF_F)
+    D = m.mf[L.HEADER_F + L.BODY_F * m.nb:L.HEADER_F + L.BODY_F * m.nb + L.DOF_F * m.nvt].reshape(m.nvt, L.DOF_F)
+    assert m.mf.shape[0] == L.HEADER_F + L.BODY_F * m.nb + L.DOF_F * m.nvt   # no mimic section without mimic joints
+    assert m.mi[L.H_NVU] == m.nv == m.nvt
     assert np.all(D[:, L.D_ARMATURE][6:] == 0.25)
     np.testing.assert_array_equal(D[:6, L.D_S:L.D_S + 6], np.block([[np.zeros((3, 3)), np.eye(3)],
                                                                    [np.eye(3), np.zeros((3, 3))]]))

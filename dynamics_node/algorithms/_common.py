@@ -9,7 +9,8 @@ from .._jit import carray, njit, types
 
 from ..errors import InputError, SingularMassMatrixError, clip, clip_names
 from ..joints import DBL_MIN, FREE, quat_scale
-from ..layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, J_QI, J_TYPE, V_U, V_UU,
+from ..layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU, J_QI, J_TYPE, MIMIC_HEAD,
+                      MIMIC_Q, MIMIC_V, V_U, V_UU,
                       V_U_N, WORK_BODY, WORK_DOF, WORK_EXTRA, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E,
                       W_E_N, W_F, W_F_N, W_IA, W_IA_N, W_PA, W_PA_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N,
                       W_V, W_V_N)
@@ -62,11 +63,15 @@ def unpack(mi, mf):
 
 @njit(cache=True, inline="always")
 def model_from_pointers(mip, mfp):
-    """(mi, mf, nvt) as arrays over the packed model behind two C pointers (header first)."""
+    """(mi, mf, nvt) as arrays over the packed model behind two C pointers (header first), mf with its mimic
+    section if it has one."""
     hdr = carray(mip, (HEADER_I,))
     nb = hdr[H_NB]
     nvt = hdr[H_NVT]
-    return (carray(mip, (HEADER_I + BODY_I * nb,)), carray(mfp, (HEADER_F + BODY_F * nb + DOF_F * nvt,)), nvt)
+    nf = HEADER_F + BODY_F * nb + DOF_F * nvt
+    if hdr[H_NVU] != nvt:   # mimic joints: their section follows (layout.MODEL_MIMIC_*)
+        nf += MIMIC_HEAD + MIMIC_Q * hdr[H_NQT] + MIMIC_V * nvt
+    return carray(mip, (HEADER_I + BODY_I * nb,)), carray(mfp, (nf,)), nvt
 
 
 @njit(cache=True, inline="always")

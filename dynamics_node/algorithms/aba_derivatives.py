@@ -7,7 +7,7 @@ ID(q, qd, FD(q, qd, tau)) = tau at qdd = FD(q, qd, tau) gives
 with dID/dq, dID/dqd and H = dID/dqdd from the analytic RNEA derivatives (rnea_derivatives.py; H comes from
 the same pass, no CRBA), run at qdd = 0: the pass also leaves tau0 = ID(q, qd, 0, f^x) (with the joint law's
 friction), qdd = H^-1 (tau - tau0) comes from the factor below (no ABA), and dID/dq, linear in qdd, gets qdd's
-part in one more sweep over the pass's scratch (_add_qdd_terms); the products
+part in one more sweep over the pass's scratch (add_qdd_terms); the products
 with H^-1 by the factor H = L^T D L over the expanded parent array (Featherstone §6.5, Tables 6.3 and 6.5:
 branch-induced sparsity, no fill-in), its solves applied to whole rows of the right-hand sides (-dID/dq,
 -dID/dqd and the identity) at once, all in one compiled call (tree coordinates; a model with mimic joints
@@ -15,14 +15,12 @@ takes the dense reduced system G^T H G in derivatives.py instead).
 """
 from __future__ import annotations
 
-from .._jit import carray, cfunc, ints, njit, types, view
+from .._jit import ints, njit, types
 from ..layout import (BODY_I, DOF_F, FEXT_N, HEADER_F, BODY_F, HEADER_I, HF_TOL, H_NB, H_NVT, J_DEND, J_NV, J_PARENT,
                       J_VI)
-from ._common import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SIG3, SINGULAR, check, check_q_qd,
-                      model_from_pointers)
+from ._common import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SINGULAR, check, check_q_qd)
 from .friction import friction_torque
-from .rnea_derivatives import (SCRATCH, _cross_f, _cross_m, _mul6, rnea_derivatives_kernel, scratch_size,
-                               scratch_views)
+from .rnea_derivatives import (_cross_f, _cross_m, _mul6, rnea_derivatives_kernel, scratch_views)
 
 OVERFLOW = 5   # dispatch.OVERFLOW (a finite input whose result is not finite)
 
@@ -148,7 +146,7 @@ def _solve_vec(L, lam, x, n):
 
 
 @njit(cache=True, inline="always")
-def _add_qdd_terms(mi, qdd, dq, s):
+def add_qdd_terms(mi, qdd, dq, s):
     """dq += the part of dtau/dq that qdd carries, after rnea_derivatives_kernel ran at qdd = 0 (its scratch s,
     laid out as there: x, Rw, pw, v, a, F, Y^C, B^C per body, then J, dV, dA, dAv, dFq, dFv, dFa per dof).
     The pass is linear in the accelerations: with a^q_i = a^q_λ(i) + J_i qdd_i (a^q_0 = 0), dA^q_j = a^q_λ(j) x J_j
@@ -220,6 +218,22 @@ def _add_qdd_terms(mi, qdd, dq, s):
                 anc = mi[aa + J_PARENT]
 
 
+@njit(cache=True, inline="always")
+def tau0(mi, mf, s, qd, out):
+    """out = tau0 = ID(q, qd, 0, f^x) = J^T F (F: the composite force rnea_derivatives_kernel left in its scratch
+    s, run at qdd = 0) + the joint law's friction (friction.py), tree coordinates."""
+    nv = mi[H_NVT]
+    dofs = HEADER_F + BODY_F * mi[H_NB]
+    _, _, _, _, F, _, _, J, _, _, _, _, _, _, _, _, _, _, _, _, _ = scratch_views(s, mi[H_NB], nv)
+    for i in range(mi[H_NB]):
+        ii = HEADER_I + BODY_I * i
+        for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+            t = 0.0
+            for k in range(6):
+                t += J[c, k] * F[i, k]
+            out[c] = t + friction_torque(mf, dofs + DOF_F * c, qd[c])
+
+
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F2, F2, F2, F2, F1, F1), cache=True, fastmath=FASTMATH)
 def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, s):
     """(ddq, ddv, Minv) = (dqdd/dq, dqdd/dqd, dqdd/dtau) at qdd = FD(q, qd, tau, f^x) (module docstring);
@@ -237,16 +251,9 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
     st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, ddq, ddv, H, s, 0)   # at qdd = 0: H and tau0
     if st != 0:
         return st
-    # tau0 = ID(q, qd, 0, f^x) = J^T F (F: the composite force the pass left) + the joint law's friction
-    dofs = HEADER_F + BODY_F * mi[H_NB]
-    _, _, _, _, F, _, _, J, _, _, _, _, _, _, _, _, _, _, _, _, _ = scratch_views(s, mi[H_NB], n)
-    for i in range(mi[H_NB]):
-        ii = HEADER_I + BODY_I * i
-        for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
-            t = 0.0
-            for k in range(6):
-                t += J[c, k] * F[i, k]
-            qdd[c] = tau[c] - t - friction_torque(mf, dofs + DOF_F * c, qd[c])
+    tau0(mi, mf, s, qd, qdd)
+    for k in range(n):
+        qdd[k] = tau[k] - qdd[k]
     if lam.shape[0] < 2 * n:
         return BAD_LENGTH * 100000000
     lr = ints(lam, 0, (2, n))   # λ' and the runs (integers in the float scratch)
@@ -263,28 +270,7 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
     for k in range(n):
         if not (qdd[k] - qdd[k] == 0.0):
             return OVERFLOW * 100000000   # finite inputs, qdd not finite: the caller names the inputs
-    _add_qdd_terms(mi, qdd, ddq, s)
+    add_qdd_terms(mi, qdd, ddq, s)
     _solve_rows(H, lam_i, ddq, ddv, n)
     _inverse(mi, H, lam_i, Minv, n)
     return 0
-
-
-# the fast front's scratch (after the model's work array, which this kernel does not use): the RNEA derivatives'
-# scratch, qdd, H and λ' with its runs
-FD_EXTRA = (SCRATCH[0], SCRATCH[1] + 3, 1, SCRATCH[3])
-
-
-@cfunc(SIG3, cache=True)
-def aba_derivatives_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
-    """(dqdd/dq, dqdd/dqd, dqdd/dtau) into out (3 nvt^2); FD_EXTRA at the end of w."""
-    mi, mf, n = model_from_pointers(mip, mfp)
-    w = carray(wp, (nw,))
-    ns = scratch_size(mi[H_NB], n)
-    b = nw - ns - 3 * n - n * n
-    if b < 0:
-        return BAD_LENGTH * 100000000
-    out = carray(outp, (3 * n * n,))
-    return aba_derivatives_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(taup, (ntau,)), w[0:0],
-                                  w[b:b + n], view(out, 0, (n, n)), view(out, n * n, (n, n)),
-                                  view(out, 2 * n * n, (n, n)), view(w, b + n, (n, n)),
-                                  w[b + n + n * n:b + 3 * n + n * n], w[b + 3 * n + n * n:nw])

@@ -20,9 +20,11 @@ from ..dispatch import Route, check_model, to_tree, wrenches
 from ..batch_errors import blame_row
 from ..errors import InputError, SingularMassMatrixError
 from ._common import EMPTY, raise_status
-from .aba_derivatives import FD_EXTRA, aba_derivatives_c, aba_derivatives_kernel
-from .gravity_derivatives import EXTRA as G_EXTRA, gravity_derivatives_c, gravity_derivatives_entry
-from .rnea_derivatives import (ID_EXTRA, NO_H, rnea_derivatives_batch_entry, rnea_derivatives_c, rnea_derivatives_entry,
+from .aba_derivatives import aba_derivatives_kernel
+from .derivatives_c import (FD_EXTRA, G_EXTRA, ID_EXTRA, aba_derivatives_c, gravity_derivatives_c,
+                            rnea_derivatives_c)
+from .gravity_derivatives import gravity_derivatives_entry
+from .rnea_derivatives import (NO_H, rnea_derivatives_batch_entry, rnea_derivatives_entry,
                                rnea_derivatives_kernel, scratch_size)
 
 
@@ -87,11 +89,11 @@ def _spd_inverse(model, H):
 _Q, _QD, _QDD, _TAU = ("q", "q"), ("qd", "v"), ("qdd", "v"), ("tau", "v")
 # the fast fronts (C, dispatch.Route with nout): the controllers' call, no f_ext, a model without mimic joints
 _ID_D = Route("inverse dynamics derivatives", (_Q, _QD, _QDD), _id_derivatives, extras=("f_ext",), fast=(None,),
-              shim=rnea_derivatives_c, nout=2, extra=ID_EXTRA).front
+              shim=rnea_derivatives_c, nout=2, extra=ID_EXTRA, mimic=True).front
 _G_D = Route("gravity derivatives", (_Q,), _gravity_derivatives, shim=gravity_derivatives_c, nout=1,
-             extra=G_EXTRA).front
+             extra=G_EXTRA, mimic=True).front
 _FD_D = Route("forward dynamics derivatives", (_Q, _QD, _TAU), _fd_derivatives, extras=("f_ext",), tree=False,
-              fast=(None,), shim=aba_derivatives_c, nout=3, extra=FD_EXTRA).front
+              fast=(None,), shim=aba_derivatives_c, nout=3, extra=FD_EXTRA, mimic=True).front
 
 
 def inverse_dynamics_derivatives(model, q, qd, qdd, f_ext=None):

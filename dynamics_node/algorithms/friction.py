@@ -160,7 +160,8 @@ def apply(friction, names, dofs, urdf_values, src):
 
 def has_friction(model) -> bool:
     """True when some coefficient of the law (algorithms/friction.py) is not zero."""
-    D = model._kmf[HEADER_F + BODY_F * model.nb:].reshape(model.nvt, DOF_F)
+    d0 = HEADER_F + BODY_F * model.nb
+    D = model._kmf[d0:d0 + DOF_F * model.nvt].reshape(model.nvt, DOF_F)
     return bool(np.any(D[:, [LAYOUT[f] for f in FIELDS]] != 0.0))
 
 

@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import carray, cfunc, njit, types, view
+from .._jit import njit, types, view
 from ..joints import jcalc_sc, sincos_all
 from ..layout import (BODY_F, BODY_I, B_H, B_M, DOF_F, D_S, GB_HC, GB_MC, GB_PW, GB_RW, GB_SC, GC_AG, GC_X, GD_D,
                       GD_DF, GD_J, GRAV_BODY, GRAV_DOF, GRAV_EXTRA, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, H_NVT,
                       J_DEND, J_NV, J_PARENT, J_VI)
-from ._common import BAD_LENGTH, F1, F2, FASTMATH, I1, SIG1, check_q, model_from_pointers
+from ._common import BAD_LENGTH, F1, F2, FASTMATH, I1, check_q
 
-EXTRA = (GRAV_BODY, GRAV_DOF, 0, GRAV_EXTRA)   # scratch floats (layout.GRAV_*): per body, per dof, per dof squared,
-# constant
 
 
 @njit(types.int64(I1, F1, F1, F2, F1), cache=True, fastmath=FASTMATH)
@@ -159,15 +157,3 @@ def gravity_derivatives_entry(mi, mf, q, dq):
     """The Python entry: the scratch allocated in compiled code."""
     s = np.empty(scratch_size(mi[H_NB], mi[H_NVT]))
     return gravity_derivatives_kernel(mi, mf, q, dq, s)
-
-
-@cfunc(SIG1, cache=True)
-def gravity_derivatives_c(mip, mfp, qp, nq, outp, wp, nw):
-    """dg/dq into out (nvt^2); the scratch (EXTRA) at the end of w (the fast front, dispatch.Route)."""
-    mi, mf, n = model_from_pointers(mip, mfp)
-    w = carray(wp, (nw,))
-    ns = scratch_size(mi[H_NB], n)
-    if nw < ns:
-        return BAD_LENGTH * 100000000
-    return gravity_derivatives_kernel(mi, mf, carray(qp, (nq,)), view(carray(outp, (n * n,)), 0, (n, n)),
-                                      w[nw - ns:nw])

@@ -45,15 +45,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import carray, cfunc, njit, types, view
+from .._jit import njit, types, view
 from ..joints import jcalc_sc, sincos_all
 from ..layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DERIV_BODY, DERIV_DOF, DERIV_EXTRA, DOF_F, D_ARMATURE, D_S,
                       FEXT_N, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_DEND, J_NV, J_PARENT, J_VI, RB_A, RB_BC,
                       RB_F, RB_PW, RB_RW, RB_SC, RB_V, RB_YC, RC_A0, RC_TMP, RC_TMP2, RC_VJ, RC_X, RC_ZERO, RD_DA,
                       RD_DAV, RD_DFA, RD_DFQ, RD_DFV, RD_DV, RD_J)
 from .friction import friction_slope  # the joint law's d tau_f / d qd (issue 27), written once
-from ._common import (A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, SIG3, check_q, check_state,
-                      model_from_pointers)
+from ._common import (A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, check_q, check_state)
 
 
 
@@ -423,26 +422,6 @@ def rnea_derivatives_entry(mi, mf, q, qd, qdd, fx, gravity_only):
     s = np.empty(scratch_size(mi[H_NB], n))
     st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only)
     return st, dq, dv
-
-
-# C callbacks (the fast front, dispatch.Route with nout): the outputs one block, the scratch after the
-# model's work array (the route's extra: SCRATCH plus the unreturned nvt x nvt matrices)
-ID_EXTRA = (SCRATCH[0], SCRATCH[1], 1, SCRATCH[3])
-
-
-@cfunc(SIG3, cache=True)
-def rnea_derivatives_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
-    """(dtau/dq, dtau/dqd) into out (2 nvt^2); H and the scratch at the end of w."""
-    mi, mf, n = model_from_pointers(mip, mfp)
-    w = carray(wp, (nw,))
-    ns = scratch_size(mi[H_NB], n)
-    if nw < ns + n * n:
-        return BAD_LENGTH * 100000000
-    out = carray(outp, (2 * n * n,))
-    b = nw - ns - n * n
-    return rnea_derivatives_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(qddp, (nqdd,)), w[0:0],
-                                   view(out, 0, (n, n)), view(out, n * n, (n, n)), view(w, b, (n, n)),
-                                   w[b + n * n:nw], NO_H)
 
 
 @njit("UniTuple(int64, 2)(int64[::1], float64[::1], float64[:, ::1], float64[:, ::1], float64[:, ::1], "

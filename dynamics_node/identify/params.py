@@ -99,7 +99,7 @@ def setup(model, model_friction, fields=CLASSES["coulomb"]) -> Parameterisation:
     from .. import inertial_parameters
 
     pi0 = inertial_parameters(model)
-    D = model_friction.mf[HEADER_F + BODY_F * nb:].reshape(nvt, DOF_F)
+    D = model_friction.mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt].reshape(nvt, DOF_F)
     fv0, fc0 = np.zeros(len(fj)), np.zeros(len(fj))
     for d in range(nvt):
         fv0[dof_f[d]], fc0[dof_f[d]] = D[d, D_DAMPING], D[d, D_COULOMB]

@@ -250,7 +250,7 @@ class SparsePattern:
         m = ld.n_c if ld is not None else 0
         J = np.asarray(mi[HEADER_I:HEADER_I + BODY_I * nb]).reshape(nb, BODY_I)
         parent, vi, nvj = J[:, J_PARENT], J[:, J_VI], J[:, J_NV]
-        D = np.asarray(mf[HEADER_F + BODY_F * nb:]).reshape(nvt, DOF_F)
+        D = np.asarray(mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt]).reshape(nvt, DOF_F)
         self.error = ("armature (rotor inertia, Example 9.5) is not in Eq. 8.64's body inertias"
                       if np.any(D[:, D_ARMATURE] != 0.0) else None)
         Sall = D[:, D_S:D_S + 6]
