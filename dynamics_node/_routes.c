@@ -47,15 +47,22 @@ static int fast_call(Route *r, PyObject *model, PyObject *const *extras, PyObjec
     return *mi && *mf && model_ok(*mi, *mf);
 }
 
+/* 1 when a vector or matrices route's call (model, None, the nin arrays, the extras) may take the kernel:
+ * no keywords, no data, the fast extras, a model read in place and native float64 vectors; mi, mf set. */
+static int fast_args(Route *r, PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject **mi,
+                     PyObject **mf) {
+    if (kwnames || PyVectorcall_NARGS(nargsf) != 2 + r->nin + PyTuple_GET_SIZE(r->fast) || args[1] != Py_None ||
+        !fast_call(r, args[0], args + 2 + r->nin, mi, mf))
+        return 0;
+    for (int k = 0; k < r->nin; k++)
+        if (!is_vec(args[2 + k], NPY_DOUBLE)) return 0;
+    return 1;
+}
+
 static PyObject *vector_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Route *r = (Route *)op;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *mi, *mf;
-    if (kwnames || nargs != 2 + r->nin + PyTuple_GET_SIZE(r->fast) || args[1] != Py_None ||
-        !fast_call(r, args[0], args + 2 + r->nin, &mi, &mf))
-        goto slow;
-    for (int k = 0; k < r->nin; k++)
-        if (!is_vec(args[2 + k], NPY_DOUBLE)) goto slow;
+    if (!fast_args(r, args, nargsf, kwnames, &mi, &mf)) goto slow;
     PyObject *res = run(r->addr, r->nin, r->matrix, (PyArrayObject *)mi, (PyArrayObject *)mf, Py_None, args + 2);
     if (res == NULL) return NULL;
     if (PyArray_CheckExact(res)) return res;
@@ -123,13 +130,8 @@ static PyObject *run_matrices(Route *r, PyArrayObject *mi, PyArrayObject *mf, Py
 
 static PyObject *matrices_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Route *r = (Route *)op;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     PyObject *mi, *mf;
-    if (kwnames || nargs != 2 + r->nin + PyTuple_GET_SIZE(r->fast) || args[1] != Py_None ||
-        !fast_call(r, args[0], args + 2 + r->nin, &mi, &mf))
-        goto slow;
-    for (int k = 0; k < r->nin; k++)
-        if (!is_vec(args[2 + k], NPY_DOUBLE)) goto slow;
+    if (!fast_args(r, args, nargsf, kwnames, &mi, &mf)) goto slow;
     PyObject *res = run_matrices(r, (PyArrayObject *)mi, (PyArrayObject *)mf, args + 2);
     if (res != Py_None) return res;
     Py_DECREF(res);
