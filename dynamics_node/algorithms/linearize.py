@@ -4,7 +4,7 @@
     qd+ = qd + dt FD(q, qd, tau)          q+ = q ⊕ (dt qd+)
 
     d qd+ = K dq + L dqd + dt Minv dtau,  K = dt dqdd/dq,  L = 1 + dt dqdd/dqd,  Minv = dqdd/dtau
-    d q+  = Jq dq + dt Jv d qd+           (Jq, Jv: the Jacobians of ⊕, lie_group.integrate_jacobians)
+    d q+  = Jq dq + dt Jv d qd+           (Jq, Jv: the Jacobians of ⊕, lie_group.integrate_jacobian_blocks)
 
     A = [Jq + dt Jv K,  dt Jv L;  K,  L]   (2nv x 2nv)      B = [dt² Jv Minv;  dt Minv]   (2nv x nv)
 
@@ -17,10 +17,12 @@ import math
 
 import numpy as np
 
+from .._jit import njit, types
 from ..dispatch import Route
 from ..errors import InputError
+from ._common import F2, FASTMATH
 from .derivatives import each_state, forward_dynamics_derivatives
-from .lie_group import integrate_jacobians
+from .lie_group import integrate_jacobian_blocks
 
 CONVENTION = ("semi-implicit Euler: qd+ = qd + dt FD(q, qd, tau), q+ = q (+) dt qd+; x = (dq, dqd) in the "
               "tangent space, dq of q (+) dq (floating base: the root's 6 velocity directions, linear then "
@@ -37,24 +39,56 @@ def _dt(dt):
     return dt
 
 
-def _step_matrices(model, q, qd, tau, dt):
-    from .aba import forward_dynamics
+@njit(types.void(F2, F2, F2, types.float64, F2, F2), cache=True, fastmath=FASTMATH)
+def step_matrices(dq, dv, Minv, dt, A, B):
+    """A and B (module docstring) with Jq = Jv = 1: K = dt dqdd/dq, L = 1 + dt dqdd/dqd, the top rows dt times
+    the bottom ones (plus 1 on A's diagonal); the free joints' rows are redone in _step_matrices."""
+    n = dq.shape[0]
+    for i in range(n):
+        for j in range(n):
+            k = dt * dq[i, j]
+            lv = dt * dv[i, j] + (1.0 if i == j else 0.0)
+            A[n + i, j] = k
+            A[n + i, n + j] = lv
+            A[i, j] = dt * k + (1.0 if i == j else 0.0)
+            A[i, n + j] = dt * lv
+            b = dt * Minv[i, j]
+            B[n + i, j] = b
+            B[i, j] = dt * b
 
+
+@njit(types.void(types.int64, F2, F2, types.float64, F2, F2), cache=True, fastmath=FASTMATH)
+def free_joint_rows(vi, Jq_b, Jv_b, dt, A, B):
+    """A free joint's 6 rows of the top half: d q+ = Jq dq + dt Jv d qd+ with its blocks Jq_b, Jv_b (rows and
+    columns vi .. vi + 5), the bottom half (K, L, dt Minv) already in place."""
+    n = B.shape[1]
+    for r in range(6):
+        for c in range(2 * n):
+            t = 0.0
+            for k in range(6):
+                t += Jv_b[r, k] * A[n + vi + k, c]
+            A[vi + r, c] = dt * t + (Jq_b[r, c - vi] if vi <= c < vi + 6 else 0.0)
+        for c in range(n):
+            t = 0.0
+            for k in range(6):
+                t += Jv_b[r, k] * B[n + vi + k, c]
+            B[vi + r, c] = dt * t
+
+
+def _step_matrices(model, q, qd, tau, dt):
+    """A and B (module docstring). Jq and Jv are 1 but at the free joints' 6 x 6 blocks, so the top rows are
+    dt times the bottom ones (plus 1 on A's diagonal) but at those blocks' rows: no dense product."""
     n = model.nv
     dq, dv, Minv = forward_dynamics_derivatives(model, q, qd, tau)
-    qdd = forward_dynamics(model, q, qd, tau)
-    Jq, Jv = integrate_jacobians(model, dt * (qd + dt * qdd))
-    K = dt * dq
-    L = np.eye(n) + dt * dv
-    DJv = dt * Jv
     A = np.empty((2 * n, 2 * n))
-    A[:n, :n] = Jq + DJv @ K
-    A[:n, n:] = DJv @ L
-    A[n:, :n] = K
-    A[n:, n:] = L
     B = np.empty((2 * n, n))
-    B[n:] = dt * Minv
-    B[:n] = DJv @ B[n:]
+    step_matrices(dq, dv, Minv, dt, A, B)
+    if model.nq != model.nv:   # free joints (7 position coordinates, 6 velocities): the floating base, ...
+        from .aba import forward_dynamics
+
+        blocks = integrate_jacobian_blocks(model, dt * (qd + dt * forward_dynamics(model, q, qd, tau)))
+        for vi, Jq_b, Jv_b in blocks:
+            free_joint_rows(vi, Jq_b, Jv_b, dt, A, B)
     return A, B
 
 
