@@ -141,11 +141,19 @@ static double *call_work(const int64_t *h, PyObject *work, Py_ssize_t *nw) {
 }
 
 PyObject *run(void *addr, int nin, int matrix, PyArrayObject *mi, PyArrayObject *mf, PyObject *work,
-                     PyObject *const *x) {
+                     PyObject *const *x, const Py_ssize_t *extra) {
     const int64_t *h = (const int64_t *)PyArray_DATA(mi);
-    npy_intp n = (npy_intp)h[1]; /* nvt */
+    npy_intp nt = (npy_intp)h[1], n = (npy_intp)h[3]; /* nvt; nv, the user's (below nvt with mimic joints) */
     Py_ssize_t nw;
-    double *w = call_work(h, work, &nw);
+    double *w;
+    if (n != nt) { /* mimic joints: user coordinates in and out, the route's scratch after the work array */
+        if (!extra || work != Py_None) return PyLong_FromLongLong(100000000LL); /* BAD_LENGTH: the Python side */
+        Py_ssize_t more = extra[0] * (Py_ssize_t)h[0] + extra[1] * nt + extra[2] * nt * nt + extra[3];
+        w = thread_work_plus(h, more, &nw);
+        nw += more;
+    } else {
+        w = call_work(h, work, &nw);
+    }
     if (!w) return NULL;
     npy_intp dims[2] = {n, n};
     PyObject *out = PyArray_SimpleNew(matrix ? 2 : 1, dims, NPY_DOUBLE);
@@ -185,7 +193,7 @@ static PyObject *invoke(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (!model_ok(args[2], args[3])) Py_RETURN_NOTIMPLEMENTED;
     for (int k = 0; k < nin; k++)
         if (!is_vec(args[5 + k], NPY_DOUBLE)) Py_RETURN_NOTIMPLEMENTED;
-    return run(addr, nin, matrix, (PyArrayObject *)args[2], (PyArrayObject *)args[3], args[4], args + 5);
+    return run(addr, nin, matrix, (PyArrayObject *)args[2], (PyArrayObject *)args[3], args[4], args + 5, NULL);
 }
 
 /* ---------------------------------------------------------------------------------- invoke3s */

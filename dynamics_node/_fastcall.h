@@ -48,7 +48,9 @@ FC_HIDDEN double *thread_work(const int64_t *h, Py_ssize_t *len);
 FC_HIDDEN double *thread_work_plus(const int64_t *h, Py_ssize_t extra, Py_ssize_t *len);
 /* 1 when every one of n doubles is finite */
 FC_HIDDEN int all_finite(const double *x, Py_ssize_t n);
-/* The kernel call behind addr on checked arrays: ndarray, int status, or NULL with an exception. */
+/* The kernel call behind addr on checked arrays: ndarray, int status, or NULL with an exception. A model with
+ * mimic joints (mi[3] < mi[1]) takes user coordinates, with extra (per body, per dof, per dof squared,
+ * constant) floats of scratch after the thread's work array; without extra it is refused (a status). */
 FC_HIDDEN PyObject *run(void *addr, int nin, int matrix, PyArrayObject *mi, PyArrayObject *mf, PyObject *work,
-                        PyObject *const *x);
+                        PyObject *const *x, const Py_ssize_t *extra);
 #endif

@@ -3,7 +3,8 @@
  * error included, to the Python side unchanged. See _fastcall.c for the module.
  *
  * Two modes of one type:
- *   vector route  route(model, data, a[, b, c], *extras), kernel k1_t or k3_t (run() in _fastcall.c);
+ *   vector route  route(model, data, a[, b, c], *extras), kernel k1_t or k3_t (run() in _fastcall.c); with
+ *                 mimic, models with mimic joints too (user coordinates, `extra` floats of scratch);
  *   link route    route(model, data, a, b, point, link, *extras), kernel k3s_t taking (a, b, the point
  *                 in body coordinates, the body's index as the float) and writing rows x nvt: fast
  *                 also needs point to be `origin` (the link origin, by identity) and link a str key
@@ -26,7 +27,8 @@ typedef struct {
     int nin, matrix;
     int rows;         /* a link route's output rows */
     int nout;         /* a matrices route's outputs (0: not a matrices route) */
-    int mimic;        /* a matrices route whose kernel takes models with mimic joints (user nv, mi[3], sizes its results) */
+    int mimic;        /* a route whose kernel takes models with mimic joints (user coordinates; nv = mi[3] sizes the
+                       * results); a vector route's extra is then that kernel's scratch for them */
     Py_ssize_t extra[4]; /* a matrices route's scratch: per body, per dof, per dof squared, constant */
     PyObject *origin; /* a link route's default point; NULL for a vector route */
     PyObject *fast;   /* tuple: the extras' values that keep the fast path */
@@ -63,7 +65,8 @@ static PyObject *vector_call(PyObject *op, PyObject *const *args, size_t nargsf,
     Route *r = (Route *)op;
     PyObject *mi, *mf;
     if (!fast_args(r, args, nargsf, kwnames, &mi, &mf)) goto slow;
-    PyObject *res = run(r->addr, r->nin, r->matrix, (PyArrayObject *)mi, (PyArrayObject *)mf, Py_None, args + 2);
+    PyObject *res = run(r->addr, r->nin, r->matrix, (PyArrayObject *)mi, (PyArrayObject *)mf, Py_None, args + 2,
+                        r->mimic ? r->extra : NULL);
     if (res == NULL) return NULL;
     if (PyArray_CheckExact(res)) return res;
     Py_DECREF(res); /* a status: the slow path recomputes and names the problem */
@@ -195,10 +198,10 @@ static PyObject *route_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "nin must be 1 or 3 (a link route: 2, with rows > 0 and origin)");
         return NULL;
     }
-    if (nout < 0 || (nout && (origin || !matrix)) || (mimic && !nout) || extra[0] < 0 || extra[1] < 0 ||
+    if (nout < 0 || (nout && (origin || !matrix)) || (mimic && origin) || extra[0] < 0 || extra[1] < 0 ||
         extra[2] < 0 || extra[3] < 0) {
         PyErr_SetString(PyExc_ValueError, "a matrices route takes matrix=True, no origin, nout >= 1, extra >= 0 "
-                                          "(and only a matrices route takes mimic)");
+                                          "(and a link route no mimic)");
         return NULL;
     }
     void *p = PyLong_AsVoidPtr(addr);

@@ -261,7 +261,8 @@ class Route:
     callback writes nout nvt x nvt matrices (a tuple of them when nout > 1) and takes ``extra`` = (per body,
     per dof, per dof squared, constant) floats of scratch after the work array; the slow side then
     runs ``compute``; ``mimic``: the callback takes models with mimic joints too, in user coordinates
-    (nv x nv results, algorithms/derivatives_c.py)."""
+    (nv or nv x nv results; algorithms/mimic.py), a vector route's with ``extra`` floats of scratch for them.
+    The slow side of a model with mimic joints runs ``compute`` on tree coordinates (never the callback)."""
 
     def __init__(self, what, inputs, compute, extras=(), fast=(), shim=None, matrix=False, tree=True, post=None,
                  link_shim=None, nout=0, extra=(0, 0, 0, 0), mimic=False):
@@ -280,7 +281,8 @@ class Route:
             self.addr = None   # the slow side computes (invoke returns one matrix)
         elif self.addr is not None:
             _bind_model()
-            self.front = _fast.Route(self.addr, len(self.inputs), matrix, self.fast, self.slow)
+            self.front = _fast.Route(self.addr, len(self.inputs), matrix, self.fast, self.slow, 0, None, 0,
+                                     tuple(extra), mimic)
         elif link_shim is not None and _fast.AVAILABLE:
             _bind_model()
             cf, rows, origin = link_shim
@@ -308,7 +310,7 @@ class Route:
         extras = args[self.n:]
         mimic = self.tree and model.has_mimic
         kx = [to_tree(model, x, kind) if kind != "x" else x for x, (_, kind) in zip(xs, self.inputs)] if mimic else xs
-        if self.addr is not None and (self.tree or not model.has_mimic) and self._fast_extras(extras):
+        if self.addr is not None and not model.has_mimic and self._fast_extras(extras):
             r = _invoke(self.addr, self.matrix, model._kmi, model._kmf, work, *kx)
             st, out = (0, r) if r.__class__ is _ndarray else (r, None)
         else:

@@ -21,22 +21,24 @@ body instead of producing inf or NaN.
 from __future__ import annotations
 
 import numpy as np
-from .._jit import carray, cfunc, njit, types
+from .._jit import carray, cfunc, njit, types, view
 
 from ..joints import jcalc_sc, sincos_all
 from ..layout import HEADER_F, HEADER_I
 from ..spatial import crf_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from ..dispatch import Route, wrenches
 from ..errors import InputError, clip
-from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q_qd, new_work, A_FEXT, A_TAU, BAD_LENGTH,
-                      EMPTY, EMPTY_I, SINGULAR, check)
+from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q_qd, new_work, A_FEXT, A_Q, A_QD, A_TAU,
+                      BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, check)
 from ..joints import joint_velocity
-from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_TOL, H_NB,
-                      H_NVT, J_NV, J_PARENT, J_VI, T_D, T_D_N, T_IA, T_PA, T_UA, V_U, V_UU, V_U_N, WORK_BODY,
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_TOL, H_NB, H_NQT,
+                      H_NVT, H_NVU, J_NV, J_PARENT, J_VI, T_D, T_D_N, T_IA, T_PA, T_UA, V_U, V_UU, V_U_N, WORK_BODY,
                       WORK_DOF, W_A, W_A_N, W_C, W_COS, W_C_N, W_DINV, W_DINV_N, W_E, W_E_N, W_IA, W_IA_N, W_PA,
                       W_PA_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
 from .friction import friction_torque
-from .rnea import gravity_acceleration
+from .crba import crba_kernel
+from .mimic import cholesky, cholesky_solve, gt_vec, gtdg, q_to_tree, scratch_at, v_to_tree
+from .rnea import gravity_acceleration, rnea_kernel
 
 
 @njit(cache=True)
@@ -289,13 +291,56 @@ def aba_entry(mi, mf, q, qd, tau, qdd):
     return aba_kernel(mi, mf, q, qd, tau, e, qdd, w, mi[0:0], e, e)
 
 
+# the C front's scratch for a model with mimic joints (dispatch.Route's extra): q_t (nqt <= nb + nvt), qd_t, a zero
+# qdd_t, the bias C_t, the reduced right-hand side (nv <= nvt), H_t and the reduced G^T H G
+FD_MIMIC = (1, 4, 2, 0)
+
+
 @cfunc(SIG3, cache=True)
 def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
+    """qdd into out; a model with mimic joints in user coordinates: G^T H G qdd = tau - G^T C (Featherstone §9.6,
+    as ltdl.crba_forward_dynamics: H by the CRBA, C by the RNEA at qdd = 0, the reduced H by Cholesky,
+    mimic.py), its scratch FD_MIMIC at the end of w."""
     mi, mf, nvt = model_from_pointers(mip, mfp)
     w = carray(wp, (nw,))
     e = w[0:0]
-    return aba_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(taup, (ntau,)), e, carray(outp, (nvt,)),
-                      w, mi[0:0], e, e)
+    q, qd, tau = carray(qp, (nq,)), carray(qdp, (nqd,)), carray(taup, (ntau,))
+    if mi[H_NVU] == nvt:
+        return aba_kernel(mi, mf, q, qd, tau, e, carray(outp, (nvt,)), w, mi[0:0], e, e)
+    nqt, nu = mi[H_NQT], mi[H_NVU]
+    b = scratch_at(mi, nw, nqt + 3 * nvt + nu + nvt * nvt + nu * nu)
+    if b < 0:
+        return BAD_LENGTH * 100000000
+    qt = w[b:b + nqt]
+    o = b + nqt
+    qdt, zt, Ct, bu = w[o:o + nvt], w[o + nvt:o + 2 * nvt], w[o + 2 * nvt:o + 3 * nvt], w[o + 3 * nvt:o + 3 * nvt + nu]
+    o += 3 * nvt + nu
+    Ht, Hu = w[o:o + nvt * nvt], view(w, o + nvt * nvt, (nu, nu))
+    st = q_to_tree(mi, mf, q, qt, A_Q)
+    if st == 0:
+        st = v_to_tree(mi, mf, qd, qdt, A_QD)
+    if st == 0:
+        st = check(tau, nu, A_TAU)
+    if st != 0:
+        return st
+    for k in range(nvt):
+        zt[k] = 0.0
+    st = rnea_kernel(mi, mf, qt, qdt, zt, e, Ct, w[0:b])
+    if st == 0:
+        st = crba_kernel(mi, mf, qt, Ht, w[0:b])
+    if st != 0:
+        return st
+    gtdg(mi, mf, view(Ht, 0, (nvt, nvt)), Hu)
+    gt_vec(mi, mf, Ct, bu)
+    for a in range(nu):
+        bu[a] = tau[a] - bu[a]
+    if cholesky(Hu, nu, mf[HF_TOL]) >= 0:
+        return SINGULAR * 100000000   # (the Python side names the body)
+    cholesky_solve(Hu, bu, nu)
+    out = carray(outp, (nu,))
+    for a in range(nu):
+        out[a] = bu[a]
+    return 0
 
 
 def _aba(model, data, w, q, qd, tau, f_ext, method):
@@ -316,7 +361,7 @@ def _aba(model, data, w, q, qd, tau, f_ext, method):
 
 # user coordinates in (a mimic model's reduced system is solved by ltdl.crba_forward_dynamics)
 _FD = Route("forward dynamics", (("q", "q"), ("qd", "v"), ("tau", "v")), _aba, extras=("f_ext", "method"),
-            fast=(None, "aba"), shim=aba_c, tree=False).front
+            fast=(None, "aba"), shim=aba_c, tree=False, extra=FD_MIMIC, mimic=True).front
 
 
 def forward_dynamics(model, q, qd, tau, f_ext=None, data=None, method="aba"):

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import carray, cfunc, njit, types
+from .._jit import carray, cfunc, njit, types, view
 from ..dispatch import Route
-from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI,
-                      V_U, V_U_N, WORK_BODY, W_DINV, W_F, W_F_N, W_IA, W_PW, W_PW_N, W_RW, W_RW_N, W_V,
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_S, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU, J_NV,
+                      J_PARENT, J_VI, V_U, V_U_N, WORK_BODY, W_DINV, W_F, W_F_N, W_IA, W_PW, W_PW_N, W_RW, W_RW_N, W_V,
                       W_V_N)
 from ..spatial import crf_t, crm_t, load6, rbi_mul_c
-from ._common import F1, FASTMATH, I1, SIG3, check_q_qd, model_from_pointers
+from ._common import A_Q, A_QD, BAD_LENGTH, F1, FASTMATH, I1, SIG3, check_q_qd, model_from_pointers
+from .mimic import gtdg, q_to_tree, scratch_at, v_to_tree
 from .kinematics import _poses
 
 RBI = 13  # m, h (3), Ibar (9, row-major): rbi(m, h, Ibar) of Table A.3
@@ -241,12 +242,33 @@ def coriolis_kernel(mi, mf, q, qd, Cout, w):
     return 0
 
 
+# the C front's scratch for a model with mimic joints (dispatch.Route's extra): q_t (nqt <= nb + nvt), qd_t, C_t
+C_MIMIC = (1, 2, 1, 0)
+
+
 @cfunc(SIG3, cache=True)
 def coriolis_c(mip, mfp, qp, nq, qdp, nqd, q2p, nq2, outp, wp, nw):
-    """The C callback (the shim's three-input form; the third input is qd again, unused)."""
+    """The C callback (the shim's three-input form; the third input is qd again, unused); a model with mimic
+    joints in user coordinates: G^T C(G q + offset, G qd) G (G is constant), its scratch C_MIMIC."""
     mi, mf, nvt = model_from_pointers(mip, mfp)
-    return coriolis_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(outp, (nvt * nvt,)),
-                           carray(wp, (nw,)))
+    w = carray(wp, (nw,))
+    q, qd = carray(qp, (nq,)), carray(qdp, (nqd,))
+    if mi[H_NVU] == nvt:
+        return coriolis_kernel(mi, mf, q, qd, carray(outp, (nvt * nvt,)), w)
+    nqt = mi[H_NQT]
+    nu = mi[H_NVU]
+    b = scratch_at(mi, nw, nqt + nvt + nvt * nvt)
+    if b < 0:
+        return BAD_LENGTH * 100000000
+    qt, qdt, Ct = w[b:b + nqt], w[b + nqt:b + nqt + nvt], w[b + nqt + nvt:b + nqt + nvt + nvt * nvt]
+    st = q_to_tree(mi, mf, q, qt, A_Q)
+    if st == 0:
+        st = v_to_tree(mi, mf, qd, qdt, A_QD)
+    if st == 0:
+        st = coriolis_kernel(mi, mf, qt, qdt, Ct, w[0:b])
+    if st == 0:
+        gtdg(mi, mf, view(Ct, 0, (nvt, nvt)), view(carray(outp, (nu * nu,)), 0, (nu, nu)))
+    return st
 
 
 def _coriolis(model, data, w, qt, qdt, _qdt):
@@ -257,7 +279,7 @@ def _coriolis(model, data, w, qt, qdt, _qdt):
 
 # qd passed twice: the C shim's routes take one or three vectors (SIG1, SIG3)
 _CORIOLIS = Route("the Coriolis matrix", (("q", "q"), ("qd", "v"), ("qd", "v")), _coriolis, shim=coriolis_c,
-                  matrix=True, post="vv").front
+                  matrix=True, post="vv", extra=C_MIMIC, mimic=True).front
 
 
 def coriolis_matrix(model, q, qd, data=None):

@@ -11,15 +11,16 @@ H of the independent coordinates is G^T H G (Eq. 3.19, §9.6).
 from __future__ import annotations
 
 import numpy as np
-from .._jit import carray, cfunc, njit, types
+from .._jit import carray, cfunc, njit, types, view
 
 from ..joints import jcalc_sc, sincos_all
-from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, HEADER_F, HEADER_I, H_NB, H_NVT, J_NV,
-                      J_PARENT, J_VI, RBI_N, W_COS, W_E, W_E_N, W_IA, W_IA_N, W_R, W_R_N, W_SIN)
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU,
+                      J_NV, J_PARENT, J_VI, RBI_N, W_COS, W_E, W_E_N, W_IA, W_IA_N, W_R, W_R_N, W_SIN)
 from ..spatial import rbi_mul_t, rbi_to_parent_add, xtf_t
 from .._fast import invoke
 from ..dispatch import Route, check_data, raise_status, vec
-from ._common import (FASTMATH, SIG1, model_from_pointers, F1, I1, check_q, new_work)
+from ._common import (A_Q, BAD_LENGTH, FASTMATH, SIG1, model_from_pointers, F1, I1, check_q, new_work)
+from .mimic import gtdg, q_to_tree, scratch_at
 
 
 @njit(cache=True, inline="always")
@@ -90,10 +91,31 @@ def crba_entry(mi, mf, q, H):
     return crba_kernel(mi, mf, q, H, w)
 
 
+# the C front's scratch for a model with mimic joints (dispatch.Route's extra): q_t (nqt <= nb + nvt), H_t
+H_MIMIC = (1, 1, 1, 0)
+
+
 @cfunc(SIG1, cache=True)
 def crba_c(mip, mfp, qp, nq, outp, wp, nw):
+    """H into out; a model with mimic joints in user coordinates: G^T H(G q + offset) G (mimic.py), its scratch
+    H_MIMIC at the end of w."""
     mi, mf, nvt = model_from_pointers(mip, mfp)
-    return crba_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (nvt * nvt,)), carray(wp, (nw,)))
+    w = carray(wp, (nw,))
+    q = carray(qp, (nq,))
+    if mi[H_NVU] == nvt:
+        return crba_kernel(mi, mf, q, carray(outp, (nvt * nvt,)), w)
+    nqt = mi[H_NQT]
+    nu = mi[H_NVU]
+    b = scratch_at(mi, nw, nqt + nvt * nvt)
+    if b < 0:
+        return BAD_LENGTH * 100000000
+    qt, Ht = w[b:b + nqt], w[b + nqt:b + nqt + nvt * nvt]
+    st = q_to_tree(mi, mf, q, qt, A_Q)
+    if st == 0:
+        st = crba_kernel(mi, mf, qt, Ht, w[0:b])
+    if st == 0:
+        gtdg(mi, mf, view(Ht, 0, (nvt, nvt)), view(carray(outp, (nu * nu,)), 0, (nu, nu)))
+    return st
 
 
 def _crba(model, data, w, q):
@@ -101,7 +123,8 @@ def _crba(model, data, w, q):
     return crba_kernel(model._kmi, model._kmf, q, H.reshape(-1), w), H
 
 
-_MASS_MATRIX = Route("the mass matrix", (("q", "q"),), _crba, shim=crba_c, matrix=True, post="vv")
+_MASS_MATRIX = Route("the mass matrix", (("q", "q"),), _crba, shim=crba_c, matrix=True, post="vv", extra=H_MIMIC,
+                     mimic=True)
 _H = _MASS_MATRIX.front
 
 
@@ -109,7 +132,7 @@ def mass_matrix_tree(model, q_tree, data=None):
     """H over the tree coordinates (mimic followers included), for q_tree already checked (nqt)."""
     w = check_data(model, data)
     q_tree = vec(q_tree, "q")
-    if _MASS_MATRIX.addr is not None:
+    if _MASS_MATRIX.addr is not None and not model.has_mimic:   # (the C front takes a mimic model's user q)
         r = invoke(_MASS_MATRIX.addr, True, model._kmi, model._kmf, w, q_tree)
         st, H = (0, r) if r.__class__ is np.ndarray else (r, None)
     else:

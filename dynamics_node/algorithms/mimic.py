@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .._jit import njit
 from ..layout import (BODY_F, DOF_F, HEADER_F, H_NB, H_NQT, H_NVT, MH_NQ, MH_NV, MIMIC_HEAD, MIMIC_Q, MIMIC_V,
-                      MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC)
+                      MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, WORK_BODY, WORK_DOF, WORK_EXTRA)
 from ._common import BAD_LENGTH
 
 
@@ -20,6 +20,14 @@ from ._common import BAD_LENGTH
 def mimic_at(mi):
     """The offset of the mimic section in mf."""
     return HEADER_F + BODY_F * mi[H_NB] + DOF_F * mi[H_NVT]
+
+
+@njit(cache=True, inline="always")
+def scratch_at(mi, nw, need):
+    """Where `need` floats of a C front's scratch start at the end of its work array of nw (the model's work
+    array first, layout.WORK_*), or -1 if it is too short."""
+    b = nw - need
+    return b if b >= WORK_BODY * mi[H_NB] + WORK_DOF * mi[H_NVT] + WORK_EXTRA else -1
 
 
 @njit(cache=True, inline="always")

@@ -20,13 +20,14 @@ from ..layout import HEADER_F, HEADER_I
 from ..spatial import crf_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from ..dispatch import Route, check_model, wrenches
 from ..joints import joint_motion
-from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_GRAVITY, H_NB,
+from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_GRAVITY, H_NB, H_NQT, H_NVU,
                       J_NV, J_PARENT, J_TYPE, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_SIN, W_V,
                       W_V_N)
 from .friction import friction_torque
+from .mimic import gt_vec, q_to_tree, scratch_at, v_to_tree
 from .rnea_batch import rnea_lanes_kernel, work_size as lanes_work_size
 from ._common import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT,
-                      BAD_LENGTH)
+                      A_Q, A_QD, A_QDD, BAD_LENGTH)
 
 
 @njit(cache=True, inline="always")
@@ -139,18 +140,58 @@ def gravity_entry(mi, mf, q, tau):
     return gravity_kernel(mi, mf, q, tau, w)
 
 
+# the C fronts' scratch for a model with mimic joints (dispatch.Route's extra: per body, per dof, per dof squared,
+# constant): q_t (nqt <= nb + nvt), then qd_t, qdd_t and tau_t, or tau_t alone (gravity)
+ID_MIMIC = (1, 4, 0, 0)
+G_MIMIC = (1, 2, 0, 0)
+
+
 @cfunc(SIG3, cache=True)
 def rnea_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
+    """tau into out; a model with mimic joints in user coordinates: tau = G^T ID(G q + offset, G qd, G qdd)
+    (mimic.py), its scratch ID_MIMIC at the end of w."""
     mi, mf, nvt = model_from_pointers(mip, mfp)
     w = carray(wp, (nw,))
-    return rnea_kernel(mi, mf, carray(qp, (nq,)), carray(qdp, (nqd,)), carray(qddp, (nqdd,)), w[0:0],
-                       carray(outp, (nvt,)), w)
+    q, qd, qdd = carray(qp, (nq,)), carray(qdp, (nqd,)), carray(qddp, (nqdd,))
+    if mi[H_NVU] == nvt:
+        return rnea_kernel(mi, mf, q, qd, qdd, w[0:0], carray(outp, (nvt,)), w)
+    nqt = mi[H_NQT]
+    b = scratch_at(mi, nw, nqt + 3 * nvt)
+    if b < 0:
+        return BAD_LENGTH * 100000000
+    qt, qdt, qddt = w[b:b + nqt], w[b + nqt:b + nqt + nvt], w[b + nqt + nvt:b + nqt + 2 * nvt]
+    taut = w[b + nqt + 2 * nvt:b + nqt + 3 * nvt]
+    st = q_to_tree(mi, mf, q, qt, A_Q)
+    if st == 0:
+        st = v_to_tree(mi, mf, qd, qdt, A_QD)
+    if st == 0:
+        st = v_to_tree(mi, mf, qdd, qddt, A_QDD)
+    if st == 0:
+        st = rnea_kernel(mi, mf, qt, qdt, qddt, w[0:0], taut, w[0:b])
+    if st == 0:
+        gt_vec(mi, mf, taut, carray(outp, (mi[H_NVU],)))
+    return st
 
 
 @cfunc(SIG1, cache=True)
 def gravity_c(mip, mfp, qp, nq, outp, wp, nw):
+    """g(q) into out; a model with mimic joints in user coordinates (as rnea_c), its scratch G_MIMIC."""
     mi, mf, nvt = model_from_pointers(mip, mfp)
-    return gravity_kernel(mi, mf, carray(qp, (nq,)), carray(outp, (nvt,)), carray(wp, (nw,)))
+    w = carray(wp, (nw,))
+    q = carray(qp, (nq,))
+    if mi[H_NVU] == nvt:
+        return gravity_kernel(mi, mf, q, carray(outp, (nvt,)), w)
+    nqt = mi[H_NQT]
+    b = scratch_at(mi, nw, nqt + nvt)
+    if b < 0:
+        return BAD_LENGTH * 100000000
+    qt, taut = w[b:b + nqt], w[b + nqt:b + nqt + nvt]
+    st = q_to_tree(mi, mf, q, qt, A_Q)
+    if st == 0:
+        st = gravity_kernel(mi, mf, qt, taut, w[0:b])
+    if st == 0:
+        gt_vec(mi, mf, taut, carray(outp, (mi[H_NVU],)))
+    return st
 
 
 def _rnea(model, data, w, q, qd, qdd, f_ext):
@@ -164,8 +205,8 @@ def _gravity(model, data, w, q):
 
 
 _ID = Route("inverse dynamics", (("q", "q"), ("qd", "v"), ("qdd", "v")), _rnea, extras=("f_ext",), fast=(None,),
-            shim=rnea_c, post="v").front
-_GRAVITY = Route("gravity", (("q", "q"),), _gravity, shim=gravity_c, post="v").front
+            shim=rnea_c, post="v", extra=ID_MIMIC, mimic=True).front
+_GRAVITY = Route("gravity", (("q", "q"),), _gravity, shim=gravity_c, post="v", extra=G_MIMIC, mimic=True).front
 
 
 def inverse_dynamics(model, q, qd, qdd, f_ext=None, data=None):
