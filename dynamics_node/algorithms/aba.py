@@ -308,13 +308,19 @@ def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
     if mi[H_NVU] == nvt:
         return aba_kernel(mi, mf, q, qd, tau, e, carray(outp, (nvt,)), w, mi[0:0], e, e)
     nqt, nu = mi[H_NQT], mi[H_NVU]
-    b = scratch_at(mi, nw, nqt + 3 * nvt + nu + nvt * nvt + nu * nu)
+    b = scratch_at(mi, nw, nqt + nvt + nvt + nvt + nu + nvt * nvt + nu * nu)
     if b < 0:
         return BAD_LENGTH * 100000000
     qt = w[b:b + nqt]
-    o = b + nqt
-    qdt, zt, Ct, bu = w[o:o + nvt], w[o + nvt:o + 2 * nvt], w[o + 2 * nvt:o + 3 * nvt], w[o + 3 * nvt:o + 3 * nvt + nu]
-    o += 3 * nvt + nu
+    o = b + nqt   # then qd_t, a zero qdd_t, C_t (nvt each), the right-hand side (nu), H_t and the reduced H
+    qdt = w[o:o + nvt]
+    o += nvt
+    zt = w[o:o + nvt]
+    o += nvt
+    Ct = w[o:o + nvt]
+    o += nvt
+    bu = w[o:o + nu]
+    o += nu
     Ht, Hu = w[o:o + nvt * nvt], view(w, o + nvt * nvt, (nu, nu))
     st = q_to_tree(mi, mf, q, qt, A_Q)
     if st == 0:

@@ -156,11 +156,16 @@ def rnea_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
     if mi[H_NVU] == nvt:
         return rnea_kernel(mi, mf, q, qd, qdd, w[0:0], carray(outp, (nvt,)), w)
     nqt = mi[H_NQT]
-    b = scratch_at(mi, nw, nqt + 3 * nvt)
+    b = scratch_at(mi, nw, nqt + nvt + nvt + nvt)
     if b < 0:
         return BAD_LENGTH * 100000000
-    qt, qdt, qddt = w[b:b + nqt], w[b + nqt:b + nqt + nvt], w[b + nqt + nvt:b + nqt + 2 * nvt]
-    taut = w[b + nqt + 2 * nvt:b + nqt + 3 * nvt]
+    qt = w[b:b + nqt]
+    o = b + nqt   # then qd_t, qdd_t, tau_t, nvt each
+    qdt = w[o:o + nvt]
+    o += nvt
+    qddt = w[o:o + nvt]
+    o += nvt
+    taut = w[o:o + nvt]
     st = q_to_tree(mi, mf, q, qt, A_Q)
     if st == 0:
         st = v_to_tree(mi, mf, qd, qdt, A_QD)
