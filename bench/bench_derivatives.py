@@ -5,7 +5,9 @@
   1. dn.inverse_dynamics_derivatives vs pin.computeRNEADerivatives, dn.forward_dynamics_derivatives vs
      pin.computeABADerivatives, dn.gravity_derivatives vs pin.computeGeneralizedGravityDerivatives, timed in
      alternating batches (bench.paired: the minimum over 9 rounds), at the same state, on the 7-DoF arm
-     (urdf/arm7.urdf), a quadruped with a floating base (solo12) and TALOS (floating, mimic tags removed);
+     (urdf/arm7.urdf), Panda with its finger's mimic joint (ours in user coordinates, Pinocchio's with the
+     follower as a joint of its own), a quadruped with a floating base (solo12) and TALOS (floating, mimic
+     tags removed);
   2. the batch forms per state (N = 200) next to the single-state call;
   3. the analytic derivatives against our own central finite differences (2 nv calls of inverse_dynamics for
      d/dq through dn.integrate, 2 nv for d/dqd): the reason analytic derivatives exist.
@@ -38,6 +40,8 @@ def main():
 
     label, xml, path = B.arm()
     cases = [(label, xml, False, path)]
+    panda = ug.erd("panda_description/urdf/panda.urdf")   # its finger's <mimic>: our nv 8, Pinocchio's 9
+    cases.append(("panda (mimic finger)", panda.read_text(), False, panda))
     solo = ug.erd("solo_description/robots/solo12.urdf")
     cases.append(("solo12 floating", solo.read_text(), True, solo))
     hl, hx = B.humanoid()
