@@ -28,7 +28,7 @@ from ..layout import HEADER_F, HEADER_I
 from ..spatial import crf_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from ..dispatch import Route, wrenches
 from ..errors import InputError, clip
-from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q_qd, new_work, A_FEXT, A_Q, A_QD, A_TAU,
+from ._common import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q_qd, new_work, A_FEXT, A_TAU,
                       BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, check)
 from ..joints import joint_velocity
 from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_TOL, H_NB, H_NQT,
@@ -37,7 +37,7 @@ from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_
                       W_PA_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
 from .friction import friction_torque
 from .crba import crba_kernel
-from .mimic import cholesky, cholesky_solve, gt_vec, gtdg, q_to_tree, scratch_at, v_to_tree
+from .mimic import cholesky, cholesky_solve, gt_vec, gtdg, scratch_at, state_to_tree
 from .rnea import gravity_acceleration, rnea_kernel
 
 
@@ -322,9 +322,7 @@ def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
     bu = w[o:o + nu]
     o += nu
     Ht, Hu = w[o:o + nvt * nvt], view(w, o + nvt * nvt, (nu, nu))
-    st = q_to_tree(mi, mf, q, qt, A_Q)
-    if st == 0:
-        st = v_to_tree(mi, mf, qd, qdt, A_QD)
+    st = state_to_tree(mi, mf, q, qd, qt, qdt)
     if st == 0:
         st = check(tau, nu, A_TAU)
     if st != 0:

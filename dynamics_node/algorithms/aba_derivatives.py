@@ -20,17 +20,17 @@ from ..layout import (BODY_I, DOF_F, FEXT_N, HEADER_F, BODY_F, HEADER_I, HF_TOL,
                       J_VI)
 from ._common import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SINGULAR, check, check_q_qd)
 from .friction import friction_torque
+from .ltdl import ltdl_factor, ltdl_solve
 from .rnea_derivatives import (_cross_f, _cross_m, _mul6, rnea_derivatives_kernel, scratch_views)
 
 OVERFLOW = 5   # dispatch.OVERFLOW (a finite input whose result is not finite)
 
 
 @njit(cache=True, inline="always")
-def _dof_parents(mi, lam, run):
-    """lam = λ' (Featherstone §6.5, topology.dof_parents: the expanded parent array, -1 for the base): a joint's
-    first dof has the last dof of the nearest ancestor that has dofs, every other dof the one before it; run[k]:
-    the first dof of the chain run through k (run[k] .. k each the parent of the next: the ancestors of k are
-    the runs k, then λ'(run[k])'s, and so on, each contiguous)."""
+def _dof_parents(mi, lam):
+    """lam = λ' (Featherstone §6.5, topology.dof_parents, here in compiled code: the expanded parent array, -1 for
+    the base): a joint's first dof has the last dof of the nearest ancestor that has dofs, every other dof the
+    one before it."""
     for i in range(mi[H_NB]):
         ii = HEADER_I + BODY_I * i
         vi = mi[ii + J_VI]
@@ -40,29 +40,6 @@ def _dof_parents(mi, lam, run):
         first = -1 if p < 0 else mi[HEADER_I + BODY_I * p + J_VI] + mi[HEADER_I + BODY_I * p + J_NV] - 1
         for c in range(vi, vi + mi[ii + J_NV]):
             lam[c] = first if c == vi else c - 1
-            run[c] = run[c - 1] if lam[c] == c - 1 and c > 0 else c
-
-
-@njit(cache=True, inline="always")
-def _ltdl(H, lam, run, n, tol):
-    """In-place H = L^T D L over λ' (Featherstone Table 6.3, ltdl.ltdl_factor): no fill-in (branch-induced
-    sparsity, §6.4); the innermost loop over the ancestors j of i taken a run of contiguous dofs at a time.
-    Returns -1, or the first index whose pivot is <= tol."""
-    for k in range(n - 1, -1, -1):
-        if H[k, k] <= tol:
-            return k
-        i = lam[k]
-        while i != -1:
-            a = H[k, i] / H[k, k]
-            j = i
-            while j != -1:   # H[i, j] -= a H[k, j] for j = i and its ancestors
-                r = run[j]
-                for m in range(r, j + 1):
-                    H[i, m] -= a * H[k, m]
-                j = lam[r]
-            H[k, i] = a
-            i = lam[i]
-    return -1
 
 
 @njit(cache=True, inline="always")
@@ -126,23 +103,6 @@ def _inverse(mi, L, lam, Z, n):
     for i in range(n):
         for c in range(i + 1, n):
             Z[c, i] = Z[i, c]
-
-
-@njit(cache=True, inline="always")
-def _solve_vec(L, lam, x, n):
-    """x <- H^-1 x with H = L^T D L (Featherstone Table 6.5, ltdl.ltdl_solve)."""
-    for i in range(n - 1, -1, -1):
-        j = lam[i]
-        while j != -1:
-            x[j] -= L[i, j] * x[i]
-            j = lam[j]
-    for i in range(n):
-        x[i] /= L[i, i]
-    for i in range(n):
-        j = lam[i]
-        while j != -1:
-            x[i] -= L[i, j] * x[j]
-            j = lam[j]
 
 
 @njit(cache=True, inline="always")
@@ -237,7 +197,7 @@ def tau0(mi, mf, s, qd, out):
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F2, F2, F2, F2, F1, F1), cache=True, fastmath=FASTMATH)
 def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, s):
     """(ddq, ddv, Minv) = (dqdd/dq, dqdd/dqd, dqdd/dtau) at qdd = FD(q, qd, tau, f^x) (module docstring);
-    H: nvt x nvt scratch, lam: 2 nvt floats' room (λ' and its runs, as integers), s: rnea_derivatives.scratch_size."""
+    H: nvt x nvt scratch, lam: nvt floats' room (λ', as integers), s: rnea_derivatives.scratch_size."""
     n = mi[H_NVT]
     st = check_q_qd(q, qd, mi)   # the order of the ABA's checks: q, qd, tau, f^x
     if st == 0:
@@ -254,19 +214,18 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
     tau0(mi, mf, s, qd, qdd)
     for k in range(n):
         qdd[k] = tau[k] - qdd[k]
-    if lam.shape[0] < 2 * n:
+    if lam.shape[0] < n:
         return BAD_LENGTH * 100000000
-    lr = ints(lam, 0, (2, n))   # λ' and the runs (integers in the float scratch)
-    lam_i = lr[0]
-    _dof_parents(mi, lam_i, lr[1])
-    k = _ltdl(H, lam_i, lr[1], n, mf[HF_TOL])
+    lam_i = ints(lam, 0, (n,))   # λ' (integers in the float scratch)
+    _dof_parents(mi, lam_i)
+    k = ltdl_factor(H, lam_i, mf[HF_TOL])
     if k >= 0:   # the body whose joint owns pivot k (its subtree has no inertia about that axis)
         for i in range(mi[H_NB]):
             ii = HEADER_I + BODY_I * i
             if mi[ii + J_VI] <= k < mi[ii + J_VI] + mi[ii + J_NV]:
                 return SINGULAR * 100000000 + i
         return SINGULAR * 100000000
-    _solve_vec(H, lam_i, qdd, n)   # qdd = H^-1 (tau - tau0) (armature on H's diagonal: the pass adds it)
+    ltdl_solve(H, lam_i, qdd)   # qdd = H^-1 (tau - tau0) (armature on H's diagonal: the pass adds it)
     for k in range(n):
         if not (qdd[k] - qdd[k] == 0.0):
             return OVERFLOW * 100000000   # finite inputs, qdd not finite: the caller names the inputs

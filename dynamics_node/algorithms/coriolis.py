@@ -33,8 +33,8 @@ from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_S, HEADER_F, HEADER_I, H_N
                       J_PARENT, J_VI, V_U, V_U_N, WORK_BODY, W_DINV, W_F, W_F_N, W_IA, W_PW, W_PW_N, W_RW, W_RW_N, W_V,
                       W_V_N)
 from ..spatial import crf_t, crm_t, load6, rbi_mul_c
-from ._common import A_Q, A_QD, BAD_LENGTH, F1, FASTMATH, I1, SIG3, check_q_qd, model_from_pointers
-from .mimic import gtdg, q_to_tree, scratch_at, v_to_tree
+from ._common import BAD_LENGTH, F1, FASTMATH, I1, SIG3, check_q_qd, model_from_pointers
+from .mimic import gtdg, scratch_at, state_to_tree
 from .kinematics import _poses
 
 RBI = 13  # m, h (3), Ibar (9, row-major): rbi(m, h, Ibar) of Table A.3
@@ -261,9 +261,7 @@ def coriolis_c(mip, mfp, qp, nq, qdp, nqd, q2p, nq2, outp, wp, nw):
     if b < 0:
         return BAD_LENGTH * 100000000
     qt, qdt, Ct = w[b:b + nqt], w[b + nqt:b + nqt + nvt], w[b + nqt + nvt:b + nqt + nvt + nvt * nvt]
-    st = q_to_tree(mi, mf, q, qt, A_Q)
-    if st == 0:
-        st = v_to_tree(mi, mf, qd, qdt, A_QD)
+    st = state_to_tree(mi, mf, q, qd, qt, qdt)
     if st == 0:
         st = coriolis_kernel(mi, mf, qt, qdt, Ct, w[0:b])
     if st == 0:

@@ -59,7 +59,7 @@ def _fd_derivatives(model, data, w, q, qd, tau, f_ext):
         n = model.nvt
         out = (np.empty((n, n)), np.empty((n, n)), np.empty((n, n)))
         st = aba_derivatives_kernel(model._kmi, model._kmf, q, qd, tau, wrenches(model, f_ext), np.empty(n), *out,
-                                    np.empty((n, n)), np.empty(2 * n), np.empty(scratch_size(model.nb, n)))
+                                    np.empty((n, n)), np.empty(n), np.empty(scratch_size(model.nb, n)))
         return st, (None if st else out)
     from .aba import forward_dynamics
 

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from .._jit import carray, cfunc, njit, view
 from ..layout import GRAV_BODY, GRAV_DOF, GRAV_EXTRA, H_NB, H_NQT, H_NVT, H_NVU, HF_TOL
-from ._common import A_Q, A_QD, A_QDD, A_TAU, BAD_LENGTH, FASTMATH, SIG1, SIG3, SINGULAR, check, model_from_pointers
+from ._common import A_Q, A_QDD, A_TAU, BAD_LENGTH, FASTMATH, SIG1, SIG3, SINGULAR, check, model_from_pointers
 from .aba_derivatives import OVERFLOW, add_qdd_terms, aba_derivatives_kernel, tau0
 from .gravity_derivatives import gravity_derivatives_kernel, scratch_size as gravity_scratch_size
-from .mimic import cholesky, cholesky_solve, cholesky_solve_rows, g_vec, gt_vec, gtdg, q_to_tree, v_to_tree
+from .mimic import (cholesky, cholesky_solve, cholesky_solve_rows, g_vec, gt_vec, gtdg, q_to_tree, state_to_tree,
+                    v_to_tree)
 from .rnea_derivatives import NO_H, SCRATCH, rnea_derivatives_kernel, scratch_size
 
 # scratch: the kernel's, H, and for mimic joints q_t (nqt <= nvt + nb), qd_t, qdd_t and dtau/dq, dtau/dqd of the tree
 ID_EXTRA = (SCRATCH[0] + 1, SCRATCH[1] + 3, 3, SCRATCH[3])
 # the kernel's, and for mimic joints q_t and dg/dq of the tree
 G_EXTRA = (GRAV_BODY + 1, GRAV_DOF + 1, 1, GRAV_EXTRA)
-# the RNEA derivatives' scratch, qdd, H and λ' with its runs; for mimic joints q_t, qd_t, qdd_t, tau0_t, the
-# reduced right-hand side (nv <= nvt), the tree's H, dtau/dq and dtau/dqd and the reduced H (nv^2 <= nvt^2)
+# the RNEA derivatives' scratch, qdd, H and λ'; for mimic joints q_t, qd_t, qdd_t, tau0_t, the reduced
+# right-hand side (nv <= nvt), the tree's H, dtau/dq and dtau/dqd and the reduced H (nv^2 <= nvt^2)
 FD_EXTRA = (SCRATCH[0] + 1, SCRATCH[1] + 5, 4, SCRATCH[3])
 
 
@@ -50,9 +51,7 @@ def rnea_derivatives_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
     qdt = w[o:o + n]
     qddt = w[o + n:o + 2 * n]
     dq_t, dv_t = view(w, o + 2 * n, (n, n)), view(w, o + 2 * n + n * n, (n, n))
-    st = q_to_tree(mi, mf, q, qt, A_Q)
-    if st == 0:
-        st = v_to_tree(mi, mf, qd, qdt, A_QD)
+    st = state_to_tree(mi, mf, q, qd, qt, qdt)
     if st == 0:
         st = v_to_tree(mi, mf, qdd, qddt, A_QDD)
     if st == 0:
@@ -106,9 +105,7 @@ def aba_derivatives_mimic(mi, mf, q, qd, tau, ddq, ddv, Minv, w, s):
     o += 3 * n + nu
     Ht, dq_t, dv_t, Hu = (view(w, o, (n, n)), view(w, o + n * n, (n, n)), view(w, o + 2 * n * n, (n, n)),
                           view(w, o + 3 * n * n, (nu, nu)))
-    st = q_to_tree(mi, mf, q, qt, A_Q)
-    if st == 0:
-        st = v_to_tree(mi, mf, qd, qdt, A_QD)
+    st = state_to_tree(mi, mf, q, qd, qt, qdt)
     if st == 0:
         st = check(tau, nu, A_TAU)
     if st != 0:
@@ -157,9 +154,9 @@ def aba_derivatives_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
             return BAD_LENGTH * 100000000
         return aba_derivatives_mimic(mi, mf, q, qd, tau, view(out, 0, (nu, nu)), view(out, nu * nu, (nu, nu)),
                                      view(out, 2 * nu * nu, (nu, nu)), w[nw - need:nw - ns], w[nw - ns:nw])
-    b = nw - ns - 3 * n - n * n
+    b = nw - ns - 2 * n - n * n
     if b < 0:
         return BAD_LENGTH * 100000000
     return aba_derivatives_kernel(mi, mf, q, qd, tau, w[0:0], w[b:b + n], view(out, 0, (n, n)),
                                   view(out, n * n, (n, n)), view(out, 2 * n * n, (n, n)), view(w, b + n, (n, n)),
-                                  w[b + n + n * n:b + 3 * n + n * n], w[b + 3 * n + n * n:nw])
+                                  w[b + n + n * n:b + 2 * n + n * n], w[b + 2 * n + n * n:nw])

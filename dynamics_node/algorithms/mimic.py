@@ -13,7 +13,7 @@ from __future__ import annotations
 from .._jit import njit
 from ..layout import (BODY_F, DOF_F, HEADER_F, H_NB, H_NQT, H_NVT, MH_NQ, MH_NV, MIMIC_HEAD, MIMIC_Q, MIMIC_V,
                       MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, WORK_BODY, WORK_DOF, WORK_EXTRA)
-from ._common import BAD_LENGTH
+from ._common import A_Q, A_QD, BAD_LENGTH
 
 
 @njit(cache=True, inline="always")
@@ -61,6 +61,13 @@ def v_to_tree(mi, mf, v, vt, arg):
         r = o + MIMIC_V * k
         vt[k] = mf[r + MV_MUL] * v[int(mf[r + MV_SRC])]
     return 0
+
+
+@njit(cache=True, inline="always")
+def state_to_tree(mi, mf, q, qd, qt, qdt):
+    """q_to_tree and v_to_tree of a state (q, qd): the first status, or 0."""
+    st = q_to_tree(mi, mf, q, qt, A_Q)
+    return st if st != 0 else v_to_tree(mi, mf, qd, qdt, A_QD)
 
 
 @njit(cache=True, inline="always")

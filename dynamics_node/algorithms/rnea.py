@@ -24,10 +24,10 @@ from ..layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_
                       J_NV, J_PARENT, J_TYPE, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_SIN, W_V,
                       W_V_N)
 from .friction import friction_torque
-from .mimic import gt_vec, q_to_tree, scratch_at, v_to_tree
+from .mimic import gt_vec, q_to_tree, scratch_at, state_to_tree, v_to_tree
 from .rnea_batch import rnea_lanes_kernel, work_size as lanes_work_size
 from ._common import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT,
-                      A_Q, A_QD, A_QDD, BAD_LENGTH)
+                      A_Q, A_QDD, BAD_LENGTH)
 
 
 @njit(cache=True, inline="always")
@@ -166,9 +166,7 @@ def rnea_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
     qddt = w[o:o + nvt]
     o += nvt
     taut = w[o:o + nvt]
-    st = q_to_tree(mi, mf, q, qt, A_Q)
-    if st == 0:
-        st = v_to_tree(mi, mf, qd, qdt, A_QD)
+    st = state_to_tree(mi, mf, q, qd, qt, qdt)
     if st == 0:
         st = v_to_tree(mi, mf, qdd, qddt, A_QDD)
     if st == 0:
