@@ -23,7 +23,7 @@ export PYTHONDONTWRITEBYTECODE :=
 setup: $(STAMP) $(IFACE_STAMP) $(LAYOUT_STAMP) $(if $(ROS2_KIT),$(KIT_STAMP)) kernels
 
 # Exact versions: constraints.txt pins every package the tests passed with (make lock renews it).
-$(STAMP): requirements.txt requirements-ros.txt requirements-test.txt constraints.txt setup.py setup.cfg dynamics_node/_fastcall.c dynamics_node/_routes.c dynamics_node/_contact_route.c dynamics_node/_fastcall.h
+$(STAMP): requirements.txt requirements-ros.txt requirements-test.txt constraints.txt setup.py setup.cfg dynamics_node/_fastcall.c dynamics_node/_routes.c dynamics_node/_contact_route.c dynamics_node/_step_route.c dynamics_node/_fastcall.h
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c constraints.txt setuptools wheel
 	$(PIP) install -q -c constraints.txt -r requirements.txt -r requirements-ros.txt -r requirements-test.txt
