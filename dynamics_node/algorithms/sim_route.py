@@ -27,13 +27,14 @@ def simulate_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None, limit
                   speculative=False):
     """One step of a simulation with soft contacts (the law: soft_contact.py's docstring):
     SimulationStep(q, qd, state, forces, qdd, limit_tau). dt in seconds (> 0); state as in
-    soft_contact_forces (None = undeformed). limits: None, or nv x 2 [lower upper] per velocity coordinate (+-inf: none), hard unilateral
-    constraints in joint space solved with the contacts (joint_limits.py), restitution e in [0, 1] at
-    their impacts; limit_tau (nv) is their generalized force. speculative: a contact also acts from
-    the step in which its point would reach the surface (p + dt (v_n + dt b_n) <= 0, b_n its free
-    acceleration), not only once it is below it, so a landing point does not sink by up to |v| dt
-    before the surface pushes. One compiled kernel (sim_step.py) through its C front (module docstring);
-    a step whose result would not be finite is refused (InputError naming the input out of range)."""
+    soft_contact_forces (None = undeformed). limits: None, or nv x 2 [lower upper] per velocity
+    coordinate (+-inf: none), hard unilateral constraints in joint space solved with the contacts
+    (joint_limits.py), restitution e in [0, 1] at their impacts; limit_tau (nv) is their generalized
+    force. speculative: a contact also acts from the step in which its point would reach the surface
+    (p + dt (v_n + dt b_n) <= 0, b_n its free acceleration), not only once it is below it, so a landing
+    point does not sink by up to |v| dt before the surface pushes. One compiled kernel (sim_step.py)
+    through its C front (module docstring); a step whose result would not be finite is refused
+    (InputError naming the input out of range)."""
     return _STEP(model, q, qd, tau, contacts, dt, state, f_ext, limits, restitution, speculative)
 
 
