@@ -309,7 +309,7 @@ class Simulation:
                    "wall": now * 1e-9,  # CLOCK_MONOTONIC of this report: rates over reports are exact
                    "time": w.t_ns * 1e-9, "steps": w.steps, "rate_hz": rate, "real_time_factor": rtf,
                    "target_rate_hz": self.cfg.simulation_rate * self.cfg.real_time_factor,
-                   "late": self.late, "contacts": len(w.contacts), "touching": w.touching(),
+                   "late": self.late, "contacts": w.env.count, "touching": w.touching(),
                    "collision_points": w.env.npoints, "obstacles": len(w.env.boxes),
                    "over_velocity_limit": ", ".join(w.over_velocity()), "clipped": w.commands.clipped,
                    "last_clip": w.commands.last_clip, "command_interface": w.commands.mode,
