@@ -220,12 +220,12 @@ class World:
 
     def effort(self) -> np.ndarray:
         """The efforts applied now (sim_commands.py): effort commands, or the PD loop's."""
+        if self.commands.mode == "effort":  # the joints' positions and gravity are the PD loop's
+            return self.commands.torque(None, self.qd, self.t_ns)
         qv = np.zeros(self.model.nv)
         qv[self.jv] = self.q[self.jq]
-        g = None
-        if self.commands.mode != "effort":
-            g = np.asarray(dn.gravity(self.model, self.q))
-            g[:6 if self.model.floating_base else 0] = 0.0  # nothing drives a floating base
+        g = np.asarray(dn.gravity(self.model, self.q))
+        g[:6 if self.model.floating_base else 0] = 0.0  # nothing drives a floating base
         return self.commands.torque(qv, self.qd, self.t_ns, g)
 
     def over_velocity(self):
