@@ -389,3 +389,25 @@ def test_the_c_front_reads_the_step_info_where_layout_puts_it():
     from dynamics_node.algorithms import sim_step
 
     assert (L.SIM_INFO_N, L.SI_NF, L.SI_NSEL) == (2, 1, 0) and sim_step.SCRATCH == -9
+
+
+def test_without_the_c_shim_the_step_is_the_same(monkeypatch):
+    """The route of an install without a C compiler (sim_route._slow on numba's dispatcher of the same
+    kernel) gives the C front's step exactly: arm7 lying on the floor, two joints at a limit."""
+    from dynamics_node import _fast
+    from dynamics_node.algorithms import sim_route
+
+    m = dn.load_model("urdf/arm7.urdf")
+    cs = [dn.Contact(lk, friction=0.8) for lk in m.link_names if m.body_of(lk) >= 0]
+    q, qd, state = np.array([0.0, 1.2, 0.0, 0.5, 0.0, 0.3, 0.0]), np.zeros(7), None
+    for _ in range(1500):
+        s = dn.simulate_step(m, q, qd, -qd, cs, 1e-3, state=state)
+        q, qd, state = s.q, s.qd, s.state
+    lim = np.column_stack((np.full(7, -np.inf), np.full(7, np.inf)))
+    lim[[0, 2], 1] = q[[0, 2]] + 1e-6 * np.sign(qd[[0, 2]])
+    lim[[0, 2], 0] = np.minimum(lim[[0, 2], 1], q[[0, 2]]) - 1.0
+    args = (m, q, qd, np.full(7, 3.0), cs, 1e-3, state, None, lim, 0.3, True)
+    fast = dn.simulate_step(*args[:6], state=state, limits=lim, restitution=0.3, speculative=True)
+    monkeypatch.setattr(_fast, "AVAILABLE", False)
+    _agree(sim_route._slow(*args), fast, 0.0, "numba")
+    assert np.count_nonzero(fast.limit_tau) and np.count_nonzero(fast.forces)

@@ -31,14 +31,13 @@ from ..layout import (BODY_I, H_NB, H_NQT, H_NVT, HEADER_I, J_QI, J_TYPE, J_VI, 
 from ._common import P_F, P_I, model_from_pointers
 from .contact import TERMS_SCRATCH, contact_rows, rigid_terms
 from .contact_ncp import STICK, scratch_size, solve_in
+from .joint_limits import NEAR, REST_SPEED
 from .kinematics import _pose
 from .ltdl import dl_solve, lt_solve
 from .sim_select import BAD_ARG, _env_ok, _finite, _select, _world_point, env_kmax
 
 OVERFLOW = 5 * 100000000  # dispatch.OVERFLOW: finite inputs whose step is not finite
 SCRATCH = -9              # the scratch is too small: info[SI_NF] floats are needed (the caller grows it)
-REST_SPEED = 1e-2         # joint_limits.REST_SPEED
-NEAR = 1e-3               # joint_limits.NEAR
 CAND_F = 25               # floats per candidate contact (step_scratch)
 SIDES = 2                 # limit rows per coordinate at most: its lower and its upper limit
 
