@@ -124,5 +124,6 @@ def test_strict_refuses_an_unknown_key(tmp_path):
            "--params-file", str(p)]
     r = subprocess.run(cmd, cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=120)
     out = r.stdout + r.stderr
-    assert r.returncode != 0 and "friction_model.viscosity" in out and "strict" in out, out
+    assert r.returncode == 2 and "cannot start: unknown parameter 'friction_model.viscosity'" in out, out
+    assert "did you mean 'friction_model.viscous'? (strict: true refuses unknown parameters)" in out, out
     assert "Traceback" not in out, out
