@@ -73,3 +73,17 @@ def test_external_wrench_is_named_as_sent(st):
     res = call(st, "inverse_dynamics", InverseDynamics.Request(position=Q, external_wrenches=[w0, w1]))
     assert not res.success
     assert "external_wrenches[1].wrench.force.x = 1.7e+308 is out of range" in res.message, res.message
+
+
+def test_request_fields_maps_only_what_the_request_has(st):
+    """A Jacobian's point[1] is point.y; a request without that field keeps the library's name; q[0:4]
+    (a quaternion's slice) and a refusal naming no entry pass unchanged."""
+    from dynamics_interfaces.srv import Jacobian, MassMatrix
+    from dynamics_node.ros.conversions import request_fields
+    msg = "jacobian: point[1] = 1e+200 is out of range: x"
+    assert request_fields(msg, st.conv, Jacobian.Request()) == "jacobian: point.y = 1e+200 is out of range: x"
+    assert request_fields(msg, st.conv, MassMatrix.Request()) == msg
+    assert request_fields("q[3] (joint 'joint4') = 1e+20", st.conv, MassMatrix.Request(name=SHUFFLED)) \
+        == "position[6] (joint 'joint4') = 1e+20"
+    for same in ("q[0:4] (joint 'root_joint') is zero", "no entry named here"):
+        assert request_fields(same, st.conv, MassMatrix.Request()) == same

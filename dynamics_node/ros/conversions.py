@@ -404,7 +404,8 @@ def check_payload(link: str, mass: float, com, inertia) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # A core refusal in the request's words
-_CORE_ENTRY = re.compile(r"\b(q|qd|qdd|tau|qd_minus)\[(\d+)\]|\bf_ext\[(['\"])(.*?)\3\]\[(\d)\](?: \((?:f|t)[xyz]\))?")
+_CORE_ENTRY = re.compile(r"\b(q|qd|qdd|tau|qd_minus|point)\[(\d+)\]"
+                         r"|\bf_ext\[(['\"])(.*?)\3\]\[(\d)\](?: \((?:f|t)[xyz]\))?")
 CORE_FIELDS = {"q": "position", "qd": "velocity", "qd_minus": "velocity", "qdd": "acceleration", "tau": "effort"}
 _WRENCH_FIELDS = ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z")
 
@@ -412,7 +413,8 @@ _WRENCH_FIELDS = ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torq
 def request_fields(message: str, conv, req) -> str:
     """``message`` of a core function called on a request's arrays, its argument entries renamed as the
     request's fields: q[i] -> position[c], qd[i] -> velocity[c], qdd[i] -> acceleration[c], tau[i] ->
-    effort[c] (c: the entry's index in the request's joint order, ``name``) and f_ext['link'][i] ->
+    effort[c] (c: the entry's index in the request's joint order, ``name``), point[i] -> point.x (a
+    Jacobian's) and f_ext['link'][i] ->
     external_wrenches[k].wrench.force.x ... (k: the first wrench on that link). Entries whose field the
     request does not have are left as they are."""
     if "[" not in message:
@@ -423,6 +425,8 @@ def request_fields(message: str, conv, req) -> str:
         return message
 
     def sub(m):
+        if m.group(1) == "point":   # a Jacobian's geometry_msgs/Point
+            return f"point.{'xyz'[int(m.group(2))]}" if hasattr(req, "point") and int(m.group(2)) < 3 else m.group(0)
         if m.group(1):
             field = CORE_FIELDS[m.group(1)]
             if not hasattr(req, field):
