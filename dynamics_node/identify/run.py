@@ -153,49 +153,93 @@ def fit_command(args, out=print):
     return data
 
 
-def evaluate_command(args, out=print):
+def _evaluated_model(args, out):
+    """(model, urdf used, parameter file used or None, loader warnings, what the output line says) for
+    evaluate: a parameter file (``--params``, or OUT.yaml beside ``--urdf``) brings the URDF its
+    ``urdf_path`` names, as it does for the node, and its joint law; ``--params none`` or no file
+    beside: the URDF alone with its <dynamics> friction (what other tools read from it)."""
     import os
 
+    from .. import load_model
+    from .law_out import law_from, parse, urdf_of, yaml_path
+
+    given = getattr(args, "params", None)
+    urdf = getattr(args, "urdf", None)
+    if given is None and urdf is None:
+        raise InputError("evaluate needs --urdf ROBOT.urdf, or --params OUT.yaml (whose urdf_path names the URDF)")
+    if given == "none":
+        params = None
+    elif given:
+        params = given
+    else:
+        params = yaml_path(urdf) if os.path.exists(yaml_path(urdf)) else None
+    if params is None:
+        model, load_warnings = load(urdf, True)
+        return model, urdf, None, load_warnings, f"{clip(urdf, 160)} alone (its <dynamics> friction on)"
+    rp = parse(params)
+    named = urdf_of(rp, params)
+    used = named or urdf
+    if used is None:
+        raise InputError(f"--params: '{clip(params, 160)}' has no urdf_path: give the URDF with --urdf")
+    if named and urdf and os.path.abspath(named) != os.path.abspath(urdf):
+        out(f"note: {clip(params, 160)} names {clip(named, 160)} in its urdf_path (the inertias its law was "
+            "fitted with): evaluated with that URDF, as the node would run it")
+    model, load_warnings = load(used, True)
+    arm, law = law_from(rp, model, params, warn=lambda w: out(f"warning: {w}"))
+    on = rp.get("friction", True) is not False
+    model = load_model(used, armature=arm, friction=(law if law is not None else True) if on else False)
+    what = (f"{clip(used, 160)} with the joint law of {os.path.abspath(params)}" if on else
+            f"{clip(used, 160)} with the armature of {os.path.abspath(params)} (friction: false there)")
+    return model, used, os.path.abspath(params), load_warnings, what
+
+
+def evaluate_command(args, out=print):
     from .. import inverse_dynamics_batch
-    from .law_out import read, yaml_path
-    from .signals import at_messages, prepare
+    from .signals import joint_states, prepare, states_at
 
-    model, load_warnings = load(args.urdf, True)
-    params = getattr(args, "params", None) or yaml_path(args.urdf)
-    used = None
-    if getattr(args, "params", None) or os.path.exists(params):
-        arm, law = read(params, model)
-        from .. import load_model
-
-        model = load_model(args.urdf, armature=arm, friction=law if law is not None else True)
-        used = os.path.abspath(params)
+    model, urdf, used, load_warnings, what = _evaluated_model(args, out)
     rec = read_joint_states(args.bag, args.topic)
     S = prepare(rec, model, args.t_from, args.t_to, edges=False)
-    t, Q, QD, QDD, E = at_messages(rec, S, model.joint_names, args.t_from, args.t_to)
+    t, T, E = joint_states(rec, model.joint_names, args.t_from, args.t_to)
+    if t.size == 0:
+        raise InputError(f"no complete joint state in the window on '{clip(rec.topic, 80)}' (every joint of the "
+                         "model needs a value)")
+    stamps, inv = np.unique(T, return_inverse=True)  # each joint's prediction at its own value's stamp
+    inv = inv.reshape(T.shape)
     try:
-        pred = inverse_dynamics_batch(model, Q, QD, QDD)
+        P = inverse_dynamics_batch(model, *states_at(S, stamps))
     except DynamicsError as e:
         raise InputError(f"inverse dynamics on the recording failed: {clip(e, 300)}") from None
+    pred = np.take_along_axis(P, inv, axis=0)
     R = E - pred
     ok = np.isfinite(R)
     n_j = ok.sum(axis=0)
-    rms = np.array([float(np.sqrt(np.mean(R[ok[:, j], j] ** 2))) if n_j[j] else np.nan for j in range(model.nv)])
-    mx = np.array([float(np.abs(R[ok[:, j], j]).max()) if n_j[j] else np.nan for j in range(model.nv)])
-    spread = np.array([float(E[ok[:, j], j].std()) if n_j[j] else np.nan for j in range(model.nv)])
-    data = dict(command="evaluate", bag=rec.path, topic=rec.topic, urdf=str(args.urdf), params=used,
+
+    def per_joint(f, X):
+        return np.array([f(X[ok[:, j], j]) if n_j[j] else np.nan for j in range(model.nv)])
+    rms = per_joint(lambda x: float(np.sqrt(np.mean(x ** 2))), R)
+    mx = per_joint(lambda x: float(np.abs(x).max()), R)
+    spread = per_joint(lambda x: float(x.std()), E)
+    if not (np.isfinite(rms[n_j > 0]).all() and np.isfinite(pred).all()):
+        raise InputError("the prediction or its error is not finite on this recording (efforts or states out of "
+                         "range)")
+    data = dict(command="evaluate", bag=rec.path, topic=rec.topic, urdf=str(urdf), params=used,
                 window=[float(t[0]), float(t[-1])], joints=list(model.joint_names), rms=rms, max=mx,
-                samples=int(t.size), samples_per_joint=n_j, effort_std=spread,
+                samples=int(t.size), samples_per_joint=n_j, publishers=rec.publishers, effort_std=spread,
                 relative_rms=np.where(spread > 0, rms / np.where(spread > 0, spread, 1), np.nan),
                 rate_hz=S.fs, cutoff_hz=S.cutoff, urdf_warnings=load_warnings, warnings=S.warnings)
     if args.report:
         report.write_json(args.report, data)
     if args.plot:
-        report.render_plot(args.plot, t, model.joint_names, np.where(ok, E, np.nan), pred,
-                           f"evaluate: measured effort and {clip(args.urdf, 60)} (the joint law)")
+        report.render_plot(args.plot, t, model.joint_names, E, pred,
+                           f"evaluate: measured effort and {clip(urdf, 60)}" + (" (the joint law)" if used else ""))
     for w in S.warnings:
         out(f"warning: {w}")
-    out(f"{t.size} messages at {S.fs:.4g} Hz, window [{t[0]:.3f}, {t[-1]:.3f}] s; the joint law from "
-        f"{used or 'the URDF alone (friction on; no parameter file beside it)'}")
+    out(f"{t.size} joint states ({rec.publishers} publisher{'s' if rec.publishers > 1 else ''} merged by joint name) "
+        f"at {S.fs:.4g} Hz, window [{t[0]:.3f}, {t[-1]:.3f}] s; the model: {what}")
     for j, nm in enumerate(model.joint_names):
-        out(f"  {nm}: RMS {rms[j]:.4g} N m, max {mx[j]:.4g} N m, effort spread {spread[j]:.4g}")
+        if n_j[j]:
+            out(f"  {nm}: RMS {rms[j]:.4g} N m, max {mx[j]:.4g} N m, effort spread {spread[j]:.4g} ({n_j[j]} efforts)")
+        else:
+            out(f"  {nm}: no effort recorded in the window")
     return data
