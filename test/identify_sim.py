@@ -213,3 +213,19 @@ def write_publishers_bag(path, groups, topic="/joint_states", t0=1000.0, storage
                      effort=np.ascontiguousarray(TAU[k], dtype=float))
             w.write(conn, int(stamp * 1e9), ts.serialize_cdr(msg, JS.__msgtype__))
 
+
+def lagged_friction(QD, dt, fc, b, tau):
+    """Friction the joint law does not hold: viscous b qd plus Coulomb friction whose reversal lags the
+    velocity's sign by a first-order lag of time constant tau (s), F' = (fc sign(qd) - F) / tau,
+    integrated at the samples' spacing dt (exact for piecewise-constant sign). Real joints reverse their
+    friction over a short time or displacement; at weak excitation this is what the low-passed Coulomb
+    and Stribeck columns of a fit meet near zero velocity."""
+    a = 1.0 - math.exp(-dt / tau)
+    target = fc * np.sign(QD)
+    F = np.zeros(QD.shape[1])
+    out = np.empty_like(QD)
+    for k in range(QD.shape[0]):
+        F = F + a * (target[k] - F)
+        out[k] = F
+    return out + b * QD
+

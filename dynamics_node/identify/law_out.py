@@ -46,10 +46,11 @@ def law_values(model, par, p):
         vals["viscous"][j] = par.field_values(p, "viscous")[f]
         vals["coulomb"][j] = par.field_values(p, "coulomb")[f]
         vals["offset"][j] = par.field_values(p, "offset")[f]
-        vals["stribeck"][j] = par.field_values(p, "stribeck")[f]
+        has_s = "stribeck" in par.fields and par.vs[f] > 0  # vs = 0: no Stribeck term (its fs is not a parameter)
+        vals["stribeck"][j] = par.field_values(p, "stribeck")[f] if has_s else 0.0
         arm[j] = par.field_values(p, "armature")[f]
         vals["coulomb_velocity"][j] = par.vc[f]
-        vals["stribeck_velocity"][j] = par.vs[f] if "stribeck" in par.fields else 0.0
+        vals["stribeck_velocity"][j] = par.vs[f] if has_s else 0.0
     return vals, arm
 
 
