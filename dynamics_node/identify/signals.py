@@ -35,6 +35,7 @@ MIN_DURATION = 2.0   # s of window after the edges are dropped
 MIN_SAMPLES = 30
 EFFORT_LIMIT = 1e9     # N m (N): above any joint's torque (or force) by orders of magnitude
 POSITION_LIMIT = 1e6   # rad (m)
+STILL = 1e-9           # rad/s (m/s): a differentiated velocity below this is zero
 
 
 @dataclass
@@ -229,6 +230,7 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None, edges=True) -> Samp
     Qf = lowpass(Q, fs, fc)
     Ef = lowpass(E, fs, fc)
     QD, QDD = derivatives(t, Qf)
+    QD[np.abs(QD) < STILL] = 0.0  # a joint held still: rounding, not motion (sign(qd) would flip on it)
     SGN = lowpass(np.sign(QD), fs, fc)
     sat = np.zeros((n, len(names)), bool)
     for j, nm in enumerate(names):
