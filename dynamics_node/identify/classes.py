@@ -7,12 +7,18 @@ they are picked from the grids VC_GRID (0 = sign) and VS_GRID by coordinate sear
 friction acts on its own row of the regressor only, so one joint's values change one row's Gram
 matrices), the rest by linear least squares.
 
-Cross-validation: the training window (its decimated samples, at most MAX_ROWS of them, evenly
-strided) is cut into BLOCKS contiguous blocks; each block is predicted by the base-parameter least
-squares of the others (weights 1 / var(tau_j): the fit minimises the score below). The score of a
-candidate is the root mean square over joints of the held-out RMS divided by the effort's standard
-deviation (the figure the issue's check uses). Contiguous blocks, not shuffled samples: neighbouring
-samples of a filtered recording are not independent, and shuffling would reward over-fitting.
+Cross-validation: the training window is cut into BLOCKS contiguous blocks; each block is predicted
+by the base-parameter least squares of the others, fitted as the fit itself is (the decimated,
+low-passed samples, at most MAX_ROWS of them, the law's nonlinear columns low-passed like the
+efforts; weights 1 / var(tau_j)), and scored on what evaluate compares: the block's recorded efforts
+(unfiltered, at most MAX_RAW samples of the window evenly strided) against the law at the states'
+velocity. The score of a candidate is the root mean square over joints of that held-out RMS divided
+by the recorded effort's standard deviation. Scored on low-passed efforts, a narrow Stribeck spike
+(vs = 0.01-0.02 rad/s) passed unseen: the filter flattens its column, its coefficient grows to
+several N m, and only the recorded efforts show the spike it puts where |qd| < vs. Contiguous
+blocks, not shuffled samples: neighbouring samples of a filtered recording are not independent, and
+shuffling would reward over-fitting. In ``stribeck`` each joint may also have no Stribeck term
+(vs = 0), its start: a joint gets one only where it lowers the held-out error.
 
 ``auto`` keeps the simpler class unless a richer one's score is lower by more than SIMPLER (a
 relative margin: a class with more parameters must earn them on held-out data).
