@@ -64,9 +64,11 @@ class Selector:
         self.Yr = self._regressor(rr) * self.Wr[:, :, None]
         self.TAUr = S.TAU_RAW[rr] * self.Wr
         self.QDr, self.QDDr = S.QD[rr], S.QDD[rr]
-        self.blocks = np.array_split(np.arange(rows.size), BLOCKS)
-        bounds = [rows[b[0]] for b in self.blocks] + [n]
-        self.rblocks = [np.nonzero((rr >= bounds[i]) & (rr < bounds[i + 1]))[0] for i in range(BLOCKS)]
+        cuts = np.linspace(0, rows.size, BLOCKS + 1).round().astype(np.int64)
+        self.blocks = [slice(int(cuts[i]), int(cuts[i + 1])) for i in range(BLOCKS)]   # contiguous rows
+        bounds = [rows[b.start] for b in self.blocks] + [n]
+        rcut = np.searchsorted(rr, bounds)
+        self.rblocks = [slice(int(rcut[i]), int(rcut[i + 1])) for i in range(BLOCKS)]
         self.var = self._variance(S.TAU[rows], self.W)
         self.var_raw = self._variance(S.TAU_RAW[rr], self.Wr)
         self.counts = np.array([[self.Wr[b, j].sum() for j in range(nv)] for b in self.rblocks])
@@ -96,7 +98,10 @@ class Selector:
 
             _, sc, ss = law_shapes(self.qd_full[:, j:j + 1], vc, vs)
             k = self.S.keep[self.rows]
-            both = lowpass(np.concatenate([sc, ss], axis=1), self.S.fs, self.S.cutoff)[k]
+            if vs > 0:
+                both = lowpass(np.concatenate([sc, ss], axis=1), self.S.fs, self.S.cutoff)[k]
+            else:  # no Stribeck term: its column is zero
+                both = np.concatenate([lowpass(sc, self.S.fs, self.S.cutoff)[k], np.zeros((k.size, 1))], axis=1)
             _, rc, rs = law_shapes(self.QDr[:, j:j + 1], vc, vs)
             self._cols[key] = (both[:, 0], both[:, 1], rc[:, 0], rs[:, 0])
         return self._cols[key]
@@ -113,14 +118,17 @@ class Selector:
 
     # ---- Gram matrices per block and joint, and the cross-validated score
     def _grams(self, par, shapes):
+        """(A, M) for the training rows and the scoring rows: A per joint (nv x rows x P+1, contiguous
+        per joint), M per block and joint."""
         train, raw = shapes
-        F = friction_columns(par, self.QD, self.QDD, train) * self.W[:, :, None]
-        A = np.concatenate([self.Y, F, self.TAU[:, :, None]], axis=2)
-        M = np.stack([np.einsum("nvp,nvq->vpq", A[b], A[b]) for b in self.blocks])
-        Fr = friction_columns(par, self.QDr, self.QDDr, raw) * self.Wr[:, :, None]
-        Ar = np.concatenate([self.Yr, Fr, self.TAUr[:, :, None]], axis=2)
-        Mr = np.stack([np.einsum("nvp,nvq->vpq", Ar[b], Ar[b]) for b in self.rblocks])
-        return (A, Ar), (M, Mr)
+        out = []
+        for Y, QD, QDD, W, TAU, shp, blocks in ((self.Y, self.QD, self.QDD, self.W, self.TAU, train, self.blocks),
+                                                (self.Yr, self.QDr, self.QDDr, self.Wr, self.TAUr, raw, self.rblocks)):
+            F = friction_columns(par, QD, QDD, shp) * W[:, :, None]
+            A = np.ascontiguousarray(np.concatenate([Y, F, TAU[:, :, None]], axis=2).transpose(1, 0, 2))
+            M = np.stack([np.stack([A[j, b].T @ A[j, b] for j in range(A.shape[0])]) for b in blocks])
+            out.append((A, M))
+        return (out[0][0], out[1][0]), (out[0][1], out[1][1])
 
     def _update_row(self, A, M, par, j, sc, ss, rc, rs):
         """Row j's coulomb and stribeck columns replaced: (sc, ss) at the training rows, (rc, rs) at the
@@ -131,10 +139,10 @@ class Selector:
             for fl, x in (("coulomb", x_c), ("stribeck", x_s)):
                 if fl in par.fields:
                     c = par.fidx(fl, par.friction_joints.index(self.model.joint_names[j]))
-                    X[:, j, c] = x * W[:, j]
+                    X[j, :, c] = x * W[:, j]
                     cols.append(c)
             for bi, b in enumerate(blocks):
-                Ab = X[b, j, :]
+                Ab = X[j, b, :]
                 Z = Ab.T @ Ab[:, cols]
                 G[bi, j][:, cols] = Z
                 G[bi, j][cols, :] = Z.T
@@ -144,19 +152,18 @@ class Selector:
         samples predicted by the fit on the other blocks' training samples."""
         M, Mr = M
         ib, P = par.base_idx, par.P
-        w = 1.0 / self.var
-        Gb = np.einsum("j,bjpq->bpq", w, M[:, :, ib][:, :, :, ib])
-        gb = np.einsum("j,bjp->bp", w, M[:, :, ib, P])
+        F = np.tensordot(M, 1.0 / self.var, axes=([1], [0]))   # per block: sum_j w_j M_j, (P+1) x (P+1)
+        Gb, gb = F[:, ib][:, :, ib], F[:, ib, P]
         G, g = Gb.sum(0), gb.sum(0)
         rss = np.zeros(self.model.nv)
+        x = np.zeros(P + 1)
+        x[P] = -1.0
         for bi in range(len(self.blocks)):
             Gt, gt = G - Gb[bi], g - gb[bi]
             d = np.sqrt(np.maximum(np.diag(Gt), 0.0))
             d[d == 0] = 1.0
-            p = _solve(Gt / np.outer(d, d), gt / d) / d
-            Mb = Mr[bi][:, np.r_[ib, P]][:, :, np.r_[ib, P]]
-            x = np.r_[p, -1.0]
-            rss += np.einsum("p,jpq,q->j", x, Mb, x)
+            x[ib] = _solve(Gt / np.outer(d, d), gt / d) / d
+            rss += (Mr[bi] @ x) @ x
         rel = np.sqrt(np.maximum(rss, 0.0) / np.maximum(self.counts.sum(0), 1) / self.var_raw)
         return float(np.sqrt(np.mean(rel ** 2))), rel
 

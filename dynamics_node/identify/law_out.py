@@ -60,6 +60,10 @@ def yaml_path(urdf_path):
 
 def write(path, urdf_path, joints, vals, arm):
     """OUT.yaml (module docstring), written atomically. Numbers as repr(float): they read back exactly."""
+    bad = [f for f in FIELDS if not np.all(np.isfinite(vals[f]))] + ([] if np.all(np.isfinite(arm)) else ["armature"])
+    if bad:
+        raise InputError(f"the identified joint law is not finite ({', '.join(bad)}): nothing written")
+
     def lst(xs):
         return "[" + ", ".join(repr(float(x)) for x in xs) + "]"
 

@@ -24,6 +24,7 @@ filtering, differentiation (module docstring of dynamics_node.identify says why 
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,9 +100,9 @@ def choose_cutoff(Q, fs):
 
 def lowpass(X, fs, fc):
     """The zero-phase low-pass of the module docstring, its edges padded by ``_extend``."""
-    from scipy.signal import butter, sosfiltfilt
+    from scipy.signal import sosfiltfilt
 
-    sos = butter(4, fc, fs=fs, output="sos")
+    sos = _butter(float(fc), float(fs))
     n = X.shape[0]
     pad = min(n - 1, int(np.ceil(3.0 * fs / fc)))
     if pad < 8:
@@ -109,6 +110,13 @@ def lowpass(X, fs, fc):
     L = min(n, max(8, int(np.ceil(0.5 * fs / fc))))
     Xp = np.concatenate([_extend(X[:L][::-1], pad)[::-1], X, _extend(X[-L:], pad)], axis=0)
     return sosfiltfilt(sos, Xp, axis=0, padtype=None)[pad:pad + n]
+
+
+@functools.lru_cache(maxsize=16)
+def _butter(fc, fs):
+    from scipy.signal import butter
+
+    return butter(4, fc, fs=fs, output="sos")
 
 
 def _extend(Y, pad):
