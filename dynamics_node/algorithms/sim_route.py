@@ -4,13 +4,15 @@ plain call straight to the compiled step (sim_step.sim_step_c) on the thread's b
 does for the contact functions), then the same kernel through _fastcall.step_into (through numba's
 dispatcher without the C shim), or soft_contact.reference_step for a model with mimic joints (the tree
 kernel takes tree coordinates), and a step whose result would not be finite refused naming the input
-out of range (overflow_error). The explicit environment of a list of contacts (layout.SIM_*) is made
-once per list and model (_entry, kept in _CACHE as contact.py keeps its entries)."""
+out of range (overflow_error, through dispatch.refuse as every route does). The explicit environment of
+a list of contacts (layout.SIM_*) is made once per list and model (_entry, kept in _CACHE as contact.py
+keeps its entries)."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import _fast
+from ..batch_errors import BIG
 from ..errors import InputError
 from ..layout import (BODY_F, D_COULOMB, D_DAMPING, D_OFFSET, D_STRIBECK, DOF_F, HEADER_F, SC_D, SC_K, SC_MU, SC_P,
                       SC_R, SC_S, SE_MODE, SE_NPT, SIM_CONTACT, SIM_EXPLICIT, SIM_HEAD_F, SIM_HEAD_I, SIM_INFO_N,
@@ -20,7 +22,6 @@ from .soft_contact import SimulationStep, _state_arg, reference_step
 
 _CACHE: dict = {}  # (model, *contacts) -> the entry of _entry
 _EMPTY = np.zeros(0)
-BIG = 1e8  # an input beyond this in magnitude is named as out of range (dispatch.magnitudes' rule)
 
 
 def simulate_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None, limits=None, restitution=0.0,
@@ -114,7 +115,7 @@ def _slow(model, q, qd, tau, contacts, dt, state, f_ext, limits, restitution, sp
     if model.has_mimic:
         r = reference_step(model, q, qd, tau, contacts, dt, s, f_ext, limits, e, speculative)
         if not all(np.isfinite(x).all() for x in r):
-            raise overflow_error(model, q, qd, tau, dt, s, f_ext)
+            overflow_error(model, q, qd, tau, dt, s, f_ext)
         return r
     envi, envf = explicit_env(packed)
     flat = np.column_stack(lim[:2]).reshape(-1) if lim is not None else _EMPTY
@@ -123,39 +124,37 @@ def _slow(model, q, qd, tau, contacts, dt, state, f_ext, limits, restitution, sp
            np.empty(3 * k), np.empty(3 * k), np.empty(SIM_INFO_N + k, dtype=np.int64))
     st = run(model, q, qd, tau, fx, dt, envi, envf, s.reshape(-1), flat, e, speculative, out, nf, ni)
     if st == OVERFLOW:
-        raise overflow_error(model, q, qd, tau, dt, s, f_ext)
+        overflow_error(model, q, qd, tau, dt, s, f_ext)
     if st:
         _raise(model, st, "the simulation step", ("q", "qd", "tau"), (q, qd, tau), f_ext)
     q1, qd1, qdd, ltau, s1, F = out[:6]
     return SimulationStep(q1, qd1, s1.reshape(k, 3), F.reshape(k, 3), qdd, ltau)
 
 
-def overflow_error(model, q, qd, tau, dt, state, f_ext=None) -> InputError:
-    """The refusal of a step whose result is not finite from finite inputs, in one line: the inputs beyond
-    BIG in magnitude, each by its largest entry (name[index] = value, its joint), and the model's own
-    parameters beyond it (the joint friction law, gravity, a payload); when nothing is that large, the
-    largest entry of each input."""
+def overflow_error(model, q, qd, tau, dt, state, f_ext=None):
+    """Raise the refusal of a step whose result is not finite from finite inputs, in one line: the input
+    entry out of range as every route names it (dispatch.refuse: field, index, joint, value), the model's
+    own parameters beyond BIG that the step multiplies (its joint friction law, gravity, a payload) in
+    the symptom; when no input reaches BIG, the largest entry of each input and those parameters."""
+    from ..dispatch import refuse
+    from ..errors import RangeError
     from ._common import A_Q, A_QD, A_TAU, coordinate_owner
 
+    own = _own_parameters(model)
+    symptom = "its result is not finite (NaN or inf)" + "".join(f"; {o}" for o in own)
     found = []
     for name, x, arg in (("q", q, A_Q), ("qd", qd, A_QD), ("tau", tau, A_TAU)):
         if x.size:
             i = int(np.argmax(np.abs(x)))
-            joint = coordinate_owner(model, arg, i, False)
-            found.append((abs(float(x[i])), f"{name}[{i}] = {x[i]:.3g} (joint '{joint}')"))
+            found.append(f"{name}[{i}] (joint '{coordinate_owner(model, arg, i, False)}') = {x[i]:.3g}")
     if state.size:
         j, c = np.unravel_index(int(np.argmax(np.abs(state))), state.shape)
-        found.append((abs(float(state[j, c])), f"state[{j}, {c}] = {state[j, c]:.3g}"))
-    found.append((dt, f"dt = {dt:.3g}"))
-    if f_ext:
-        big = max(float(np.max(np.abs(np.asarray(w, dtype=float)), initial=0.0)) for w in f_ext.values())
-        found.append((big, f"f_ext (largest entry {big:.3g})"))
-    own = _own_parameters(model)
-    named = [t for m, t in sorted(found, key=lambda x: -x[0]) if m > BIG]
-    if not named and not own:
-        named = [t for _, t in found]
-    return InputError("the simulation step is not finite (NaN or inf) although every input is: out of range: "
-                      + "; ".join([", ".join(named)] * bool(named) + own))
+        found.append(f"state[{j}, {c}] = {state[j, c]:.3g}")
+    found.append(f"dt = {dt:.3g}")
+    e = RangeError("the simulation step is not finite (NaN or inf) although every input is: largest entries "
+                   + ", ".join(found) + "".join(f"; {o}" for o in own), symptom=symptom)
+    refuse(model, "the simulation step", e, ("q", "qd", "tau", "state"), (q, qd, tau, state),
+           (("dt", dt),) + ((("f_ext", f_ext),) if f_ext else ()))
 
 
 def _own_parameters(model):
