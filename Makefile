@@ -118,7 +118,7 @@ lock:
 	.venv-lock/bin/pip freeze --all --exclude-editable | grep -v '^pip==' > $(CONSTRAINTS)
 	rm -rf .venv-lock
 
-bench: setup
+bench: setup workspace-venv
 	$(PY) bench/bench.py
 
 # The pictures of docs/ (tools/docs_figures.py says how each is made), into DOCS_IMG (default docs/img)

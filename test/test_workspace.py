@@ -19,13 +19,7 @@ ROS_DOMAIN_ID. Skipped, saying why, where the kit is absent (a user's clone); un
 from __future__ import annotations
 
 import os
-import pathlib
 import re
-import shlex
-import shutil
-import signal
-import subprocess
-import tempfile
 import time
 
 import numpy as np
@@ -33,16 +27,14 @@ import pytest
 
 import doc_commands as dc
 import node_support as ns
+import workspace_support as wss
 
 REPO = ns.REPO
-WS_VENV = REPO / "build" / "ws-jazzy" / "venv"
-KITS = [REPO.parent / "shared" / "ros2-python", pathlib.Path("/work/shared/ros2-python")]
-KIT = next((k for k in KITS if (k / "install.sh").is_file()), None)
 PAGE = REPO / "docs" / "install.md"
 Q = [0.0, 0.5, 0.0, -1.0, 0.0, 0.5, 0.0]
 
-pytestmark = pytest.mark.skipif(KIT is None, reason="no ../shared/ros2-python: without the ros2 kit the workspace "
-                                "venv has no `ros2` (a robot's distribution has it)")
+pytestmark = pytest.mark.skipif(wss.KIT is None, reason="no ../shared/ros2-python: without the ros2 kit the "
+                                "workspace venv has no `ros2` (a robot's distribution has it)")
 
 
 def _block(first):
@@ -61,100 +53,13 @@ def _command(cmd):
     raise AssertionError(f"docs/install.md does not show {cmd!r}")
 
 
-class Workspace:
-    def __init__(self, root: pathlib.Path):
-        self.root = root
-        self.cache = root / "cache"
-        self.env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", str(root)),
-                    "LANG": "C.UTF-8", "XDG_CACHE_HOME": str(self.cache), "ROS_DOMAIN_ID": str(ns.DOMAIN_ID),
-                    "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "PYTHONUNBUFFERED": "1"}
-        # what `source /opt/ros/jazzy/setup.bash` does, for the venv that stands in for it
-        v = shlex.quote(str(WS_VENV))
-        self.distro = f"source {v}/bin/activate && export AMENT_PREFIX_PATH={v} CMAKE_PREFIX_PATH={v}"
-
-    def script(self, commands, sourced=True):
-        lines = [self.distro]
-        if sourced:
-            lines.append("source install/setup.bash")
-        return "\n".join(lines + list(commands))
-
-    def run(self, commands, timeout=600, sourced=True):
-        return subprocess.run(["bash", "-c", self.script(commands, sourced)], cwd=self.root, env=self.env,
-                              capture_output=True, text=True, timeout=timeout)
-
-    def start(self, command):
-        return Started(self, command)
-
-    def cache_files(self):
-        return {str(p.relative_to(self.cache)): (p.stat().st_mtime_ns, p.stat().st_size)
-                for p in self.cache.rglob("*") if p.is_file()}
-
-    def installed_package(self):
-        r = self.run(["python3 -c 'import dynamics_node, os; print(os.path.dirname(dynamics_node.__file__))'"],
-                     timeout=120)
-        assert r.returncode == 0, r.stdout + r.stderr
-        return pathlib.Path(r.stdout.strip().splitlines()[-1])
-
-
-class Started:
-    """A command started in the sourced workspace (`exec`: its pid is the command's, as a terminal
-    would start it), output to a file; stop() sends SIGINT to it alone (Ctrl-C to `ros2 launch`)."""
-
-    def __init__(self, ws, command):
-        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(["bash", "-c", ws.script([f"exec {command}"])], cwd=ws.root, env=ws.env,
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def output(self):
-        return pathlib.Path(self.log.name).read_text(errors="replace")
-
-    def wait_for(self, pattern, timeout=ns.START_TIMEOUT):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if re.search(pattern, self.output()):
-                return True
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        return bool(re.search(pattern, self.output()))
-
-    def stop(self, timeout=30.0):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
-                raise AssertionError(f"still running {timeout} s after Ctrl-C:\n{self.output()[-3000:]}")
-        return self.proc.returncode, self.output()
-
-
-def _copy_repository(dest: pathlib.Path):
-    """The repository's files as a clone has them (tracked, and new files not ignored)."""
-    r = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True)
-    files = [f for f in r.stdout.decode().split("\0") if f] if r.returncode == 0 else []
-    assert files, "git ls-files listed nothing: the workspace test copies a git checkout"
-    for f in files:
-        src = REPO / f
-        if src.is_file():
-            (dest / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / f)
-
-
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory):
-    if not (WS_VENV / "bin" / "colcon").is_file() or not (WS_VENV / "bin" / "ros2").is_file():
+    if not wss.ready():
         if os.environ.get("DYNAMICS_REQUIRE_WORKSPACE") == "1":
-            pytest.fail(f"no {WS_VENV} with colcon and ros2: `make workspace-venv` makes it")
-        pytest.skip(f"no {WS_VENV}: `make workspace-venv` makes it (make test does)")
-    w = Workspace(tmp_path_factory.mktemp("ws"))
-    _copy_repository(w.root / "src" / "dynamics_node")
-    t0 = time.monotonic()
-    r = w.run(_block("colcon build")[:1], sourced=False, timeout=1800)
-    w.build_seconds = time.monotonic() - t0
-    w.build_output = r.stdout + r.stderr
-    assert r.returncode == 0, w.build_output[-6000:]
+            pytest.fail(f"no {wss.WS_VENV} with colcon and ros2: `make workspace-venv` makes it")
+        pytest.skip(f"no {wss.WS_VENV}: `make workspace-venv` makes it (make test does)")
+    w, w.build_seconds, w.build_output = wss.build(tmp_path_factory.mktemp("ws"), _block("colcon build")[:1])
     print(f"\nworkspace: colcon build {w.build_seconds:.0f} s")
     yield w
     w.run(["ros2 daemon stop"], timeout=60)
