@@ -86,20 +86,20 @@ def _build_interfaces(build_dir, prefix, python_dir, destdir=None):
 def _build_kernels(install_lib, home):
     """Compile the kernels for the code just installed (numba keys its cache by the source file's
     folder and time stamp, so a cache of the source tree does not serve this copy), in a process
-    that imports the installed package (not this source tree: it runs in `home`, the install
-    prefix). DYNAMICS_NODE_SKIP_KERNELS=1 skips it (a package built on one machine for others:
+    that imports the installed package (not this source tree: it runs in `home`, a folder outside
+    it). DYNAMICS_NODE_SKIP_KERNELS=1 skips it (a package built on one machine for others:
     the kernels are compiled for the CPU that builds them). A failure is reported, not fatal: the
-    node then compiles them at its first start (about a minute)."""
+    node then compiles them at its first start (minutes on two cores)."""
     if os.environ.get("DYNAMICS_NODE_SKIP_KERNELS") == "1":
         _say("DYNAMICS_NODE_SKIP_KERNELS=1: kernels not compiled (the first start compiles them)")
         return
     env = dict(os.environ)
     env["PYTHONPATH"] = install_lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    _say("compiling the kernels for the installed code (about a minute the first time)")
+    _say("compiling the kernels for the installed code (a few minutes of CPU the first time)")
     r = subprocess.run([sys.executable, "-m", "dynamics_node._jit", "build", "--if-missing"], cwd=home, env=env)
     if r.returncode:
         _say(f"WARNING: compiling the kernels failed (exit code {r.returncode}): the first start of the node "
-             "compiles them instead (about a minute); `python3 -m dynamics_node._jit build` retries")
+             "compiles them instead (minutes); `python3 -m dynamics_node._jit build` retries")
 
 
 class install(_install):  # noqa: N801 - the setuptools command's name
