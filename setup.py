@@ -138,7 +138,7 @@ class develop(_develop):  # noqa: N801
     install -e . without a pyproject.toml) gives no build directory and gets setuptools' develop."""
 
     def _colcon(self):
-        return "develop" in self.distribution.commands and self.build_directory is not None
+        return "develop" in self.distribution.commands and getattr(self, "build_directory", None) is not None
 
     def finalize_options(self):
         if self._colcon() and not getattr(self, "script_dir", None):
@@ -150,7 +150,7 @@ class develop(_develop):  # noqa: N801
         if self._colcon() and not getattr(self, "uninstall", False):
             prefix = sys.prefix
             lib = os.path.relpath(self.install_dir, prefix)
-            _build_interfaces(os.path.join(os.path.abspath(self.build_directory or "build"), "dynamics_interfaces"),
+            _build_interfaces(os.path.join(os.path.abspath(self.build_directory), "dynamics_interfaces"),
                               prefix, lib)
             _build_kernels(os.getcwd(), tempfile.gettempdir())   # colcon runs develop where the code is linked
 
