@@ -51,7 +51,7 @@ $(STAMP): requirements.txt $(ROS_REQUIREMENTS) requirements-test.txt $(CONSTRAIN
 # of the C callbacks (dynamics_node/_jit_build.py), both in ~/.cache/dynamics_node/<hash of the sources>.
 # Nothing to do when they exist for this checkout; after an edit of a kernel, about a minute.
 kernels: $(STAMP)
-	@$(PY) -m dynamics_node._jit build --if-missing
+	@$(PY) -m dynamics_node._jit_build build --if-missing
 
 # dynamics_node laid out in .venv as colcon installs an ament_python package (ament index marker,
 # share/dynamics_node/{package.xml,launch,config,urdf}, lib/dynamics_node/<executables>), so that

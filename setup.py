@@ -6,7 +6,7 @@ the console scripts go to `lib/dynamics_node/`, where `ros2 run` and launch_ros 
 ament_cmake package `dynamics_interfaces/` (the messages and services, which colcon does not find:
 it does not look inside a folder that is itself a package) is configured, built and installed with
 CMake into the same prefix; and the kernels are compiled for the installed code
-(`python -m dynamics_node._jit build`), so that the first start compiles nothing. pip's builds
+(`python -m dynamics_node._jit_build build`), so that the first start compiles nothing. pip's builds
 (`pip install .`, `pip install -e .`, as `make setup` does) run none of this. docs/install.md says why.
 """
 import os
@@ -99,7 +99,7 @@ def _build_kernels(install_lib, home):
     r = subprocess.run([sys.executable, "-m", "dynamics_node._jit", "build", "--if-missing"], cwd=home, env=env)
     if r.returncode:
         _say(f"WARNING: compiling the kernels failed (exit code {r.returncode}): the first start of the node "
-             "compiles them instead (minutes); `python3 -m dynamics_node._jit build` retries")
+             "compiles them instead (minutes); `python3 -m dynamics_node._jit_build build` retries")
 
 
 class install(_install):  # noqa: N801 - the setuptools command's name

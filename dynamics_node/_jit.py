@@ -5,7 +5,7 @@ numba's own (``@njit(types.int64(I1, F1), cache=True)``). Nothing is compiled or
 
 * a C callback (``cfunc``) that the ahead-of-time library holds is served from there:
   ``kernel.address`` is its address in ``kernels.so``, and numba is never imported. ``make setup``
-  builds that library (``python -m dynamics_node._jit build``, see ``_jit_build.py``). The C shim
+  builds that library (``python -m dynamics_node._jit_build build``, see ``_jit_build.py``). The C shim
   (``_fastcall.c``) calls the kernels through these addresses, which is every hot path of the node
   (gravity, inverse and forward dynamics, mass matrix). Importing numba and loading its cache costs
   about a second, which was most of the node's start time;
@@ -290,9 +290,3 @@ def aot_addresses() -> dict:
 
 def aot_loaded() -> bool:
     return bool(aot_addresses())
-
-
-if __name__ == "__main__":  # `python -m dynamics_node._jit build`: the builder (_jit_build.py)
-    from dynamics_node import _jit_build
-
-    sys.exit(_jit_build.main(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""The builder of the compiled kernels: ``python -m dynamics_node._jit build [--if-missing]``.
+"""The builder of the compiled kernels: ``python -m dynamics_node._jit_build build [--if-missing]``.
 
 What ``make kernels`` (part of ``make setup``) and ``colcon build`` (setup.py's install) run, so that
 a process of the installed code compiles nothing (see ``_jit.py`` for how kernels are served):
@@ -156,7 +156,7 @@ int numba_attempt_nocopy_reshape(Py_ssize_t nd, const Py_ssize_t *dims, const Py
 def build(out_dir=None) -> str:
     """Compile every declared C callback of the package into one shared library with numba and
     llvmlite (the same machine code numba would JIT), for ``_jit.aot_addresses``. Run in a process of its
-    own with an empty numba cache (``python -m dynamics_node._jit build``): numba keeps a kernel's
+    own with an empty numba cache (``python -m dynamics_node._jit_build build``): numba keeps a kernel's
     LLVM IR only when it compiles it, not when it loads it from its cache."""
     import ctypes
     import sysconfig
@@ -269,7 +269,7 @@ def _run(step, env, *args):
 
 
 def main(argv):
-    """python -m dynamics_node._jit build [--if-missing]: the ahead-of-time library (compiled when it
+    """python -m dynamics_node._jit_build build [--if-missing]: the ahead-of-time library (compiled when it
     is missing, or always without --if-missing) and numba's cache for this copy of the code."""
     if not argv or argv[0] not in ("build", "_build_here", "_warm_here"):
         print(main.__doc__, file=sys.stderr)

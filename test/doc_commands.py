@@ -148,7 +148,7 @@ RUN_BY = {
     "ros2 run dynamics_node dynamics_node": WORKSPACE + "test_node_alone_says_what_it_waits_for",
     "ros2 launch dynamics_node sim.launch.py rviz:=true":
         WORKSPACE + "test_sim_launch_runs_the_simulated_robot_held_by_the_node",
-    "python3 -m dynamics_node._jit build --if-missing":
+    "python3 -m dynamics_node._jit_build build --if-missing":
         WORKSPACE + "test_the_kernel_command_is_a_no_op_when_the_build_compiled_them",
     "make setup ROS_DISTRO=jazzy": "test_package_deps.py::test_make_sets_up_jazzy_in_its_own_venv",
     "make test ROS_DISTRO=jazzy": "test_package_deps.py::test_make_sets_up_jazzy_in_its_own_venv",

@@ -12,6 +12,7 @@ The next import without its key fails test_every_runtime_import_has_its_exec_dep
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
 import re
 import sys
@@ -203,7 +204,8 @@ def test_an_import_without_a_key_is_caught(tmp_path, module):
 def _make_n(*args):
     import subprocess
 
-    r = subprocess.run(["make", "-n", "-B", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # not make test's
+    r = subprocess.run(["make", "-n", "-B", *args], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
 

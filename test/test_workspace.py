@@ -140,7 +140,7 @@ def test_first_launch_compiles_nothing_and_serves_pinocchios_gravity(ws):
 def test_the_kernel_command_is_a_no_op_when_the_build_compiled_them(ws):
     """docs/install.md's command for another user, run by the one who built: nothing to do, nothing written."""
     before = ws.cache_files()
-    r = ws.run([_command("python3 -m dynamics_node._jit build --if-missing")], timeout=600)
+    r = ws.run([_command("python3 -m dynamics_node._jit_build build --if-missing")], timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
     assert ws.cache_files() == before
 
@@ -155,7 +155,7 @@ def test_node_alone_says_what_it_waits_for(ws):
         first = [ln for ln in p.output().splitlines() if ln.strip()][:6]
         assert any(WAITING in ln for ln in first), first
     finally:
-        rc, out = p.stop()
+        rc, out = p.stop(group=True)
     assert rc == 0 and "Traceback" not in out, out[-3000:]
 
 

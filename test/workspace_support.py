@@ -86,9 +86,14 @@ class Started:
             time.sleep(0.1)
         return bool(re.search(pattern, self.output()))
 
-    def stop(self, timeout=30.0):
+    def stop(self, timeout=30.0, group=False):
+        """Ctrl-C: to the command alone (`ros2 launch` forwards it to its nodes), or to its process
+        group as a terminal sends it (`ros2 run` leaves the node to get it from the terminal)."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            if group:
+                os.killpg(self.proc.pid, signal.SIGINT)
+            else:
+                self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
