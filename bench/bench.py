@@ -18,9 +18,10 @@ Measured in one run, on the same model and the same state:
   6. bench/bench_stream.py: the 1 kHz stream end to end as a busy client sees it (p50/p99/max alone, under
      service load, two controls with none of the load this node's work, with the cores loaded by other
      processes);
-  7. bench/bench_sim.py: the simulated robot (simulation: true) at 1 kHz with 4 contacts touching, and with
-     arm7's cylinders (128 points), its joint limits and a table (issue 30): achieved rate, simulated/wall
-     time, late steps, step time p50/p99 (issue 23);
+  7. bench/bench_sim.py: the simulation step against mujoco.mj_step in the same run, without and with
+     contacts (issue 36); the simulated robot (simulation: true) at 1 kHz with 4 contacts touching, and with
+     arm7's cylinders (128 points), its joint limits and a table (issue 30), also at real_time_factor 5:
+     achieved rate, simulated/wall time, late steps, step time p50/p99 (issue 23);
   8. bench/bench_derivatives.py: the derivatives of the dynamics (issue 29) against Pinocchio's
      computeRNEADerivatives / computeABADerivatives on the arm, solo12 and TALOS; batch per state; analytic
      against central finite differences;
@@ -521,7 +522,7 @@ def main(argv=None):
             print(f"bench_stream.py exited with {r.returncode} (a target missed: see above)")
     sim = HERE / "bench_sim.py"
     if sim.exists() and not args.no_node:
-        print(f"== {sim.relative_to(REPO)} (the simulated robot: 1 kHz real time with 4 contacts?) ==", flush=True)
+        print(f"== {sim.relative_to(REPO)} (the step against mj_step; the node at 1x and 5x) ==", flush=True)
         r = subprocess.run([sys.executable, str(sim)], cwd=str(REPO))
         if r.returncode:
             print(f"bench_sim.py exited with {r.returncode}")

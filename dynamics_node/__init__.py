@@ -82,7 +82,7 @@ _LAZY = {
     "impact": ".algorithms.impact",
     # issue 28 §3: dynamic equivalence (Featherstone §9.7)
     "simplify_inertias": ".equivalence",
-    "soft_contact_forces": ".algorithms.soft_contact", "simulate_step": ".algorithms.soft_contact",
+    "soft_contact_forces": ".algorithms.soft_contact", "simulate_step": ".algorithms.sim_route",
     # issue 29: analytic derivatives of the dynamics and the linearised step
     "inverse_dynamics_derivatives": ".algorithms.derivatives",
     "forward_dynamics_derivatives": ".algorithms.derivatives", "gravity_derivatives": ".algorithms.derivatives",

@@ -36,14 +36,7 @@ typedef struct {
 enum { CR_MODEL, CR_Q, CR_QD, CR_TAU, CR_CONTACTS, CR_FEXT, CR_REST, CR_DATA, CR_NARGS };
 enum { E_BODY, E_POINT, E_FRAME, E_MU, E_FLOATS, E_INTS, E_N }; /* a cache entry */
 
-/* 1 when o is an int64 (typenum) vector of n entries the kernel can read in place */
-static int vec_of(PyObject *o, int typenum, Py_ssize_t n) {
-    return is_vec(o, typenum) && PyArray_DIM((PyArrayObject *)o, 0) == n;
-}
-
-/* The cache entry of (model, *contacts) (a new reference), from the cache or made by prepare; NULL and
- * no exception: not served here; NULL with an exception: an error. */
-static PyObject *entry_of(ContactRoute *r, PyObject *model, PyObject *contacts) {
+PyObject *contacts_entry(PyObject *cache, PyObject *prepare, PyObject *model, PyObject *contacts) {
     Py_ssize_t k = PySequence_Fast_GET_SIZE(contacts);
     PyObject **items = PySequence_Fast_ITEMS(contacts);
     PyObject *key = PyTuple_New(k + 1);
@@ -54,10 +47,10 @@ static PyObject *entry_of(ContactRoute *r, PyObject *model, PyObject *contacts) 
         Py_INCREF(items[j]);
         PyTuple_SET_ITEM(key, j + 1, items[j]);
     }
-    PyObject *e = PyDict_GetItemWithError(r->cache, key); /* borrowed */
+    PyObject *e = PyDict_GetItemWithError(cache, key); /* borrowed */
     Py_DECREF(key);
     if (e || PyErr_Occurred()) return Py_XNewRef(e);
-    e = PyObject_CallFunctionObjArgs(r->prepare, model, contacts, NULL);
+    e = PyObject_CallFunctionObjArgs(prepare, model, contacts, NULL);
     if (e == Py_None) Py_CLEAR(e);
     return e;
 }
@@ -100,7 +93,7 @@ static PyObject *contact_call(PyObject *op, PyObject *const *args, size_t nargsf
     if (!mi || !mf || !model_ok(mi, mf) || !is_vec(a[CR_Q], NPY_DOUBLE) || !is_vec(a[CR_QD], NPY_DOUBLE) ||
         !is_vec(a[CR_TAU], NPY_DOUBLE))
         goto slow;
-    PyObject *e = entry_of(r, model, contacts);
+    PyObject *e = contacts_entry(r->cache, r->prepare, model, contacts);
     if (!e) {
         if (PyErr_Occurred()) return NULL;
         goto slow;

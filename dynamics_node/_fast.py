@@ -2,12 +2,13 @@
 compiler (`make setup` builds it). Without it dynamics_node/dispatch.py takes its Python route for
 every call (numba's dispatchers), a little slower."""
 try:
-    from ._fastcall import ContactRoute, Route, conform, finite, finite_all, invoke, invoke3s, set_layout, set_model
+    from ._fastcall import (ContactRoute, Route, StepRoute, conform, finite, finite_all, invoke, invoke3s, set_layout,
+                            set_model, step_into)
 
     from .layout import WORK_BODY, WORK_DOF, WORK_EXTRA
 
     set_layout(WORK_BODY, WORK_DOF, WORK_EXTRA)
     AVAILABLE = True
 except ImportError:  # pragma: no cover - only on an install without a compiler
-    ContactRoute = Route = conform = finite = finite_all = invoke = invoke3s = set_model = None
+    ContactRoute = Route = StepRoute = conform = finite = finite_all = invoke = invoke3s = set_model = step_into = None
     AVAILABLE = False

@@ -1,6 +1,7 @@
 /* _fastcall: the cheapest possible Python entry into the compiled kernels, the front of the one call
  * route (dynamics_node/dispatch.py). Sources: this file (the work buffer, the kernel calls, the module),
- * _routes.c (the Route fronts), _fastcall.h (what they share).
+ * _routes.c (the Route fronts), _contact_route.c and _step_route.c (the contact functions' and the
+ * simulation step's fronts), _fastcall.h (what they share).
  *
  * A numba dispatcher spends about 0.05 us per argument working out types before it calls the
  * machine code; for a 7-DoF arm that is as much as the whole gravity computation. The kernels are
@@ -37,6 +38,8 @@
  *   set_model(Model)                              the model class (until then: always slow)
  *   ContactRoute(addr, cache, prepare, result, names, slow)   the front of contact_forward_dynamics
  *       (_contact_route.c)
+ *   StepRoute(addr, cache, prepare, result, slow), step_into(...)   the simulation step's fronts
+ *       (_step_route.c)
  * where the kernel at addr is int64 f(mi*, mf*, a*, len(a)[, b*, len(b), c*, len(c)], out*, work*,
  * len(work)) and a non-zero return is a status code the Python side turns into an error message.
  *
@@ -358,6 +361,9 @@ static PyMethodDef methods[] = {
     {"conform", conform, METH_O, "conform(a): a native aligned contiguous writeable float64 1-D ndarray"},
     {"finite", py_finite, METH_O, "finite(a): every entry of a C-contiguous float64 array is finite"},
     {"finite_all", finite_all, METH_O, "finite_all(result): True, False, or None when it cannot tell"},
+    {"step_into", (PyCFunction)(void (*)(void))step_into, METH_FASTCALL,
+     "step_into(addr, model, q, qd, tau, fx, dt, envi, envf, state_in, limits, restitution, speculative, q1, qd1, qdd, "
+     "limit_tau, state_out, F, P, info, floats, ints) -> status: the simulation step into the caller's arrays"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -370,11 +376,13 @@ PyMODINIT_FUNC PyInit__fastcall(void) {
         PyErr_SetString(PyExc_RuntimeError, "pthread_key_create failed");
         return NULL;
     }
-    if (PyType_Ready(&RouteType) < 0 || PyType_Ready(&ContactRouteType) < 0) return NULL;
+    if (PyType_Ready(&RouteType) < 0 || PyType_Ready(&ContactRouteType) < 0 || PyType_Ready(&StepRouteType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Route", (PyObject *)&RouteType) < 0 ||
-        PyModule_AddObjectRef(m, "ContactRoute", (PyObject *)&ContactRouteType) < 0) {
+        PyModule_AddObjectRef(m, "ContactRoute", (PyObject *)&ContactRouteType) < 0 ||
+        PyModule_AddObjectRef(m, "StepRoute", (PyObject *)&StepRouteType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,6 +1,6 @@
 /* _fastcall.h: what the sources of dynamics_node._fastcall share (_fastcall.c: the work buffer, the
  * kernel calls, the module; _routes.c: the Route fronts; _contact_route.c: the front of the contact
- * forward dynamics). See _fastcall.c. */
+ * forward dynamics; _step_route.c: the simulation step's). See _fastcall.c. */
 #ifndef DYNAMICS_FASTCALL_H
 #define DYNAMICS_FASTCALL_H
 #define PY_ARRAY_UNIQUE_SYMBOL dynamics_fastcall_ARRAY_API
@@ -28,7 +28,8 @@ typedef int64_t (*k3s_t)(const int64_t *, const double *, const double *, int64_
 /* Model's slots read in place, as the interpreter's own LOAD_ATTR_SLOT does (set_model) */
 FC_HIDDEN extern PyTypeObject *model_type;
 FC_HIDDEN extern Py_ssize_t off_direct, off_kmi, off_kmf, off_link_index, off_link_body, off_link_p, off_loop_data;
-FC_HIDDEN extern PyTypeObject RouteType, ContactRouteType;
+FC_HIDDEN extern PyTypeObject RouteType, ContactRouteType, StepRouteType;
+FC_HIDDEN PyObject *step_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs); /* _step_route.c */
 
 /* a float64 (typenum) 1-D ndarray the kernels can read in place: native byte order, aligned, contiguous */
 static inline int is_vec(PyObject *o, int typenum) {
@@ -41,6 +42,16 @@ static inline int is_vec(PyObject *o, int typenum) {
 }
 
 static inline int model_ok(PyObject *mi, PyObject *mf) { return is_vec(mi, NPY_INT64) && is_vec(mf, NPY_DOUBLE); }
+
+/* 1 when o is a typenum vector of n entries the kernels can read in place */
+static inline int vec_of(PyObject *o, int typenum, Py_ssize_t n) {
+    return is_vec(o, typenum) && PyArray_DIM((PyArrayObject *)o, 0) == n;
+}
+
+/* The cache entry of (model, *contacts) (a new reference; contacts a list or tuple) from the dict cache, or
+ * made by prepare(model, contacts), which stores it there; NULL and no exception: prepare said None (not
+ * served by a front); NULL with an exception: an error (_contact_route.c). */
+FC_HIDDEN PyObject *contacts_entry(PyObject *cache, PyObject *prepare, PyObject *model, PyObject *contacts);
 
 /* The calling thread's work buffer for a model (mi: nb, nvt first), or NULL with an exception set. */
 FC_HIDDEN double *thread_work(const int64_t *h, Py_ssize_t *len);

@@ -168,6 +168,53 @@ GRAV_PER_DOF = (
 )
 GRAV_SCRATCH = (("X", 12, "E and r of ^iX_λ(i)"), ("AG", 3, "-a_g"))
 
+# The simulation step's environment (algorithms/sim_step.py): one int and one float array, as the packed model.
+#   envi = [SE_* header (SIM_HEADER_I) | per point: SP_* | per sphere: SS_*]
+#   envf = [SF_* header (SIM_HEADER_F) | per point: SC_* (explicit contacts) or SQ_* (world points)
+#           | per sphere: SR_* | per box: SB_*]
+# EXPLICIT: each point is a dn.Contact against its own plane (dn.simulate_step's list), always in contact
+# problem; WORLD: fixed points and spheres against the floor plane and the boxes, the pairs selected at each
+# step (the simulated robot, ros/sim_env.py). The surface state of a pair: slot (object, surface) of a
+# state array, object = point, then sphere; surface 0 = the floor, 1 + SIM_FACES b + face = box b's face.
+SIM_EXPLICIT, SIM_WORLD = 0, 1
+SIM_FACES = 6  # a box's faces, face = 2 axis + (0 for the + side, 1 for the - side)
+SIM_HEADER_I = (
+    ("MODE", 1, "SIM_EXPLICIT or SIM_WORLD"),
+    ("NPT", 1, "points (explicit: contacts)"),
+    ("NSPH", 1, "spheres (world only)"),
+    ("NBOX", 1, "boxes (world only)"),
+    ("FLOOR", 1, "1 when the world has a floor plane"),
+)
+SIM_POINT_I = (("BODY", 1, "the body the point (or the sphere's centre) is fixed in"),)
+SIM_HEADER_F = (
+    ("K", 1, "stiffness of the world's contacts, N/m"),
+    ("D", 1, "damping of the world's contacts, N s/m"),
+    ("MU", 1, "friction coefficient of the world's contacts"),
+    ("MARGIN", 1, "a pair is in the step's problem when the point is within this of its surface, m"),
+    ("FLOOR_S", 3, "a point of the floor plane"),
+    ("FLOOR_R", 9, "the floor's local axes [t1 t2 n] as columns, row-major (n: its normal)"),
+)
+SIM_CONTACT_F = (  # an explicit contact (dn.Contact packed for its body)
+    ("P", 3, "the point in body coordinates"),
+    ("R", 9, "its local axes [t1 t2 n] as columns, row-major (n: the surface's normal)"),
+    ("S", 3, "a point of its surface plane"),
+    ("K", 1, "stiffness"),
+    ("D", 1, "damping"),
+    ("MU", 1, "friction coefficient"),
+)
+SIM_WPOINT_F = (("P", 3, "the point in body coordinates"),)
+SIM_SPHERE_F = (("P", 3, "the centre in body coordinates"), ("RADIUS", 1, "the radius"))
+SIM_BOX_F = (
+    ("C", 3, "the centre"),
+    ("H", 3, "the half sizes"),
+    ("FACE_S", 3 * SIM_FACES, "a point of each face's plane"),
+    ("FACE_R", 9 * SIM_FACES, "each face's local axes [t1 t2 n] as columns, row-major"),
+)
+SIM_INFO = (  # the step's int output before its per-contact slots
+    ("NSEL", 1, "contacts in this step's problem (explicit: all)"),
+    ("NF", 1, "floats of scratch the step needed, when it returned its SCRATCH status"),
+)
+
 
 def _generate(table, prefix, total):
     """<prefix>_<name> = offset and <prefix>_<name>_N = size of every field; total = their sum."""
@@ -198,6 +245,14 @@ _generate(DERIV_SCRATCH, "RC", "DERIV_EXTRA")
 _generate(GRAV_PER_BODY, "GB", "GRAV_BODY")
 _generate(GRAV_PER_DOF, "GD", "GRAV_DOF")
 _generate(GRAV_SCRATCH, "GC", "GRAV_EXTRA")
+_generate(SIM_HEADER_I, "SE", "SIM_HEAD_I")
+_generate(SIM_POINT_I, "SP", "SIM_PT_I")
+_generate(SIM_HEADER_F, "SF", "SIM_HEAD_F")
+_generate(SIM_CONTACT_F, "SC", "SIM_CONTACT")
+_generate(SIM_WPOINT_F, "SQ", "SIM_WPOINT")
+_generate(SIM_SPHERE_F, "SR", "SIM_SPHERE")
+_generate(SIM_BOX_F, "SB", "SIM_BOX")
+_generate(SIM_INFO, "SI", "SIM_INFO_N")
 B_RBI = B_M  # noqa: F821 - m, h, Ibar: the 13 numbers of rbi(m, h, Ibar), in this order (spatial.rbi_mul_t)
 RBI_N = 13
 assert L_A == L_V + L_V_N and L_PAC == L_PV + L_PV_N  # noqa: F821 - rnea_batch copies v and a as one run

@@ -240,3 +240,175 @@ def test_core_limits_are_refused_by_name():
         assert words in str(e.value), str(e.value)
     with pytest.raises(InputError, match="restitution must be in"):
         dn.simulate_step(m, q, z, z, [], 1e-3, limits=lim, restitution=1.5)
+
+
+# ----------------------------------------------------------------------------- the compiled step (issue 36)
+def _agree(fast, ref, tol, where):
+    """Every field of two SimulationSteps within tol of the field's scale (max(1, its largest entry))."""
+    for name, a, b in zip(ref._fields, fast, ref):
+        assert a.shape == b.shape, (where, name)
+        if b.size:
+            scale = max(1.0, float(np.max(np.abs(b))))
+            assert float(np.max(np.abs(a - b))) <= tol * scale, (where, name, float(np.max(np.abs(a - b))))
+
+
+@pytest.mark.parametrize("floating", [False, True])
+def test_the_compiled_step_equals_the_python_step_on_random_trees(floating):
+    """dn.simulate_step (one compiled kernel through its C front, sim_step.py) against
+    soft_contact.reference_step (the step in Python over the kernels of its parts, as it was before),
+    from the same state: contacts with surface states, speculative or not, joint limits about to be
+    hit with and without restitution, external forces (the Python side's route to the kernel), all
+    within 1e-12 of each field's scale."""
+    import urdfgen as ug
+
+    from dynamics_node.algorithms.soft_contact import reference_step
+
+    xml, _ = ug.random_urdf(40, n_links=6, n_mimic=0)
+    m = dn.load_model(xml, floating_base=floating)
+    rng = np.random.default_rng(11)
+    links = [lk for lk in m.link_names if m.body_of(lk) >= 0]
+    cs = [dn.Contact(lk, normal=(0.1, 0.0, 1.0), friction=0.6, surface_point=(0, 0, 3.0)) for lk in links]
+    joints = [j for j in m.joint_names if m.q_slice(j).stop - m.q_slice(j).start == 1]
+    limited = 0
+    for step in range(10):
+        q, qd, _, tau = ug.random_state(m, rng)
+        state = rng.normal(size=(len(cs), 3)) * 1e-3
+        lim = np.column_stack((np.full(m.nv, -np.inf), np.full(m.nv, np.inf)))
+        for j in joints:
+            i, v = m.q_slice(j).start, m.v_slice(j).start
+            gap = rng.uniform(0.0, 0.5) * abs(qd[v]) * 1e-3
+            lim[v] = (q[i] - gap, np.inf) if qd[v] < 0 else (-np.inf, q[i] + gap)
+        for kw in ({"state": state}, {"state": state, "speculative": True},
+                   {"limits": lim, "speculative": True}, {"limits": lim, "restitution": 0.5},
+                   {"f_ext": {links[-1]: (3.0, -2.0, 1.0, 0.1, 0.2, -0.3)}, "state": state}):
+            for c in (cs, []):
+                kw = {**kw, "state": None} if not c and "state" in kw else kw
+                fast = dn.simulate_step(m, q, qd, tau, c, 1e-3, **kw)
+                _agree(fast, reference_step(m, q, qd, tau, c, 1e-3, **kw), 1e-12, (step, kw.keys(), len(c)))
+                limited += int(np.count_nonzero(fast.limit_tau))
+    assert limited > 10  # the limits acted
+
+
+def test_the_compiled_step_equals_the_python_step_along_a_fall_onto_the_floor():
+    """arm7 collapsing onto the floor (the contacts land, slide, stick and rest, each pressed surface
+    following its point exactly): at each of 3000 steps the compiled step and the Python step, from the
+    same state, agree within 1e-12 of each field's scale."""
+    from dynamics_node.algorithms.soft_contact import reference_step
+
+    m = dn.load_model("urdf/arm7.urdf")
+    cs = [dn.Contact(lk, friction=0.8) for lk in m.link_names if m.body_of(lk) >= 0]
+    q, qd, state = np.array([0.0, 1.2, 0.0, 0.5, 0.0, 0.3, 0.0]), np.zeros(7), None
+    touched = 0
+    for step in range(3000):
+        s = dn.simulate_step(m, q, qd, -qd, cs, 1e-3, state=state, speculative=step % 2 == 0)
+        _agree(s, reference_step(m, q, qd, -qd, cs, 1e-3, state=state, speculative=step % 2 == 0), 1e-12, step)
+        q, qd, state = s.q, s.qd, s.state
+        touched = max(touched, int(np.count_nonzero(np.any(s.forces != 0, axis=1))))
+    assert touched >= 4
+
+
+def test_the_step_takes_any_layout_as_its_contiguous_copy():
+    """The C front's plain call and the Python side (lists, float32, a read-only or strided array) give
+    the same step."""
+    m = dn.load_model("urdf/arm7.urdf")
+    cs = [dn.Contact("link4", friction=0.8), dn.Contact("tool0", friction=0.3)]
+    q = np.array([0.0, 1.2, 0.0, 0.5, 0.0, 0.3, 0.0], dtype=np.float32).astype(float)
+    qd, tau = np.linspace(-1, 1, 7), np.linspace(3, -3, 7)
+    ref = dn.simulate_step(m, q, qd, tau, cs, 1e-3, state=np.full((2, 3), -1e-3))
+    wide = np.zeros((7, 2))
+    wide[:, 0] = qd
+    for args in ((list(q), list(qd), tuple(tau), tuple(cs), 0.001, [[-1e-3] * 3] * 2),
+                 (q.astype(np.float32), wide[:, 0], tau, cs, np.float64(1e-3), np.full((2, 3), -1e-3, order="F"))):
+        _agree(dn.simulate_step(m, *args[:5], state=args[5]), ref, 0.0, type(args[0]))
+
+
+BIG_CASES = [  # (what, arguments beyond the model, the words the refusal must hold)
+    ("qd = 1e154", dict(qd=1e154), "qd[0] (joint 'joint1') = 1e+154 is out of range"),
+    ("tau = 1e308", dict(tau=1e308), "tau[0] (joint 'joint1') = 1e+308 is out of range"),
+    ("dt = 1e300", dict(dt=1e300), "dt = 1e+300 is out of range"),
+    ("friction, qd = 1e200", dict(qd=1e200, friction=True), "qd[0] (joint 'joint1') = 1e+200 is out of range"),
+    ("a huge friction law", dict(qd=1e10, law=True), "qd[0] (joint 'joint1') = 1e+10 is out of range"),
+]
+
+
+@pytest.mark.parametrize("what,case,words", BIG_CASES, ids=[c[0] for c in BIG_CASES])
+@pytest.mark.parametrize("extra", ["plain", "limits", "contacts"])
+def test_a_step_that_would_not_be_finite_is_refused_naming_the_input(what, case, words, extra):
+    """Issue 36 §5: finite inputs whose step overflows (forward_dynamics refuses the same state) are
+    refused with one line naming the input and its index (and the model's friction law when it is
+    at fault), with limits and contacts too; nothing non-finite is returned."""
+    from dynamics_node.errors import InputError
+
+    friction = dn.JointFriction(viscous=1e300, coulomb=1e300) if case.get("law") else case.get("friction", False)
+    m = dn.load_model("urdf/arm7.urdf", friction=friction)
+    q = np.full(7, 0.3)
+    qd, tau = np.full(7, case.get("qd", 0.0)), np.full(7, case.get("tau", 0.0))
+    kw = {"limits": np.column_stack((np.full(7, -1.0), np.full(7, 1.0)))} if extra == "limits" else {}
+    cs = [dn.Contact("link4"), dn.Contact("tool0")] if extra == "contacts" else []
+    with pytest.raises(InputError) as e:
+        dn.simulate_step(m, q, qd, tau, cs, case.get("dt", 0.001), **kw)
+    msg = str(e.value)
+    assert words in msg and "not finite" in msg and "\n" not in msg, msg
+    assert ("the model's joint friction law (coefficients up to 1e+300)" in msg) == bool(case.get("law")), msg
+    if "dt" not in case:  # the same state is refused by forward dynamics too: not a step of its own making
+        with pytest.raises(InputError):
+            dn.forward_dynamics(m, q, qd, tau)
+
+
+def test_huge_inputs_give_a_finite_step_or_a_refusal():
+    """Hypothesis: magnitudes from 1 to 1e300 in q, qd, tau, dt and the surface states of two contacts,
+    with limits: every step returned is finite; every refusal is an InputError."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from dynamics_node.errors import InputError
+
+    m = dn.load_model("urdf/arm7.urdf", friction=True)
+    cs = [dn.Contact("link4", friction=0.8), dn.Contact("tool0", friction=0.3)]
+    lim = np.column_stack((np.full(7, -2.0), np.full(7, 2.0)))
+    mag = st.sampled_from([0.0, 1.0, 1e3, 1e8, 1e20, 1e100, 1e154, 1e200, 1e300])
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(mag, min_size=5, max_size=5), st.integers(0, 6), st.booleans())
+    def check(m5, i, use_lim):
+        q, qd, tau, st_ = np.full(7, 0.3), np.zeros(7), np.zeros(7), np.zeros((2, 3))
+        q[i] += m5[0]
+        qd[i], tau[(i + 3) % 7], st_[1, 2] = m5[1], -m5[2], -m5[3]
+        try:
+            s = dn.simulate_step(m, q, qd, tau, cs, 1e-3 + m5[4], state=st_, limits=lim if use_lim else None,
+                                 speculative=True)
+        except InputError:
+            return
+        assert all(np.isfinite(x).all() for x in s)
+
+    check()
+
+
+def test_the_c_front_reads_the_step_info_where_layout_puts_it():
+    """What _step_route.c assumes of layout.py (its INFO_N and INFO_NF) and of sim_step.py (SCRATCH)."""
+    from dynamics_node import layout as L
+    from dynamics_node.algorithms import sim_step
+
+    assert (L.SIM_INFO_N, L.SI_NF, L.SI_NSEL) == (2, 1, 0) and sim_step.SCRATCH == -9
+
+
+def test_without_the_c_shim_the_step_is_the_same(monkeypatch):
+    """The route of an install without a C compiler (sim_route._slow on numba's dispatcher of the same
+    kernel) gives the C front's step exactly: arm7 lying on the floor, two joints at a limit."""
+    from dynamics_node import _fast
+    from dynamics_node.algorithms import sim_route
+
+    m = dn.load_model("urdf/arm7.urdf")
+    cs = [dn.Contact(lk, friction=0.8) for lk in m.link_names if m.body_of(lk) >= 0]
+    q, qd, state = np.array([0.0, 1.2, 0.0, 0.5, 0.0, 0.3, 0.0]), np.zeros(7), None
+    for _ in range(1500):
+        s = dn.simulate_step(m, q, qd, -qd, cs, 1e-3, state=state)
+        q, qd, state = s.q, s.qd, s.state
+    lim = np.column_stack((np.full(7, -np.inf), np.full(7, np.inf)))
+    lim[[0, 2], 1] = q[[0, 2]] + 1e-6 * np.sign(qd[[0, 2]])
+    lim[[0, 2], 0] = np.minimum(lim[[0, 2], 1], q[[0, 2]]) - 1.0
+    args = (m, q, qd, np.full(7, 3.0), cs, 1e-3, state, None, lim, 0.3, True)
+    fast = dn.simulate_step(*args[:6], state=state, limits=lim, restitution=0.3, speculative=True)
+    monkeypatch.setattr(_fast, "AVAILABLE", False)
+    _agree(sim_route._slow(*args), fast, 0.0, "numba")
+    assert np.count_nonzero(fast.limit_tau) and np.count_nonzero(fast.forces)

@@ -215,3 +215,84 @@ def test_the_loop_steps_at_its_rate_and_ends_when_the_executor_is_stopped_from_a
         node.destroy_node()
     finally:
         rclpy.try_shutdown(context=c)
+
+
+def _compiled_and_python_steps(w, n):
+    """n steps of w, each taken from the same state by the compiled kernel (step) and by sim_env.select
+    with dn.simulate_step (step_python); the world goes on from the compiled one. Yields both states."""
+    for _ in range(n):
+        s0 = (w.q.copy(), w.qd.copy(), w.env.state.copy(), w.t_ns, w.steps)
+        assert w.step(), w.halted
+        a = (w.q, w.qd, w.env.state.copy(), w.forces, w.limit_tau, list(w.env.keys))
+        w.q, w.qd, w.t_ns, w.steps = s0[0].copy(), s0[1].copy(), s0[3], s0[4]
+        w.env.state[:] = s0[2]
+        assert w.step_python(), w.halted
+        b = (w.q, w.qd, w.env.state.copy(), w.forces, w.limit_tau, list(w.env.keys))
+        yield a, b
+        w.q, w.qd, w.forces = a[0], a[1], a[3]
+        w.env.state[:] = a[2]
+
+
+@pytest.mark.parametrize("robot", ["arm7 shapes+table", "two links with a tip sphere"])
+def test_the_compiled_world_step_equals_the_python_one(robot):
+    """The simulated robot's step in one compiled call (the pairs selected in compiled code, sim_select.py)
+    against the Python world (sim_env.select and dn.simulate_step's Python step), from the same state at
+    each of 2000 steps: arm7 with its cylinders, limits and a table falling onto it (the bench's robot),
+    and a two-link arm with cylinders and a tip sphere landing on a table with friction and restitution.
+    Same pairs in the same order; q, qd, the surface states and the limits' torques within 1e-12 of their
+    scale; the forces too, beyond the stiffness times 1e-16 m (a sphere's lowest point is rounded
+    differently on the two routes, and a 1e7 N/m spring turns that into 1e-9 N)."""
+    from test_node_sim_mujoco import ARM_ON_TABLE, TABLE
+
+    if robot.startswith("arm7"):
+        w = world(simulation_initial_positions=["joint2=1.2", "joint4=0.6"], simulation_default_damping=0.1,
+                  simulation_obstacles=[0.8, 0.0, 0.15, 0.6, 1.0, 0.3])
+    else:
+        w = world(ARM_ON_TABLE, friction=True, simulation_friction=0.5, simulation_obstacles=list(TABLE),
+                  simulation_limit_restitution=0.5)
+    assert w._kernel is not None
+    pairs = touched = 0
+    for a, b in _compiled_and_python_steps(w, 2000):
+        assert a[5] == b[5]
+        for x, y, slack in zip(a[:5], b[:5], (0, 0, 0, 1e-16 * w.cfg.simulation_stiffness, 0)):
+            if y.size:
+                assert np.max(np.abs(x - y)) <= 1e-12 * max(1.0, np.max(np.abs(y))) + slack
+        pairs, touched = max(pairs, len(a[5])), max(touched, int(np.count_nonzero(np.any(a[3] != 0, axis=1))))
+    assert touched >= 1 and pairs >= touched
+
+
+@pytest.mark.parametrize("n", [7, 0])
+def test_the_simulated_robot_publishes_bytes_that_read_back_as_its_state(n):
+    """simulation.Patched (a JointState and /clock published as serialized bytes with the stamp, positions
+    and velocities written in): rclpy's own deserialization of what would be published gives the names
+    and exactly the values written, for 7 joints and for none (a floating base alone)."""
+    from rclpy.serialization import deserialize_message
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+
+    from dynamics_node.ros.simulation import Patched
+
+    class Pub:  # what publish() is given
+        def publish(self, b):
+            self.sent = b
+
+    t0 = JointState()
+    t0.name = [f"joint{i}" for i in range(n)]
+    h = t0.header.stamp
+    js = Patched(t0, {"sec": (h, "sec", None), "nanosec": (h, "nanosec", None), "position": (t0, "position", n),
+                      "velocity": (t0, "velocity", n)})
+    c0 = Clock()
+    clock = Patched(c0, {"sec": (c0.clock, "sec", None), "nanosec": (c0.clock, "nanosec", None)})
+    assert js.ok and clock.ok
+    rng = np.random.default_rng(4)
+    pub = Pub()
+    for _ in range(3):
+        q, qd = rng.normal(size=n) * 10, rng.normal(size=n)
+        sec, ns_ = int(rng.integers(0, 2**31)), int(rng.integers(0, 10**9))
+        js.publish(pub, None, sec=sec, nanosec=ns_, position=q, velocity=qd)
+        m = deserialize_message(pub.sent, JointState)
+        assert list(m.name) == t0.name and (m.header.stamp.sec, m.header.stamp.nanosec) == (sec, ns_)
+        assert np.array_equal(m.position, q) and np.array_equal(m.velocity, qd) and len(m.effort) == 0
+        clock.publish(pub, None, sec=sec, nanosec=ns_)
+        m = deserialize_message(pub.sent, Clock)
+        assert (m.clock.sec, m.clock.nanosec) == (sec, ns_)

@@ -57,14 +57,31 @@ TERMS_SCRATCH = 2  # contact_terms' scratch: this many vectors of nvt (the zero 
 def contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, bias, vloc, qdd0, w, s):
     """H factored in place (L^T D L over lam), qdd0 = H^-1 (tau - C), and per contact j (3 rows
     3j..3j+2, local axes [t1 t2 n]): Yt[r] = L^-T T_r, bias[r] = (dT/dt)_r^T qd + T_r^T qdd0 (b of
-    Eq. 11.36), vloc[r] = T_r^T qd. One RNEA pass gives C, the joint transforms (hence the world
-    poses) and v_i, a_i at qdd = 0, whose a_i is J̇q̇ plus the fictitious base acceleration -a_g
-    (§5.3): the point's J̇q̇ is the classical acceleration a + alpha x p + omega x v_P (Eq. 2.48) of
-    that, plus a_g; the CRBA takes the joint transforms from the same pass. s: scratch of
-    TERMS_SCRATCH nvt floats. Returns a kernel status."""
-    nb = mi[H_NB]
+    Eq. 11.36), vloc[r] = T_r^T qd: rigid_terms, the poses of the contacts' bodies, contact_rows.
+    s: scratch of TERMS_SCRATCH nvt floats. Returns a kernel status."""
+    st = rigid_terms(mi, mf, q, qd, tau, fx, H, lam, qdd0, w, s)
+    if st != 0:
+        return st
+    top = -1
+    for j in range(cb.shape[0]):
+        if cb[j] < 0:
+            return FIXED_LINK
+        top = max(top, cb[j])
+    for i in range(top + 1):  # a parent's index is below its children's
+        _pose_from_x(mi, w, i)
     nvt = mi[H_NVT]
-    k = cb.shape[0]
+    contact_rows(mi, mf, qd, cb, cp, cR, H[:nvt * nvt].reshape((nvt, nvt)), lam, Yt, bias, vloc, qdd0, w)
+    return 0
+
+
+@njit(cache=True)
+def rigid_terms(mi, mf, q, qd, tau, fx, H, lam, qdd0, w, s):
+    """H (Table 6.2) factored in place as L^T D L over lam (Table 6.3) and qdd0 = H^-1 (tau - C). One
+    RNEA pass gives C and the joint transforms (W_E, W_R), from which the CRBA takes them and the
+    world poses follow (kinematics._pose_from_x), and v_i, a_i at qdd = 0, whose a_i is J̇q̇ plus the
+    fictitious base acceleration -a_g (§5.3). s: scratch of TERMS_SCRATCH nvt floats. Returns a kernel
+    status."""
+    nvt = mi[H_NVT]
     z = s[:nvt]
     z[:] = 0.0
     C = s[nvt:nvt + nvt]
@@ -84,13 +101,18 @@ def contact_terms(mi, mf, q, qd, tau, fx, cb, cp, cR, H, lam, Yt, bias, vloc, qd
         qdd0[d] = tau[d] - C[d]
     lt_solve(Hm, lam, qdd0)  # Table 6.5
     dl_solve(Hm, lam, qdd0)
-    top = -1
-    for j in range(k):
-        if cb[j] < 0:
-            return FIXED_LINK
-        top = max(top, cb[j])
-    for i in range(top + 1):  # a parent's index is below its children's
-        _pose_from_x(mi, w, i)
+    return 0
+
+
+@njit(cache=True)
+def contact_rows(mi, mf, qd, cb, cp, cR, Hm, lam, Yt, bias, vloc, qdd0, w):
+    """Per contact j (rows 3j..3j+2, its local axes [t1 t2 n]): Yt[r] = L^-T T_r, bias[r] = (dT/dt)_r^T
+    qd + T_r^T qdd0, vloc[r] = T_r^T qd, with rigid_terms' H factored in Hm and the world poses of the
+    contacts' bodies and their ancestors already in w. The point's J̇q̇ is the classical acceleration
+    a + alpha x p + omega x v_P (Eq. 2.48) of the RNEA's a_i, plus a_g."""
+    nb = mi[H_NB]
+    nvt = mi[H_NVT]
+    k = cb.shape[0]
     do0 = HEADER_F + BODY_F * nb
     g = HF_GRAVITY
     for j in range(k):

@@ -15,6 +15,13 @@ its surface state (x1 x2 z) is kept while the pair stays within MARGIN and taken
 after (the surface recovers at K/D = 100 /s by default, and the pair is at least MARGIN apart then).
 dn.simulate_step's speculative contacts then act from the step in which a point would reach its
 surface. MARGIN covers |v| dt up to 10 m/s at 1 kHz.
+
+The same environment packed for the compiled step (`envi`, `envf`: layout.SIM_*, a WORLD environment,
+whose selection algorithms/sim_select.py does in compiled code as select() does here), and the surface
+states as one array: a row per (object, surface) pair, object = point then sphere, surface 0 = the floor,
+1 + 6 b + face = box b's face (2 axis + 0 on its + side, 1 on its - side); `slot(key)` maps a pair's key to
+its row. `took(...)` records the pairs of a step made by the compiled kernel (their world points and
+rows); `keys` and `contacts` are then made from them when asked (contacts by select() at that q).
 """
 from __future__ import annotations
 
@@ -22,6 +29,9 @@ import numpy as np
 
 import dynamics_node as dn
 from ..algorithms.kinematics import body_poses
+from ..layout import (SB_C, SB_FACE_R, SB_FACE_S, SB_H, SE_FLOOR, SE_MODE, SE_NBOX, SE_NPT, SE_NSPH, SF_D,
+                      SF_FLOOR_R, SF_FLOOR_S, SF_K, SF_MARGIN, SF_MU, SIM_BOX, SIM_FACES, SIM_HEAD_F, SIM_HEAD_I,
+                      SIM_PT_I, SIM_SPHERE, SIM_WORLD, SIM_WPOINT, SP_BODY, SQ_P, SR_P, SR_RADIUS)
 
 MARGIN = 0.01  # m
 
@@ -47,9 +57,11 @@ class Environment:
         self.sphere_body, self.sphere_pb = self._in_bodies(model, [s.link for s in self.spheres],
                                                            [s.center for s in self.spheres])
         self.npoints = len(shapes.points) + len(self.spheres)
+        self.nslot = 1 + SIM_FACES * len(self.boxes)
         self.cache = {}   # key -> dn.Contact of a fixed point
-        self.state = {}   # key -> surface state (3,)
-        self.keys, self.contacts, self.world_points = [], [], np.zeros((0, 3))
+        self.state = np.zeros((self.npoints * self.nslot, 3))  # the surface state of every pair (module docstring)
+        self.envi, self.envf = self._pack()
+        self.reset()
 
     @staticmethod
     def _in_bodies(model, links, pts):
@@ -59,6 +71,88 @@ class Environment:
             i = model.link_index(lk)
             pb[k] = model.link_R[9 * i:9 * i + 9].reshape(3, 3) @ x + model.link_p[3 * i:3 * i + 3]
         return body, pb
+
+    def _surface(self, normal, point):
+        """(surface point, axes [t1 t2 n] row-major) of a plane as its dn.Contact holds them."""
+        c = dn.Contact("surface", normal=normal, surface_point=point)
+        return c.surface_point, c.frame.reshape(-1)
+
+    def _pack(self):
+        """(envi, envf): this environment as the compiled step takes it (a WORLD environment, layout.py)."""
+        npt, nsph, nbox = len(self.point_link), len(self.spheres), len(self.boxes)
+        envi = np.zeros(SIM_HEAD_I + SIM_PT_I * (npt + nsph), dtype=np.int64)
+        envi[SE_MODE], envi[SE_NPT], envi[SE_NSPH], envi[SE_NBOX] = SIM_WORLD, npt, nsph, nbox
+        envi[SE_FLOOR] = int(self.floor is not None)
+        envi[SIM_HEAD_I + SP_BODY::SIM_PT_I] = np.concatenate((self.point_body, self.sphere_body))
+        envf = np.zeros(SIM_HEAD_F + SIM_WPOINT * npt + SIM_SPHERE * nsph + SIM_BOX * nbox)
+        envf[SF_K], envf[SF_D], envf[SF_MU] = self.kw["stiffness"], self.kw["damping"], self.kw["friction"]
+        envf[SF_MARGIN] = MARGIN
+        if self.floor is not None:
+            sp, R = self._surface(self.floor[1], self.floor[0])
+            envf[SF_FLOOR_S:SF_FLOOR_S + 3], envf[SF_FLOOR_R:SF_FLOOR_R + 9] = sp, R
+        o = SIM_HEAD_F
+        envf[o:o + SIM_WPOINT * npt].reshape(npt, SIM_WPOINT)[:, SQ_P:SQ_P + 3] = self.point_pb
+        o += SIM_WPOINT * npt
+        S = envf[o:o + SIM_SPHERE * nsph].reshape(nsph, SIM_SPHERE)
+        S[:, SR_P:SR_P + 3] = self.sphere_pb
+        S[:, SR_RADIUS] = [sph.radius for sph in self.spheres]
+        o += SIM_SPHERE * nsph
+        for b, (c, h) in enumerate(self.boxes):
+            B = envf[o + SIM_BOX * b:o + SIM_BOX * (b + 1)]
+            B[SB_C:SB_C + 3], B[SB_H:SB_H + 3] = c, h
+            for f in range(SIM_FACES):
+                ax, sg = divmod(f, 2)
+                n = np.zeros(3)
+                n[ax] = 1.0 if sg == 0 else -1.0
+                sp = c.copy()
+                sp[ax] += n[ax] * h[ax]
+                B[SB_FACE_S + 3 * f:SB_FACE_S + 3 * f + 3], B[SB_FACE_R + 9 * f:SB_FACE_R + 9 * f + 9] = \
+                    self._surface(n, sp)
+        return envi, envf
+
+    def slot(self, key):
+        """The state row of a pair's key (select's keys)."""
+        npt = len(self.point_link)
+        if key[0] in ("f", "sf"):
+            return self.nslot * (key[1] + (npt if key[0] == "sf" else 0))
+        obj = key[2] + (npt if key[0] == "sb" else 0)
+        return self.nslot * obj + 1 + SIM_FACES * key[1] + 2 * key[3] + (0 if key[4] > 0 else 1)
+
+    def key(self, slot):
+        """The key of a state row (slot's inverse)."""
+        npt = len(self.point_link)
+        obj, sf = divmod(int(slot), self.nslot)
+        sphere = obj >= npt
+        i = obj - npt if sphere else obj
+        if sf == 0:
+            return ("sf" if sphere else "f", i)
+        b, face = divmod(sf - 1, SIM_FACES)
+        ax, side = divmod(face, 2)
+        return ("sb", i, b, ax, 1.0 if side == 0 else -1.0) if sphere else ("b", b, i, ax, 1.0 if side == 0 else -1.0)
+
+    def took(self, q, slots, points):
+        """The pairs of a step made by the compiled kernel at q: their state rows and world points."""
+        self._q, self.slots, self.world_points = q, slots, points
+        self._keys = self._contacts = None
+
+    @property
+    def count(self):
+        """The pairs in the last step's problem."""
+        return len(self.slots)
+
+    @property
+    def keys(self):
+        if self._keys is None:
+            self._keys = [self.key(s) for s in self.slots]
+        return self._keys
+
+    @property
+    def contacts(self):
+        """The last step's dn.Contact of every pair (made by select() at its q when the compiled kernel
+        took the step)."""
+        if self._contacts is None:
+            self.select(self._q)
+        return self._contacts
 
     def active(self):
         return bool(self.npoints) and (self.floor is not None or bool(self.boxes))
@@ -133,10 +227,10 @@ class Environment:
                 contacts.append(self._contact(key, sph.link, T[:3, :3].T @ (P - T[:3, 3]), n, sp, False))
                 keys.append(key)
                 pts.append(P)
-        self.keys, self.contacts = keys, contacts
+        self._q, self._keys, self._contacts = q, keys, contacts
+        self.slots = np.asarray([self.slot(k) for k in keys], dtype=np.intp)
         self.world_points = np.asarray(pts, dtype=float).reshape(-1, 3)
-        st = np.asarray([self.state.get(k, (0.0, 0.0, 0.0)) for k in keys], dtype=float).reshape(-1, 3)
-        return contacts, st
+        return contacts, self.state[self.slots]
 
     def points_at(self, q):
         """World positions of the fixed collision points, then the spheres' centres, at q."""
@@ -146,11 +240,14 @@ class Environment:
         return np.vstack((P, C))
 
     def store(self, state):
-        self.state = {k: state[j].copy() for j, k in enumerate(self.keys)}
+        """The states after a step of select()'s pairs; every other pair's surface has recovered (zero)."""
+        self.state[:] = 0.0
+        self.state[self.slots] = state
 
     def reset(self):
-        self.state = {}
-        self.keys, self.contacts, self.world_points = [], [], np.zeros((0, 3))
+        self.state[:] = 0.0
+        self.took(None, np.zeros(0, dtype=np.intp), np.zeros((0, 3)))
+        self._keys, self._contacts = [], []
 
     def penetration(self, q):
         """The deepest penetration (m, >= 0) of any collision point into the floor or a box at q."""

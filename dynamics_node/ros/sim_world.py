@@ -18,9 +18,12 @@ at its rate and publishes it):
   (`command_array`), a JointState by name (`command_named`) or a JointTrajectory
   (`command_trajectory`); effort and velocity commands older than `simulation_command_timeout`
   (simulated time) count as zero; efforts are clipped to the URDF <limit effort>, as a drive would;
-- `step()`: one dn.simulate_step (semi-implicit Euler, the contact forces implicit, contacts and
-  limits speculative; the model's `friction` option decides whether the URDF's damping and friction
-  act).
+- `step()`: one step of dn.simulate_step's law (semi-implicit Euler, the contact forces implicit,
+  contacts and limits speculative; the model's `friction` option decides whether the URDF's damping and
+  friction act): the selection of the pairs and the step in one call of the compiled kernel
+  (algorithms/sim_step.py through _fastcall.step_into, on buffers made once), or, for a model with mimic
+  joints or without the C shim, sim_env.select and dn.simulate_step (`step_python`, the same step in
+  Python; also what names the problem of a step the kernel refuses).
 `notes` are what the world says once (meshes as boxes, positions moved inside limits, ignored
 <safety_controller>). A step that fails or whose result is not finite is not taken: the world halts
 at its last finite state (`halted` says why) until reset. Nothing non-finite leaves it.
@@ -32,6 +35,7 @@ import math
 import numpy as np
 
 import dynamics_node as dn
+from .. import _fast
 from ..errors import DynamicsError, clip
 from .params import ConfigError
 
@@ -130,13 +134,12 @@ class World:
         self.limits = limits_of(m, self.names)
         if self.limits is not None:
             self.limits.flags.writeable = False  # checked once by simulate_step (joint_limits.limits_arg)
-            self._lq = self.jq[np.isfinite(self.limits[self.jv]).any(axis=1)]
-            self._lv = self.jv[np.isfinite(self.limits[self.jv]).any(axis=1)]
         self.notes = []
         from .sim_shapes import shapes_of
         shapes = shapes_of(m, cfg)
         self.notes += shapes.notes
         self.env = Environment(m, cfg, shapes)
+        self._kernel = self._buffers() if _fast.AVAILABLE and not m.has_mimic else None
         self.q0 = np.asarray(m.neutral(), dtype=float).copy()
         pos = {n: x for n, x in cfg.simulation_initial_positions}
         for j in self.names:
@@ -193,8 +196,8 @@ class World:
         if (old.names == self.names and old.model.nq == self.model.nq and np.array_equal(old.q0, self.q0)
                 and old.cfg.simulation_floor == self.cfg.simulation_floor):
             self.q, self.qd, self.halted = old.q.copy(), old.qd.copy(), old.halted
-            if old.env.npoints == self.env.npoints:
-                self.env.state = dict(old.env.state)
+            if old.env.state.shape == self.env.state.shape:
+                self.env.state[:] = old.env.state
             c, o = self.commands, old.commands
             if c.mode == o.mode:
                 c.cmd[:], c.cmd_t[:], c.traj = o.cmd, o.cmd_t, o.traj
@@ -221,12 +224,12 @@ class World:
 
     def effort(self) -> np.ndarray:
         """The efforts applied now (sim_commands.py): effort commands, or the PD loop's."""
+        if self.commands.mode == "effort":  # the joints' positions and gravity are the PD loop's
+            return self.commands.torque(None, self.qd, self.t_ns)
         qv = np.zeros(self.model.nv)
         qv[self.jv] = self.q[self.jq]
-        g = None
-        if self.commands.mode != "effort":
-            g = np.asarray(dn.gravity(self.model, self.q))
-            g[:6 if self.model.floating_base else 0] = 0.0  # nothing drives a floating base
+        g = np.asarray(dn.gravity(self.model, self.q))
+        g[:6 if self.model.floating_base else 0] = 0.0  # nothing drives a floating base
         return self.commands.torque(qv, self.qd, self.t_ns, g)
 
     def over_velocity(self):
@@ -234,36 +237,61 @@ class World:
         return self.commands.over_velocity(self.qd)
 
     # ---------------------------------------------------------------- the step
+    def _buffers(self):
+        """What the compiled step needs besides the state, made once: the kernel, the limits as one vector,
+        its outputs but q and qd (which are new arrays at each step), a second state array and the
+        scratch's sizes."""
+        from ..algorithms.sim_select import env_kmax
+        from ..algorithms.sim_step import sim_step_c, step_scratch
+        from ..layout import SE_MODE, SE_NBOX, SE_NPT, SE_NSPH, SIM_INFO_N
+        e, nv = self.env.envi, self.model.nv
+        k = env_kmax(int(e[SE_NPT]), int(e[SE_NSPH]), int(e[SE_NBOX]), int(e[SE_MODE]))
+        lim = self.limits.reshape(-1).copy() if self.limits is not None else np.zeros(0)
+        return {"addr": sim_step_c.address, "lim": lim, "qdd": np.empty(nv), "ltau": np.empty(nv),
+                "state": np.empty_like(self.env.state).reshape(-1), "F": np.empty(3 * k), "P": np.empty(3 * k),
+                "info": np.zeros(SIM_INFO_N + k, dtype=np.int64), "sizes": step_scratch(self.model.nvt, k),
+                "fx": np.zeros(0), "info_n": SIM_INFO_N}
+
     def step(self) -> bool:
         """One step of dt (False, and nothing changed, while waiting for a command or halted)."""
         if not self.started or self.halted:
             return False
+        b = self._kernel
+        if b is not None:
+            m, env = self.model, self.env
+            q1, qd1, sout = np.empty(m.nq), np.empty(m.nv), b["state"]
+            st = _fast.step_into(b["addr"], m, self.q, self.qd, self.effort(), b["fx"], self.dt, env.envi, env.envf,
+                                 env.state.reshape(-1), b["lim"], self.cfg.simulation_limit_restitution, True, q1, qd1,
+                                 b["qdd"], b["ltau"], sout, b["F"], b["P"], b["info"], *b["sizes"])
+            if st == 0:
+                k = int(b["info"][0])
+                env.took(self.q, b["info"][b["info_n"]:b["info_n"] + k].copy(), b["P"][:3 * k].reshape(k, 3).copy())
+                b["state"], env.state = env.state.reshape(-1), sout.reshape(-1, 3)
+                self.q, self.qd, self.limit_tau = q1, qd1, b["ltau"].copy()
+                self.forces = b["F"][:3 * k].reshape(k, 3).copy()
+                return self._advance()
+        return self.step_python()  # also what names the problem of a step the kernel refused
+
+    def step_python(self) -> bool:
+        """step() by sim_env.select and dn.simulate_step (module docstring)."""
+        if not self.started or self.halted:
+            return False
         try:
-            contacts, state = self.env.select(self.q) if self.env.active() else ([], np.zeros((0, 3)))
+            contacts, state = self.env.select(self.q)
             r = dn.simulate_step(self.model, self.q, self.qd, self.effort(), contacts, self.dt, state=state,
-                                 limits=self._near_limits(), restitution=self.cfg.simulation_limit_restitution,
+                                 limits=self.limits, restitution=self.cfg.simulation_limit_restitution,
                                  speculative=True)
-            ok = all(np.isfinite(x).all() for x in (r.q, r.qd, r.state, r.forces))
-            why = "" if ok else "the state is not finite"
-        except DynamicsError as e:  # InputError included (a value too large for the model)
-            ok, why = False, f"{type(e).__name__}: {e}"
-        if not ok:
-            self.halted = clip(f"halted at t = {self.t_ns * 1e-9:.6f} s: {why}", 600)
+        except DynamicsError as e:  # InputError included (a step that would not be finite)
+            self.halted = clip(f"halted at t = {self.t_ns * 1e-9:.6f} s: {type(e).__name__}: {e}", 600)
             return False
         self.q, self.qd, self.forces, self.limit_tau = r.q, r.qd, r.forces, r.limit_tau
         self.env.store(r.state)
+        return self._advance()
+
+    def _advance(self):
         self.t_ns += self.dt_ns
         self.steps += 1
         return True
-
-    def _near_limits(self):
-        """The limits when some limited joint could reach one in this step (1 cm or rad beyond two steps at its
-        speed covers accelerations up to 5e3 per s^2), else None: the step then makes no limit rows anyway."""
-        if self.limits is None:
-            return None
-        q, v, lim = self.q[self._lq], self.qd[self._lv], self.limits[self._lv]
-        reach = 0.01 + 2.0 * self.dt * np.abs(v)
-        return self.limits if ((q - lim[:, 0] <= reach) | (lim[:, 1] - q <= reach)).any() else None
 
     def contact_points(self):
         """World positions (n x 3) of every collision point (spheres: their centres) at q."""

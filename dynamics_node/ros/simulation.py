@@ -10,9 +10,10 @@ time on Linux) spaced 1/(simulation_rate x real_time_factor) s apart, it steps t
 (sim_world.World: dn.simulate_step) and publishes joint_states_topic (every joint, position and
 velocity, stamped with the simulated time) and /clock (from 0); between two steps it serves its
 entities through the same executor: the effort commands, configuration changes (a guard condition)
-and ~/reset_simulation. One thread owns the world, so no lock is needed. A step that starts more
-than one period after its deadline is counted late and the schedule restarts from now (the
-simulated time then falls behind the wall clock; no burst of catch-up steps).
+and ~/reset_simulation (at least once a period, however short: at real_time_factor 5 a period is
+200 us). One thread owns the world, so no lock is needed. A step that starts more than one period
+after its deadline is counted late and the schedule restarts from now (the simulated time then falls
+behind the wall clock; no burst of catch-up steps).
 
 The node in simulation mode does not compute gravity torques from joint states (it would hear its
 own): the dynamics node that controls the simulated robot is another node (launch/sim.launch.py).
@@ -69,7 +70,7 @@ class Simulation:
         self.pub_markers = node.create_publisher(MarkerArray, resolve("~/contact_markers"), 5,
                                                  event_callbacks=output_events())
         self._clock = Clock()
-        self._js = None
+        self._js = self._js_bytes = self._clock_bytes = None
         self._gc = node.create_guard_condition(self._apply_pending)
         node.create_service(Trigger, resolve("~/reset_simulation"), self._reset)
         self.step_time, self.lateness = Timings(), Timings()
@@ -130,7 +131,7 @@ class Simulation:
                                                                   self.qos, event_callbacks=ev())
             if old is not None:
                 node.destroy_publisher(old)
-        self._js = None
+        self._js = self._js_bytes = None
         floating = world is not None and world.model.floating_base
         if floating and self.pub_pose is None:
             self.pub_pose = node.create_publisher(PoseStamped, self.resolve("~/base_pose"), self.qos,
@@ -210,11 +211,13 @@ class Simulation:
         deadline = time.monotonic_ns()
         while ctx.ok() and not executor.stopped:
             try:
-                while True:  # commands, configuration and services until just before the deadline
-                    rest = deadline - time.monotonic_ns()
-                    if rest <= SPIN_MARGIN_NS:
+                spun = False
+                while True:  # commands, configuration and services until just before the deadline, and at
+                    rest = deadline - time.monotonic_ns()  # least once a period however short it is
+                    if rest <= SPIN_MARGIN_NS and spun:
                         break
-                    executor.spin_once(rest - SPIN_MARGIN_NS)
+                    executor.spin_once(max(0, rest - SPIN_MARGIN_NS))
+                    spun = True
                     if executor.stopped or not ctx.ok():
                         return
                 rest = deadline - time.monotonic_ns()
@@ -259,17 +262,30 @@ class Simulation:
             self.log.error(f"simulation {w.halted}; ~/reset_simulation or a parameter change starts it again")
         t = w.t_ns
         c = self._clock
-        c.clock.sec, c.clock.nanosec = divmod(t, 1_000_000_000)
-        self.pub_clock.publish(c)
+        sec, nsec = divmod(t, 1_000_000_000)
+        c.clock.sec, c.clock.nanosec = sec, nsec
+        if self._clock_bytes is None:
+            from rosgraph_msgs.msg import Clock
+            t0 = Clock()
+            self._clock_bytes = Patched(t0, {"sec": (t0.clock, "sec", None), "nanosec": (t0.clock, "nanosec", None)})
+        self._clock_bytes.publish(self.pub_clock, c, sec=sec, nanosec=nsec)
         js = self._js
         if js is None:
             from sensor_msgs.msg import JointState
-            js = self._js = JointState()
-            js.name = list(w.names)
-        js.header.stamp = c.clock
-        js.position = to_float64_array(w.q[w.jq])
-        js.velocity = to_float64_array(w.qd[w.jv])
-        self.pub_js.publish(js)
+            js, t0 = JointState(), JointState()  # the message itself, and the bytes' template
+            js.name = t0.name = list(w.names)
+            n, h = len(w.names), t0.header.stamp
+            self._js_bytes = Patched(t0, {"sec": (h, "sec", None), "nanosec": (h, "nanosec", None),
+                                          "position": (t0, "position", n), "velocity": (t0, "velocity", n)})
+            self._js = js
+        if self._js_bytes.ok:
+            self._js_bytes.publish(self.pub_js, None, sec=sec, nanosec=nsec, position=w.q[w.jq],
+                                   velocity=w.qd[w.jv])
+        else:
+            js.header.stamp = c.clock
+            js.position = to_float64_array(w.q[w.jq])
+            js.velocity = to_float64_array(w.qd[w.jv])
+            self.pub_js.publish(js)
         if w.model.floating_base and self.pub_pose is not None:
             self._base(w, c.clock)
         if self.latest_writer is not None:
@@ -309,7 +325,7 @@ class Simulation:
                    "wall": now * 1e-9,  # CLOCK_MONOTONIC of this report: rates over reports are exact
                    "time": w.t_ns * 1e-9, "steps": w.steps, "rate_hz": rate, "real_time_factor": rtf,
                    "target_rate_hz": self.cfg.simulation_rate * self.cfg.real_time_factor,
-                   "late": self.late, "contacts": len(w.contacts), "touching": w.touching(),
+                   "late": self.late, "contacts": w.env.count, "touching": w.touching(),
                    "collision_points": w.env.npoints, "obstacles": len(w.env.boxes),
                    "over_velocity_limit": ", ".join(w.over_velocity()), "clipped": w.commands.clipped,
                    "last_clip": w.commands.last_clip, "command_interface": w.commands.mode,
@@ -319,6 +335,50 @@ class Simulation:
                    "step_us": self.step_time.totals_us(), "lateness_us": self.lateness.totals_us(),
                    "step_recent_us": self.step_time.percentiles_us()}  # the last 2000 steps: p50 p95 p99 max
         return {"simulation": sim, "errors": self.errors, "last_error": self.last_error}
+
+
+class Patched:
+    """A message published as its serialized bytes (rclpy publishes bytes as they are) with some fields
+    written into them in place at each publish: what rclpy's conversion of a JointState costs (its names
+    converted again at each message) is spent once. The fields' places are found by serializing the
+    message once with a distinct sentinel in each (an int32 or uint32 field: a number; a float64 array:
+    numbers); a field whose sentinel is not found exactly once, or an array whose entries are not 8 bytes
+    apart, leaves `ok` False and publish() sends the message itself."""
+
+    def __init__(self, msg, fields):
+        """fields: {name: (object holding it, attribute, n)}: n None for an integer, else an array of n."""
+        import struct
+
+        from rclpy.serialization import serialize_message
+        self.views, self.ok = {}, False
+        sentinel = {}
+        for k, (name, (obj, attr, n)) in enumerate(fields.items()):
+            if n is not None:
+                x = [1.0e6 + 0.123456789 * (k * 1000 + i + 1) for i in range(n)]
+                setattr(obj, attr, x)
+                sentinel[name] = ([struct.pack("<d", v) for v in x], "<f8", n)
+            else:
+                x = 0x2F00B1E5 + 97 * k
+                setattr(obj, attr, x)
+                sentinel[name] = ([struct.pack("<I", x)], "<u4", 1)
+        self.buf = bytearray(serialize_message(msg))
+        raw = bytes(self.buf)
+        for name, (patterns, dtype, n) in sentinel.items():
+            at = [raw.find(p) for p in patterns]
+            if any(a < 0 or raw.count(p) != 1 for a, p in zip(at, patterns)) or \
+                    any(b - a != 8 for a, b in zip(at, at[1:])):
+                return
+            self.views[name] = np.frombuffer(self.buf, dtype=dtype, count=n, offset=at[0]) if n else np.zeros(0)
+        self.ok = True
+
+    def publish(self, pub, msg, **values):
+        """The bytes with these values written in (msg itself when not ok)."""
+        if not self.ok:
+            pub.publish(msg)
+            return
+        for name, v in values.items():
+            self.views[name][:] = v
+        pub.publish(bytes(self.buf))
 
 
 def contact_markers(w, stamp):
