@@ -21,7 +21,7 @@ from rcl_interfaces.msg import SetParametersResult
 from ..errors import DynamicsError, InputError, clip
 from . import diagnostics as diag
 from .conversions import check_payload
-from .model_state import WAITING, plan, summary_lines, warm_up
+from .model_state import WAITING, plan, summary_lines, warm_loader, warm_up
 from .params import MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, declare, plain, validate
 from .services import SERVICES, serve
 from .stream import LatestJointStates
@@ -60,8 +60,6 @@ class DynamicsNode(Node):
         self.stream.priority = self.cfg.stream_thread_priority
         self.stream.on_latest = self.latest.set_reader
         self.stream.start()  # its interpreter starts (and loads its compiled code) while this one loads the model
-        self._set_nice()     # once the stream process has started: it keeps nice 0 (a restart inherits it;
-        # its real-time threads ignore nice values)
         try:
             self._apply(self._plan(self.cfg, set(PARAMETERS)), set(PARAMETERS))
         except (ConfigError, DynamicsError) as e:
@@ -75,12 +73,23 @@ class DynamicsNode(Node):
                                              serve(self, leaf, s.handler, self.report.stats))
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._warm_up(rest=False)  # the stream's kernels, before anything is served
-        # "serving" once the stream process has subscribed with every kernel loaded: from the
-        # first joint state after it, torques and observer estimates (a cold numba cache can
-        # take a minute: then the node says so and serves meanwhile)
-        if self.state is not None and not self.stream.wait_ready(STREAM_READY_TIMEOUT):
+        if self.state is None:  # no robot yet: the loader's modules, so that the first one loads at once
+            try:
+                warm_loader()
+            except Exception:  # noqa: BLE001 - the robot's own loading will say what fails
+                pass
+        # services_nice from here on: the start above is no service work, and at nice 10 on a busy
+        # machine it held the stream's first state (and so its first torque) back for seconds. The
+        # stream process, started before, keeps nice 0 (a restart inherits it; its real-time threads
+        # ignore nice values)
+        self._set_nice()
+        # "serving" once the stream process answers with every kernel it runs loaded (its gravity
+        # torques begin before, as soon as it has the robot): from the first joint state after that
+        # line, torques and observer estimates. A cold numba cache can take a minute: then the node
+        # says so, serves its services meanwhile, and logs "serving" when the stream is ready.
+        if not self.stream.wait_ready(STREAM_READY_TIMEOUT):
             self.get_logger().warning(f"the joint-state stream is not ready after {STREAM_READY_TIMEOUT:g} s "
-                                      "(loading its kernels); torques start once it is")
+                                      "(loading its kernels); 'serving' follows once it is")
         self._log_state("serving")
         self._warm_thread = threading.Thread(target=self._warm_up, name="warm_up", daemon=True)
         self._warm_thread.start()
@@ -91,7 +100,7 @@ class DynamicsNode(Node):
                     self.topic_text if topic_text is None else topic_text,
                     self.resolve_topic_name("robot_description"), reload)
 
-    def _apply(self, plan, changed):
+    def _apply(self, plan, changed, wait=2.0):
         cfg, self.loaded, state, self.service_payloads, payloads, self.topic_text = plan
         self.cfg, self.state = cfg, state
         resolved = {"~/gravity_torques": self.resolve_topic_name("~/gravity_torques"),
@@ -105,7 +114,7 @@ class DynamicsNode(Node):
         resolved["~/reset_simulation"] = self.resolve_service_name("~/reset_simulation")
         if cfg.effort_command_topic:
             resolved[cfg.effort_command_topic] = self.resolve_topic_name(cfg.effort_command_topic)
-        self.stream.configure(cfg, self.topic_text, payloads, resolved, changed)
+        self.stream.configure(cfg, self.topic_text, payloads, resolved, changed, wait=wait)
         self.latest.reset(state)
         wants_topic = not (self.cfg.robot_description.strip() or self.cfg.urdf_path)
         if wants_topic and self.desc_sub is None:
@@ -120,13 +129,17 @@ class DynamicsNode(Node):
 
     def _on_description(self, msg):
         with self._lock:
+            # the stream process loads it at once, beside this process's own loading and checks
+            # (this process runs at services_nice: on a busy machine they would delay the stream)
+            self.stream.describe(msg.data)
             try:
                 plan = self._plan(self.cfg, set(), topic_text=msg.data, reload=True)
             except Exception as e:  # noqa: BLE001 - a bad description never replaces a good model
+                self.stream.resend()  # the stream keeps (or returns to) the model it had
                 self.get_logger().error(f"robot_description topic: refused ({type(e).__name__}: "
                                         f"{str(e)[:400]}); {'the previous model stays' if self.state else WAITING}")
                 return
-            self._apply(plan, {"robot_description"})
+            self._apply(plan, {"robot_description"}, wait=0)  # nobody waits for an answer: logged once taken
         self._log_state("model from the robot_description topic")
 
     def _on_set_parameters(self, params):
@@ -206,12 +219,20 @@ class DynamicsNode(Node):
                                       "needs CAP_SYS_NICE); the services keep their priority")
 
     def _log_state(self, what):
-        log = self.get_logger()
-        if self.state is None:
-            log.info(f"{what}: no robot yet, {self.waiting_message()}")
-            return
-        for line in summary_lines(self.state, self.cfg):
-            log.info(f"{what}: {line}" if line.startswith("robot '") else f"  {line}")
+        """What the node serves, logged once the stream process has taken it too (at once when it
+        has): a joint state published after these lines is answered with this model."""
+        st, cfg, log, waiting = self.state, self.cfg, self.get_logger(), self.waiting_message()
+
+        def say(error):
+            if error is not None:
+                log.error(f"{what}: the joint-state stream cannot build this model state ({error}); "
+                          "it keeps the previous one")
+            if st is None:
+                log.info(f"{what}: no robot yet, {waiting}")
+                return
+            for line in summary_lines(st, cfg):
+                log.info(f"{what}: {line}" if line.startswith("robot '") else f"  {line}")
+        self.stream.when_applied(say)
 
     def _warm_up(self, rest=True):
         warm_up(self.state, rest)

@@ -304,6 +304,10 @@ class Stream:
         self._gc = node.create_guard_condition(self._apply_pending)
         from .observer import ObserverPublishers, reset_service
         self.observer = None          # the momentum observer of the current model (ros/observer.py)
+        # The observer and ~/model_terms run numba kernels, which a fresh stream process loads after its
+        # first torques (stream_process.py): until `extras` is set, neither runs (a kernel loading
+        # inside the callback would hold every joint state back for a second or more)
+        self.extras = True
         self.observer_pubs = ObserverPublishers(node, resolve)
         self._reset_srv = reset_service(node, resolve, self)
         self._subscribers_checked = -math.inf   # when the observer's outputs last counted their subscribers
@@ -348,7 +352,7 @@ class Stream:
         self._configure_observer(st, cfg)
         self.state, self.cfg = st, cfg
         try:
-            self.terms.configure(st, cfg)
+            self.terms.configure(st, cfg if self.extras else None)
         except Exception as e:  # noqa: BLE001 - a topic change must not end the stream thread
             self.errors += 1
             self.last_error = f"model_terms: {type(e).__name__}: {e}"
@@ -375,10 +379,12 @@ class Stream:
         """A fresh observer on a model change or a change of its parameters (a reset)."""
         keys = ("observer_gain", "wrench_link", "collision_threshold", "joint_state_timeout")
         old = self.cfg
-        if st is self.state and old is not None and all(getattr(old, k) == getattr(cfg, k) for k in keys):
-            return
-        from .observer import StreamObserver  # its kernels were loaded with the state (stream_process.warm)
-        self.observer = StreamObserver(st, cfg, self.merger) if st is not None else None
+        same = st is self.state and old is not None and all(getattr(old, k) == getattr(cfg, k) for k in keys)
+        if not self.extras or st is None:
+            self.observer = None
+        elif not same or self.observer is None:
+            from .observer import StreamObserver  # its kernels were loaded with the state (stream_process.py)
+            self.observer = StreamObserver(st, cfg, self.merger)
 
     def _subscribe(self, cfg):
         from rclpy.event_handler import SubscriptionEventCallbacks

@@ -28,23 +28,41 @@ import time
 REPORT_PERIOD = 0.5  # s
 
 
-def child_main(fd, node_name, namespace):
-    """Entry point of the stream process (StreamProcess.start): the pipe is file descriptor fd."""
+def child_main(fd, node_name, namespace, priority=""):
+    """Entry point of the stream process (StreamProcess.start): the pipe is file descriptor fd;
+    priority, when given, is stream_thread_priority, taken once the stream has subscribed."""
     import signal
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the node ends it; SIGTERM (sent to it alone) kills it
     from multiprocessing.connection import Connection
-    _child(Connection(int(fd)), node_name, namespace)
+    _child(Connection(int(fd)), node_name, namespace, int(priority) if priority else None)
 
 
-def _child(conn, node_name, namespace):
-    """The stream process: receive states, run the stream, report."""
+READY = "ready"   # the token of the hand-off that turns the observer and model_terms on (_child)
+
+
+def _child(conn, node_name, namespace, priority):
+    """The stream process, in the order that gives the first torque soonest and says "ready" only
+    when everything answers:
+    1. rclpy, the stream's node and the loader's modules (model_state.warm_loader: no numba) while
+       the node loads the robot, then the first state: load, the torque kernels, subscribe, spin.
+       Gravity torques are published from here on;
+    2. in the thread that loads models (ordinary scheduling): numba and the kernels of the observer
+       and model_terms (about a second, more on a busy machine), then the stream runs them from the
+       next joint state on, and only then "ready" (the node logs "serving");
+    3. that thread then takes every later message of the node: a new state is loaded and warmed
+       there while the stream keeps answering with the one it has, and handed over whole.
+    A description from the robot_description topic comes twice: first the text alone, which the
+    node forwards before it checks it (StreamProcess.describe), so that loading it here does not
+    wait for the node's own loading; then the node's state, which finds it loaded (StateLoader)."""
+    import gc
+
     import rclpy
     from rclpy.node import Node
     from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
 
     from .diagnostics import Timings
-    from .model_state import build_state, load
+    from .model_state import StateLoader, warm_loader
     from .scheduling import ordinary_thread, set_process_priority
     from .stream import Stream
     from .stream_executor import StreamExecutor
@@ -56,7 +74,10 @@ def _child(conn, node_name, namespace):
     log = node.get_logger()
     executor = StreamExecutor(node, log)
     topics: dict = {}
-    prewarm()            # while the node loads the model (the state comes after)
+    try:
+        warm_loader()    # while the node loads the model (the state comes after)
+    except Exception as e:  # noqa: BLE001 - the robot's own loading will say what fails
+        log.warning(f"warming the model loader up: {type(e).__name__}: {e}")
     try:
         first = conn.recv()  # ("state", ...) before anything else
     except (EOFError, OSError):  # the node could not start (it said why) or ended meanwhile
@@ -70,46 +91,82 @@ def _child(conn, node_name, namespace):
             except (OSError, ValueError):
                 pass
 
-    loaded_cache = {}
+    loader = StateLoader()
+    extras_on = threading.Event()
 
-    def apply(msg):
+    def on_applied(token):
+        if token == READY:
+            extras_on.set()
+        elif token is not None:
+            send(("applied", token))
+
+    def take_priority(prio):
+        why = set_process_priority(prio)
+        send(("priority", prio, why))
+
+    def apply(msg, first=False):
         kind = msg[0]
+        if kind == "priority":
+            take_priority(int(msg[1]))
+            return
         if kind == "state":
             _, seq, cfg, topic_text, payloads, resolved, changed = msg
             topics.update(resolved)
-            key = (cfg.robot_description, cfg.urdf_path, tuple(sorted(cfg.xacro_args.items())), cfg.strict,
-                   cfg.floating_base, cfg.armature, cfg.friction, cfg.friction_model, topic_text)
-            try:  # the model is loaded again only when its description or options changed
-                loaded = loaded_cache.get(key) or load(cfg, topic_text)
-                loaded_cache.clear()
-                loaded_cache[key] = loaded
-                st = build_state(loaded, cfg, payloads) if loaded is not None else None
+            try:
+                st = loader.state(cfg, topic_text, payloads, changed)
             except Exception as e:  # noqa: BLE001 - the node checked it; say so if it still fails
                 log.error(f"cannot build the model state: {type(e).__name__}: {e}")
-                send(("error", f"{type(e).__name__}: {e}"))
+                send(("error", f"{type(e).__name__}: {e}", seq))
                 return
-            if st is not None:
-                warm(st, cfg)  # before the stream has it (and, at start, before it subscribes)
-            stream.configure(st, cfg, changed, now=(msg is first), token=seq)
-        elif kind == "priority":
-            why = set_process_priority(int(msg[1]))
-            send(("priority", int(msg[1]), why))
+        elif kind == "description":
+            seq, changed = None, {"robot_description"}
+            try:
+                got = loader.description(msg[1])
+            except Exception:  # noqa: BLE001 - the node refuses it too, and says why
+                return
+            if got is None:
+                return
+            st, cfg = got
+        else:
+            return
+        if st is not None:  # before the stream has it (at start, before it subscribes)
+            warm_torques(st, cfg)
+            if stream.extras:
+                warm_extras(st, cfg)
+        stream.configure(st, cfg, changed, now=first, token=seq)
 
     topics.update(first[5])  # resolved names, before the stream creates its publisher
     simulating = first[2].simulation  # simulation.py: this process runs the simulated robot instead
     if simulating:
         from .simulation import Simulation
         stream = Simulation(node, lambda name: topics.get(name, name), log)
+        stream.extras = True
     else:
         stream = Stream(node, lambda name: topics.get(name, name), log)
         stream.timing = Timings()
         stream.terms.timing = Timings()
-    stream.on_applied = lambda seq: send(("applied", seq))
+        stream.extras = False   # turned on by the thread below once their kernels are loaded
+    stream.on_applied = on_applied
     stream.on_latest = lambda path: send(("latest", path))
-    apply(first)
+    apply(first, first=True)
+    if priority is not None:
+        take_priority(priority)
 
     def receive():
         ordinary_thread("dn_pipe")  # it loads models: never at real-time priority
+        if not stream.extras:
+            prewarm()
+            st, cfg = loader.current_state()
+            if st is not None:
+                warm_extras(st, cfg)
+            stream.extras = True
+            if cfg is not None:   # else the first state failed: the stream has nothing to run them on
+                stream.configure(st, cfg, set(), token=READY)
+                while not extras_on.wait(0.2):
+                    if executor.stopped or not node.context.ok():
+                        return
+        gc.freeze()  # what is loaded by now lives as long as the process (see below)
+        send(("ready", os.getpid()))
         while True:
             try:
                 msg = conn.recv()
@@ -132,10 +189,8 @@ def _child(conn, node_name, namespace):
     threading.Thread(target=report, name="stream_report", daemon=True).start()
     # Everything loaded by now lives as long as the process: out of the collector's reach, a full
     # collection no longer walks it (some 100 000 objects, about 50 ms inside a joint-state callback)
-    import gc
     gc.freeze()
     try:
-        send(("ready", os.getpid()))
         stream.run(executor) if simulating else executor.spin()
     except Exception:  # noqa: BLE001 - told to stop (or the node gone) while starting: a clean end
         if node.context.ok():
@@ -147,43 +202,39 @@ def _child(conn, node_name, namespace):
         os._exit(0)
 
 
-PREWARM_URDF = """<robot name="prewarm">
-  <link name="a"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>
-  <link name="b"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>
-  <joint name="j" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/>
-    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
-</robot>"""
-
-
 def prewarm():
-    """The kernels of the momentum observer and its wrench (numba: about half a second to import
-    and load from its cache) loaded on a two-link model as soon as the process starts, while the
-    node loads the robot: the compiled code does not depend on the model, so warm() on the robot
-    later finds it loaded. The observer is on by default; this keeps it from lengthening the start."""
+    """Numba and the kernels of the momentum observer and its wrench (numba: about a second to
+    import and load from its cache, more on a busy machine), loaded on a two-link model: the compiled
+    code does not depend on the model, so warm_extras() on the robot finds it loaded. The stream
+    process runs this after its first torques, in the thread that loads models."""
     import numpy as np
 
     import dynamics_node as dn
     from ..observer import MomentumObserver, external_wrench, link_jacobian
+    from .model_state import PREWARM_URDF
     try:
         m = dn.load_model(PREWARM_URDF)
         q = np.zeros(m.nq)
         MomentumObserver(m, 1.0).update(0.0, q, q, q)
         external_wrench(m, q, "b", q, J=link_jacobian(m, q, "b"))
-    except Exception:  # noqa: BLE001 - warm() on the robot will load what this could not
+    except Exception:  # noqa: BLE001 - warm_extras() on the robot will load what this could not
         pass
 
 
 def warm(st, cfg):
-    """Every kernel the stream will run on st, loaded in the calling thread (the one that loads
-    models: ordinary priority) before the state reaches the stream: gravity (or closed-loop gravity),
-    the momentum observer's, and the model_terms topic's when it is on. No joint state ever waits
-    for a kernel to load, and none is skipped for it."""
+    """Every kernel the stream will run on st (warm_torques, then warm_extras), loaded in the calling
+    thread: no joint state ever waits for a kernel to load, and none is skipped for it."""
+    warm_torques(st, cfg)
+    warm_extras(st, cfg)
+
+
+def warm_torques(st, cfg):
+    """The kernels of st's torques: gravity (or closed-loop gravity), or the simulated robot's step
+    on its environment (sim_world.py), run once."""
     import numpy as np
 
-    from .model_terms import warm as warm_terms
-    from .observer import warm as warm_observer
     from .stream import gravity_effort
-    if cfg.simulation:  # the simulated robot's step on its environment (sim_world.py)
+    if cfg.simulation:
         from .sim_world import World
         try:
             w = World(st, cfg)
@@ -196,6 +247,14 @@ def warm(st, cfg):
         gravity_effort(st, np.asarray(st.model.neutral(), dtype=float))
     except Exception:  # noqa: BLE001 - a neutral pose need not close the loops
         pass
+
+
+def warm_extras(st, cfg):
+    """The kernels of the momentum observer and of the model_terms topic when they are on."""
+    if cfg.simulation:
+        return
+    from .model_terms import warm as warm_terms
+    from .observer import warm as warm_observer
     warm_observer(st, cfg)
     warm_terms(st, cfg)
 
@@ -217,7 +276,9 @@ class StreamProcess:
         self.ready_event = threading.Event()   # set at the child's "ready" (subscribed, kernels loaded)
         self.error = ""
         self.seq = self.applied = 0
+        self.failed = 0                # the latest state the child could not build (its "error")
         self._applied_cv = threading.Condition()
+        self._when_applied: list = []  # [(seq, fn)] for when_applied
         self.on_latest = None          # called with a latest.LatestReader for each new shared merge
         self._lock = threading.Lock()
 
@@ -236,15 +297,14 @@ class StreamProcess:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         code = "from dynamics_node.ros.stream_process import child_main; import sys; child_main(*sys.argv[1:])"
+        prio = "" if self.priority is None else str(int(self.priority))  # taken once it has subscribed
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", code, str(fd), self.node_name, self.namespace],
+            self.proc = subprocess.Popen([sys.executable, "-c", code, str(fd), self.node_name, self.namespace, prio],
                                          pass_fds=(fd,), start_new_session=True, env=env, stdin=subprocess.DEVNULL)
         finally:
             os.close(fd)
         if self.last_state is not None:  # a restart; else the node starts it before its first state
             self._send(self.last_state)
-            if self.priority is not None:
-                self._send(("priority", self.priority))
         threading.Thread(target=self._receive, args=(parent,), name="stream_reports", daemon=True).start()
 
     def _send(self, msg):
@@ -264,15 +324,19 @@ class StreamProcess:
                 with self._applied_cv:
                     self.applied = max(self.applied, msg[1])
                     self._applied_cv.notify_all()
+                self._run_when_applied()
             elif msg[0] == "latest":
                 self._take_latest(msg[1])
             elif msg[0] == "ready":
                 self.ready = True
                 self.ready_event.set()
+                self._run_when_applied()
             elif msg[0] == "report":
                 self.last, self.last_at = msg[1], time.monotonic()
             elif msg[0] == "error":
                 self.error = msg[1]
+                self.failed = max(self.failed, msg[2])
+                self._run_when_applied()
             elif msg[0] == "priority":
                 _, prio, why = msg
                 if why is None:
@@ -301,11 +365,50 @@ class StreamProcess:
             self.start()
             return
         self._send(self.last_state)
-        if self.seq == 1 and self.priority is not None:  # started early (node.py): after its first state
-            self._send(("priority", self.priority))
-        if self.ready and self.alive():
+        if wait > 0 and self.ready and self.alive():
             with self._applied_cv:
                 self._applied_cv.wait_for(lambda: self.applied >= self.seq, timeout=wait)
+
+    def describe(self, text):
+        """Hand a robot_description topic text to the stream before the node has checked it: the
+        stream process loads it at once, beside the node's own loading, and switches to it when it
+        loads (keeping its model when not); the node's state of it follows (configure), or a refusal
+        (resend)."""
+        self._send(("description", text))
+
+    def resend(self):
+        """The latest state again (after a refused description: the stream returns to it if it
+        took that description; it has kept it loaded)."""
+        if self.last_state is not None:
+            self.seq += 1
+            self.last_state = (self.last_state[0], self.seq) + self.last_state[2:]
+            self._send(self.last_state)
+
+    def when_applied(self, fn):
+        """fn(error) once the stream process is ready and has taken the latest state sent (now, in
+        this thread, when it has): error is None, or the child's reason when it could not build it.
+        A restarted child takes that state again first."""
+        with self._applied_cv:
+            self._when_applied.append((self.seq, fn))
+        self._run_when_applied()
+
+    def _run_when_applied(self):
+        due = []
+        with self._applied_cv:
+            keep = []
+            for seq, fn in self._when_applied:
+                if self.ready and self.applied >= seq:
+                    due.append((fn, None))
+                elif self.failed >= seq:
+                    due.append((fn, self.error))
+                else:
+                    keep.append((seq, fn))
+            self._when_applied = keep
+        for fn, error in due:
+            try:
+                fn(error)
+            except Exception as e:  # noqa: BLE001 - a log line must not end the reports' thread
+                self.log.error(f"after the stream took a state: {type(e).__name__}: {e}")
 
     def wait_ready(self, timeout):
         """Wait until the child has loaded the model and every kernel of its stream and subscribed
