@@ -1,9 +1,11 @@
-"""The node's promises on a busy machine (issue 21.1, 21.2): while two other processes keep both
-cores busy, the momentum observer estimates from the first joint state after the node's
-subscription is there (its kernels are loaded before it subscribes), and merged joint states from
-a reliable and a best-effort publisher are answered from their first messages (the subscription is
-best effort: it hears both, with no switch to wait for). No timing is asserted: what is counted is
-what was answered, and the estimates are compared with the same observer run here."""
+"""The node's promises on a busy machine (issues 21.1, 21.2, 36.7): while two other processes keep
+both cores busy, the momentum observer estimates from the first joint state after "serving" (its
+kernels are loaded before that line, after the stream's first torques), merged joint states from a
+reliable and a best-effort publisher are answered from their first messages (the subscription is
+best effort: it hears both, with no switch to wait for), "serving" and the lines of a model from
+robot_description come only once the stream answers, and a new model is answered whole. No timing
+is asserted: what is counted is what was answered, the estimates are compared with the same
+observer run here and the torques with Pinocchio's gravity."""
 from __future__ import annotations
 
 import contextlib
@@ -57,7 +59,8 @@ def test_observer_estimates_every_joint_state_from_the_first_on_a_busy_machine()
             ext_q, ext_sub = c.subscribe(JointState, node.path("external_torques"))
             wr_q, wr_sub = c.subscribe(WrenchStamped, node.path("external_wrench"))
             pub = c.publisher(JointState, JS)
-            c.wait_for_subscriber(pub)      # the node subscribed: it says so only once its kernels are in
+            c.wait_for_subscriber(pub)      # the stream subscribed (its torques start there) and
+            _wait_line(node, "serving")     # the observer's kernels are in: estimates from here on
             deadline = time.monotonic() + 20
             while min(ext_sub.get_publisher_count(), wr_sub.get_publisher_count()) < 1 and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -133,3 +136,182 @@ def test_reliable_and_best_effort_publishers_are_merged_from_their_first_message
     for st, q in sent[-50:]:
         if st in complete:
             np.testing.assert_allclose(complete[st][-1].effort, dn.gravity(model, q), rtol=1e-9, atol=1e-9)
+
+
+class _Sender:
+    """Joint states of arm7 (all joints, stamps 1, 2, 3 ... ns past t0, random positions), about
+    200 a second from a thread, from before the node starts; `last` is the stamp index sent last."""
+
+    T0 = 3_000_000_000
+
+    def __init__(self, pub):
+        import threading
+        self.pub, self.q, self.last = pub, {}, 0
+        self.rng = np.random.default_rng(11)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        k = 0
+        while not self.stop.is_set():
+            k += 1
+            q = self.rng.uniform(-1.5, 1.5, 7)
+            self.q[k] = q
+            self.pub.publish(ns.joint_state(J, q, stamp_ns=self.T0 + k))
+            self.last = k
+            time.sleep(0.005)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(10)
+
+    def run_past(self, k, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while self.last <= k and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def _wait_line(node, text, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while text not in node.output():
+        assert node.alive(), node.output()[-3000:]
+        assert time.monotonic() < deadline, f"no line {text!r}:\n{node.output()[-3000:]}"
+        time.sleep(0.01)
+
+
+def _answered(out, into, timeout=0.0):
+    for m in ns.drain(out, timeout=timeout):
+        into[ns.stamp_ns(m) - _Sender.T0] = m
+    return into
+
+
+def _first_answer(out, into, after=0, timeout=60.0):
+    """The first stamp index above `after` answered (discovery of our publisher done by then)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _answered(out, into, timeout=0.05)
+        later = [k for k in into if k > after]
+        if later:
+            return min(later)
+    raise AssertionError(f"no gravity torque for a joint state after {after}")
+
+
+def _wait_heard(c, name, timeout=120.0):
+    """Until the node's /diagnostics count joint states received by its stream (DDS discovery of
+    our publisher done: with no robot yet, the stream counts and drops them)."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    q, sub = c.subscribe(DiagnosticArray, "/diagnostics")
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for arr in ns.drain(q, timeout=0.2):
+                for st in arr.status:
+                    if st.name == f"{name}: joint states":
+                        if int({kv.key: kv.value for kv in st.values}.get("received", "0")) > 0:
+                            return
+        raise AssertionError("the stream never heard our joint states")
+    finally:
+        c.node.destroy_subscription(sub)
+
+
+def test_serving_is_logged_once_the_stream_answers_on_a_busy_machine():
+    """A fresh start with both cores busy: every joint state sent after the node said "serving"
+    (and after the first answer, which also waits for DDS discovery of this publisher) is answered,
+    with arm7's gravity (Pinocchio). The stream answers before that line too, but no joint state
+    after it waits for anything."""
+    import dynamics_node as dn
+    from sensor_msgs.msg import JointState
+    from urdfgen import PinOracle
+    pin = PinOracle(ns.ARM7.read_text(), dn.load_model(str(ns.ARM7)))
+    name, js = "busy_start", "/busy_start/joint_states"
+    c = ns.ros()
+    out, _ = c.subscribe(JointState, f"/{name}/gravity_torques")
+    got = {}
+    with busy_cores(), _Sender(c.publisher(JointState, js)) as sender:
+        node = ns.NodeProcess(name, {"urdf_path": str(ns.ARM7), "joint_states_topic": js})
+        try:
+            _wait_line(node, "serving: robot 'arm7'")
+            seen = sender.last                     # sent before this process read the line
+            first = _first_answer(out, got)
+            sender.run_past(max(seen, first) + 200)
+            end = sender.last
+            deadline = time.monotonic() + 30       # counted, not timed: this process is starved too
+            while end not in got and time.monotonic() < deadline:
+                _answered(out, got, timeout=0.1)
+        finally:
+            node.stop()
+            node.kill()
+    after = [k for k in range(max(seen, first) + 1, end + 1)]
+    missing = [k for k in after if k not in got]
+    assert not missing, f"{len(missing)} of {len(after)} joint states after 'serving' unanswered: {missing[:10]}"
+    for k, m in got.items():
+        assert list(m.name) == J
+        np.testing.assert_allclose(m.effort, pin.gravity(sender.q[k]), rtol=1e-9, atol=1e-9)
+
+
+def test_a_model_from_robot_description_is_answered_whole_from_its_line_on_a_busy_machine():
+    """With both cores busy, a node waiting for the topic (its stream hears our joint states already)
+    gets arm7, then arm7 with every mass doubled (the same joints), each with 1000 small bodies on
+    its tool: each line "model from the
+    robot_description topic" comes once the stream answers with that model, every joint state sent
+    after it is answered with it, and every answer is one model's gravity at its joint state
+    (Pinocchio), the first model's until the switch and the second's after it, never a mix."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+    from test_node_stream_start import _heavy_arm7
+    from urdfgen import PinOracle
+    import dynamics_node as dn
+    # bodies fixed to the tool that make each description take a while to load (0.1 s alone), so
+    # that a line logged before the stream has the model would meet joint states it cannot answer
+    a, b = _heavy_arm7(1.0, "arm7", pads=1000), _heavy_arm7(2.0, "arm7_heavy", pads=1000)
+    pa, pb = PinOracle(a, dn.load_model(a)), PinOracle(b, dn.load_model(b))
+    name, js = "busy_topic", "/busy_topic/joint_states"
+    c = ns.ros()
+    desc = c.node.create_publisher(String, f"/{name}/robot_description", QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    out, _ = c.subscribe(JointState, f"/{name}/gravity_torques")
+    got = {}
+    try:
+        with busy_cores(), _Sender(c.publisher(JointState, js)) as sender:
+            node = ns.NodeProcess(name, {"joint_states_topic": js},
+                                  ros_args=("-r", f"robot_description:=/{name}/robot_description"))
+            try:
+                _wait_line(node, "serving: no robot yet")
+                _wait_heard(c, name)
+                desc.publish(String(data=a))
+                _wait_line(node, "from the robot_description topic: robot 'arm7' from")
+                seen_a = sender.last
+                sender.run_past(seen_a + 100)
+                sent_a = sender.last               # the last one sent before b
+                desc.publish(String(data=b))
+                _wait_line(node, "from the robot_description topic: robot 'arm7_heavy'")
+                seen_b = sender.last
+                sender.run_past(seen_b + 100)
+                end = sender.last
+                deadline = time.monotonic() + 30   # counted, not timed
+                while end not in got and time.monotonic() < deadline:
+                    _answered(out, got, timeout=0.1)
+            finally:
+                node.stop()
+                node.kill()
+    finally:
+        c.node.destroy_publisher(desc)
+    which = {}
+    for k, m in got.items():
+        assert list(m.name) == J
+        tau = np.asarray(m.effort)
+        ga, gb = pa.gravity(sender.q[k]), pb.gravity(sender.q[k])
+        is_a, is_b = np.allclose(tau, ga, rtol=1e-9, atol=1e-9), np.allclose(tau, gb, rtol=1e-9, atol=1e-9)
+        assert is_a != is_b, f"joint state {k}: {tau} is neither model's gravity ({ga}, {gb})"
+        which[k] = "a" if is_a else "b"
+    order = [which[k] for k in sorted(which)]
+    assert "b" in order and "a" not in order[order.index("b"):], "an answer of the first model after the second's"
+    after_a = range(seen_a + 1, sent_a + 1)
+    assert all(which.get(k) == "a" for k in after_a), [k for k in after_a if which.get(k) != "a"][:10]
+    after_b = range(seen_b + 1, end + 1)
+    assert all(which.get(k) == "b" for k in after_b), [k for k in after_b if which.get(k) != "b"][:10]

@@ -35,13 +35,23 @@ def _counting_load(monkeypatch):
     return calls
 
 
-def _heavy_arm7(factor=2.0, name="arm7_heavy"):
-    """arm7's URDF with every link mass times factor (same joints, other gravity torques)."""
+def _heavy_arm7(factor=2.0, name="arm7_heavy", pads=0):
+    """arm7's URDF with every link mass times factor (same joints, other gravity torques), and
+    `pads` small bodies fixed to link7 (a description that takes longer to load: 0.1 s for 1000)."""
     import xml.etree.ElementTree as ET
     root = ET.fromstring(ns.ARM7.read_text())
     root.set("name", name)
     for m in root.iter("mass"):
         m.set("value", repr(float(m.get("value")) * factor))
+    for k in range(pads):
+        link = ET.SubElement(root, "link", name=f"pad{k}")
+        inertial = ET.SubElement(link, "inertial")
+        ET.SubElement(inertial, "origin", xyz=f"0 0 {0.0001 * k}")
+        ET.SubElement(inertial, "mass", value="0.001")
+        ET.SubElement(inertial, "inertia", ixx="1e-7", ixy="0", ixz="0", iyy="1e-7", iyz="0", izz="1e-7")
+        joint = ET.SubElement(root, "joint", name=f"pad_joint{k}", type="fixed")
+        ET.SubElement(joint, "parent", link="link7")
+        ET.SubElement(joint, "child", link=f"pad{k}")
     return ET.tostring(root, encoding="unicode")
 
 
