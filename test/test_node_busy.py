@@ -109,6 +109,9 @@ def test_reliable_and_best_effort_publishers_are_merged_from_their_first_message
                 depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
             c.wait_for_subscriber(reliable)
             c.wait_for_subscriber(best_effort)
+            # the stream's side of the match too: its subscription is there from its first torques,
+            # seconds before "serving", and DDS discovery of our publishers by it may lag behind ours
+            _wait_line(node, "serving")
             deadline = time.monotonic() + 20
             while sub.get_publisher_count() < 1 and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -253,13 +256,15 @@ def test_serving_is_logged_once_the_stream_answers_on_a_busy_machine():
         np.testing.assert_allclose(m.effort, pin.gravity(sender.q[k]), rtol=1e-9, atol=1e-9)
 
 
-def test_a_model_from_robot_description_is_answered_whole_from_its_line_on_a_busy_machine():
+def test_new_models_are_answered_whole_from_their_lines_on_a_busy_machine(tmp_path):
     """With both cores busy, a node waiting for the topic (its stream hears our joint states already)
-    gets arm7, then arm7 with every mass doubled (the same joints), each with 1000 small bodies on
-    its tool: each line "model from the
-    robot_description topic" comes once the stream answers with that model, every joint state sent
-    after it is answered with it, and every answer is one model's gravity at its joint state
-    (Pinocchio), the first model's until the switch and the second's after it, never a mix."""
+    gets arm7 on robot_description, then arm7 with every mass doubled (the same joints), then by the
+    urdf_path parameter arm7 with every mass tripled, each with 1000 small bodies on its tool: each
+    line ("model from the robot_description topic", "model reloaded") comes once the stream answers
+    with that model, every joint state sent after it is answered with it, and every answer is one
+    model's gravity at its joint state (Pinocchio), each model's until the next one's, never a mix."""
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
@@ -268,14 +273,17 @@ def test_a_model_from_robot_description_is_answered_whole_from_its_line_on_a_bus
     import dynamics_node as dn
     # bodies fixed to the tool that make each description take a while to load (0.1 s alone), so
     # that a line logged before the stream has the model would meet joint states it cannot answer
-    a, b = _heavy_arm7(1.0, "arm7", pads=1000), _heavy_arm7(2.0, "arm7_heavy", pads=1000)
-    pa, pb = PinOracle(a, dn.load_model(a)), PinOracle(b, dn.load_model(b))
+    texts = {"a": _heavy_arm7(1.0, "arm7", pads=1000), "b": _heavy_arm7(2.0, "arm7_heavy", pads=1000),
+             "c": _heavy_arm7(3.0, "arm7_x3", pads=1000)}
+    pins = {k: PinOracle(t, dn.load_model(t)) for k, t in texts.items()}
+    path = tmp_path / "arm7_x3.urdf"
+    path.write_text(texts["c"])
     name, js = "busy_topic", "/busy_topic/joint_states"
     c = ns.ros()
     desc = c.node.create_publisher(String, f"/{name}/robot_description", QoSProfile(
         depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
     out, _ = c.subscribe(JointState, f"/{name}/gravity_torques")
-    got = {}
+    got, seen, sent = {}, {}, {}
     try:
         with busy_cores(), _Sender(c.publisher(JointState, js)) as sender:
             node = ns.NodeProcess(name, {"joint_states_topic": js},
@@ -283,18 +291,22 @@ def test_a_model_from_robot_description_is_answered_whole_from_its_line_on_a_bus
             try:
                 _wait_line(node, "serving: no robot yet")
                 _wait_heard(c, name)
-                desc.publish(String(data=a))
-                _wait_line(node, "from the robot_description topic: robot 'arm7' from")
-                seen_a = sender.last
-                sender.run_past(seen_a + 100)
-                sent_a = sender.last               # the last one sent before b
-                desc.publish(String(data=b))
-                _wait_line(node, "from the robot_description topic: robot 'arm7_heavy'")
-                seen_b = sender.last
-                sender.run_past(seen_b + 100)
-                end = sender.last
-                deadline = time.monotonic() + 30   # counted, not timed
-                while end not in got and time.monotonic() < deadline:
+                for k, line in (("a", "from the robot_description topic: robot 'arm7' from"),
+                                ("b", "from the robot_description topic: robot 'arm7_heavy'"),
+                                ("c", "model reloaded: robot 'arm7_x3'")):
+                    if k == "c":   # answered once the node has loaded it too (at services_nice: slow here)
+                        res = c.call(SetParameters, f"/{name}/set_parameters", SetParameters.Request(
+                            parameters=[Parameter("urdf_path", value=str(path)).to_parameter_msg()]),
+                            timeout=120.0, retry=60.0)
+                        assert [(r.successful, r.reason) for r in res.results] == [(True, "")]
+                    else:
+                        desc.publish(String(data=texts[k]))
+                    _wait_line(node, line)
+                    seen[k] = sender.last              # sent before this process read the line
+                    sender.run_past(seen[k] + 100)
+                    sent[k] = sender.last              # the last one sent before the next model
+                deadline = time.monotonic() + 30       # counted, not timed
+                while sent["c"] not in got and time.monotonic() < deadline:
                     _answered(out, got, timeout=0.1)
             finally:
                 node.stop()
@@ -305,13 +317,11 @@ def test_a_model_from_robot_description_is_answered_whole_from_its_line_on_a_bus
     for k, m in got.items():
         assert list(m.name) == J
         tau = np.asarray(m.effort)
-        ga, gb = pa.gravity(sender.q[k]), pb.gravity(sender.q[k])
-        is_a, is_b = np.allclose(tau, ga, rtol=1e-9, atol=1e-9), np.allclose(tau, gb, rtol=1e-9, atol=1e-9)
-        assert is_a != is_b, f"joint state {k}: {tau} is neither model's gravity ({ga}, {gb})"
-        which[k] = "a" if is_a else "b"
+        match = [w for w, pin in pins.items() if np.allclose(tau, pin.gravity(sender.q[k]), rtol=1e-9, atol=1e-9)]
+        assert len(match) == 1, f"joint state {k}: {tau} is not exactly one model's gravity ({match})"
+        which[k] = match[0]
     order = [which[k] for k in sorted(which)]
-    assert "b" in order and "a" not in order[order.index("b"):], "an answer of the first model after the second's"
-    after_a = range(seen_a + 1, sent_a + 1)
-    assert all(which.get(k) == "a" for k in after_a), [k for k in after_a if which.get(k) != "a"][:10]
-    after_b = range(seen_b + 1, end + 1)
-    assert all(which.get(k) == "b" for k in after_b), [k for k in after_b if which.get(k) != "b"][:10]
+    assert order == sorted(order), "an answer of a model after the next one's"
+    for k in "abc":
+        after = range(seen[k] + 1, sent[k] + 1)
+        assert all(which.get(j) == k for j in after), (k, [j for j in after if which.get(j) != k][:10])

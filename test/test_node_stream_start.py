@@ -109,8 +109,8 @@ def test_a_file_is_read_again_when_a_model_parameter_changes(tmp_path):
 
 
 def test_a_forwarded_description_is_loaded_once_and_a_refusal_returns_without_loading(monkeypatch):
-    """The node forwards a topic text first (the stream switches to it), then sends its own state
-    of it (the same state object: nothing is reset); after a refusal it sends its previous state,
+    """The node forwards a new model first (the stream switches to it), then sends its own state of
+    it (the same state object: nothing is reset); after a refusal it sends its previous state,
     which the stream still holds loaded."""
     from dynamics_node.ros.model_state import StateLoader
     calls = _counting_load(monkeypatch)
@@ -118,18 +118,31 @@ def test_a_forwarded_description_is_loaded_once_and_a_refusal_returns_without_lo
     sl = StateLoader()
     c = _cfg()                                  # no robot given: the topic is the source
     assert sl.state(c, None, {}, set()) is None
-    st_a, cfg = sl.description(a)
-    assert cfg == c and st_a.model.name == "arm7"
-    assert sl.state(c, a, {}, {"robot_description"}) is st_a
-    st_b, _ = sl.description(b)
+    st_a = sl.preview(c, a, {}, set())
+    assert st_a.model.name == "arm7" and sl.current_state() == (st_a, c)
+    assert sl.state(c, a, {}, set()) is st_a
+    st_b = sl.preview(c, b, {}, set())
     assert st_b.model.name == "arm7_heavy" and abs(st_b.model.total_mass() - _masses(b)) < 1e-9
-    back = sl.state(c, a, {}, {"robot_description"})   # the node refused b: its previous state again
+    back = sl.state(c, a, {}, set())            # the node refused b: its previous state again
     assert back.model.name == "arm7" and abs(back.model.total_mass() - _masses(a)) < 1e-12
-    assert [x for x in calls if x] == [a, b]           # each description loaded once
-    # a robot given by parameter: the topic is not its source, a text from it changes nothing
-    sl2 = StateLoader()
-    sl2.state(_cfg(urdf_path=str(ns.ARM7)), None, {}, set())
-    assert sl2.description(b) is None
+    assert [x for x in calls if x] == [a, b]    # each description loaded once
+
+
+def test_a_file_set_by_parameter_is_read_once_for_the_preview_and_the_state_after_it(monkeypatch, tmp_path):
+    from dynamics_node.ros.model_state import StateLoader
+    calls = _counting_load(monkeypatch)
+    path = tmp_path / "heavy.urdf"
+    heavy = _heavy_arm7(3.0)
+    path.write_text(heavy)
+    sl = StateLoader()
+    sl.state(_cfg(urdf_path=str(ns.ARM7)), None, {}, {"urdf_path"})
+    c = _cfg(urdf_path=str(path))
+    st = sl.preview(c, None, {}, {"urdf_path"})
+    assert abs(st.model.total_mass() - _masses(heavy)) < 1e-9
+    assert sl.state(c, None, {}, {"urdf_path"}) is st          # the node's state of it: taken already
+    assert calls == [str(ns.ARM7), str(path)]
+    assert sl.state(c, None, {}, {"urdf_path"}) is not st      # set again later: read again
+    assert calls == [str(ns.ARM7), str(path), str(path)]
 
 
 def test_a_bad_forwarded_description_raises_and_keeps_the_state():
@@ -138,7 +151,7 @@ def test_a_bad_forwarded_description_raises_and_keeps_the_state():
     c = _cfg()
     st = sl.state(c, None, {}, set())
     with pytest.raises(Exception):  # noqa: B017 - whatever the loader raises: the node names it
-        sl.description("<robot name='broken'><link name='a'/><joint name='j' type='revolute'>")
+        sl.preview(c, "<robot name='broken'><link name='a'/><joint name='j' type='revolute'>", {}, set())
     assert sl.current_state() == (st, c)
 
 
@@ -197,13 +210,13 @@ def test_a_new_model_is_answered_whole_from_the_joint_state_after_the_switch():
     a, b = ns.ARM7.read_text(), _heavy_arm7()
     node = Node()
     s = Stream(node, lambda n: n, Log())
-    st_a, _ = sl.description(a)
+    st_a = sl.preview(c, a, {}, set())
     s.configure(st_a, c, {"joint_states_topic"}, now=True)
     rng = np.random.default_rng(7)
     qs = rng.uniform(-1.5, 1.5, (20, 7))
     for k, q in enumerate(qs[:10]):
         s.on_joint_state(ns.joint_state(J, q, stamp_ns=k))
-    st_b, _ = sl.description(b)
+    st_b = sl.preview(c, b, {}, set())
     s.configure(st_b, c, {"robot_description"}, now=True)
     for k, q in enumerate(qs[10:], 10):
         s.on_joint_state(ns.joint_state(J, q, stamp_ns=k))

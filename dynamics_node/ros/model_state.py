@@ -253,19 +253,20 @@ class StateLoader:
 
     `state(cfg, topic_text, payloads, changed)` is the model state for a ("state", ...) message: the
     one the stream has when nothing it is built from differs (the same object: the stream keeps its
-    merge and observer), else a new one, from a loaded model kept by description (the two latest:
-    a description from the topic forwarded first, then the node's state of it, or a refusal's
-    return to the previous one, load nothing twice). A file named by urdf_path is read again when a
-    model parameter changed (the file may have changed under the same name).
-    `description(text)` is the state of a robot_description topic text with the current config and
-    payloads, (state, cfg), or None when the topic is not the robot's source; it raises as load and
-    build_state do."""
+    merge and observer), else a new one, from a loaded model kept by description (the two latest: a
+    description forwarded first, then the node's state of it, or a refusal's return to the previous
+    one, load nothing twice). A file named by urdf_path is read again when a model parameter changed
+    (the file may have changed under the same name), but not for the node's state that follows a
+    `preview` of the same inputs: that preview read it. `preview(...)` is the same for a model the
+    node forwards before loading it itself (StreamProcess.preview). Both raise as load and
+    build_state do, and keep the current state then."""
 
     KEEP = 2
 
     def __init__(self):
         self.loaded: dict = {}    # description key -> Loaded (insertion order: oldest first)
         self.current = None       # (key, cfg, topic text, payloads, state) of the latest state
+        self.previewed = False    # the current state comes from a preview, read for its change
 
     @staticmethod
     def key(cfg, topic_text):
@@ -273,11 +274,13 @@ class StateLoader:
                 cfg.floating_base, cfg.armature, cfg.friction, cfg.friction_model,
                 None if (cfg.robot_description.strip() or cfg.urdf_path) else topic_text)
 
-    def state(self, cfg, topic_text, payloads, changed=frozenset()):
+    def state(self, cfg, topic_text, payloads, changed=frozenset(), previewing=False):
         key = self.key(cfg, topic_text)
         reread = bool(cfg.urdf_path and not cfg.robot_description.strip() and set(changed) & MODEL_KEYS)
         cur = self.current
-        if cur is not None and not reread and cur[0] == key and cur[1] == cfg and cur[3] == payloads:
+        if (cur is not None and cur[0] == key and cur[1] == cfg and cur[3] == payloads
+                and (not reread or (self.previewed and not previewing))):
+            self.previewed = self.previewed and previewing
             return cur[4]
         loaded = None if reread else self.loaded.get(key)
         if loaded is None:
@@ -288,16 +291,11 @@ class StateLoader:
             self.loaded.pop(next(iter(self.loaded)))
         st = build_state(loaded, cfg, payloads) if loaded is not None else None
         self.current = (key, cfg, topic_text, dict(payloads), st)
+        self.previewed = previewing
         return st
 
-    def description(self, text):
-        cur = self.current
-        if cur is None:
-            return None
-        cfg, payloads = cur[1], cur[3]
-        if cfg.robot_description.strip() or cfg.urdf_path:
-            return None
-        return self.state(cfg, text, payloads), cfg
+    def preview(self, cfg, topic_text, payloads, changed=frozenset()):
+        return self.state(cfg, topic_text, payloads, changed, previewing=True)
 
     def current_state(self):
         """(state, cfg) of the latest state, (None, None) before the first."""

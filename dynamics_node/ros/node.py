@@ -21,7 +21,7 @@ from rcl_interfaces.msg import SetParametersResult
 from ..errors import DynamicsError, InputError, clip
 from . import diagnostics as diag
 from .conversions import check_payload
-from .model_state import WAITING, plan, summary_lines, warm_loader, warm_up
+from .model_state import WAITING, payload_table, plan, summary_lines, warm_loader, warm_up
 from .params import MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, declare, plain, validate
 from .services import SERVICES, serve
 from .stream import LatestJointStates
@@ -96,9 +96,30 @@ class DynamicsNode(Node):
 
     # ------------------------------------------------------------------ model and parameters
     def _plan(self, cfg, changed, service_payloads=None, topic_text=None, reload=False):
-        return plan(cfg, changed, self.loaded, self.service_payloads if service_payloads is None else service_payloads,
-                    self.topic_text if topic_text is None else topic_text,
-                    self.resolve_topic_name("robot_description"), reload)
+        service = self.service_payloads if service_payloads is None else service_payloads
+        text = self.topic_text if topic_text is None else topic_text
+        forwarded = self._forward(cfg, changed, service, text, reload)
+        try:
+            return plan(cfg, changed, self.loaded, service, text, self.resolve_topic_name("robot_description"), reload)
+        except Exception:
+            if forwarded:
+                self.stream.resend()  # the stream keeps (or returns to) the model it had
+            raise
+
+    def _forward(self, cfg, changed, service_payloads, topic_text, reload) -> bool:
+        """A new model (a description from the topic, or model parameters and nothing else) goes to
+        the stream process before this process loads it: the stream loads it at once and switches to
+        it if it passes the same checks, beside this process's own loading and checks, which run at
+        services_nice (on a busy machine a tenth of a core: they delayed the stream by up to seconds).
+        True when it was sent."""
+        if self.stream.seq == 0 or not (reload or changed & MODEL_KEYS) or not changed <= MODEL_KEYS:
+            return False
+        try:
+            payloads, _ = payload_table(cfg, service_payloads, changed)
+        except ConfigError:
+            return False
+        self.stream.preview(cfg, topic_text, payloads, changed)
+        return True
 
     def _apply(self, plan, changed, wait=2.0):
         cfg, self.loaded, state, self.service_payloads, payloads, self.topic_text = plan
@@ -129,13 +150,9 @@ class DynamicsNode(Node):
 
     def _on_description(self, msg):
         with self._lock:
-            # the stream process loads it at once, beside this process's own loading and checks
-            # (this process runs at services_nice: on a busy machine they would delay the stream)
-            self.stream.describe(msg.data)
-            try:
+            try:  # (the stream process has it first: _forward)
                 plan = self._plan(self.cfg, set(), topic_text=msg.data, reload=True)
             except Exception as e:  # noqa: BLE001 - a bad description never replaces a good model
-                self.stream.resend()  # the stream keeps (or returns to) the model it had
                 self.get_logger().error(f"robot_description topic: refused ({type(e).__name__}: "
                                         f"{str(e)[:400]}); {'the previous model stays' if self.state else WAITING}")
                 return

@@ -51,9 +51,10 @@ def _child(conn, node_name, namespace, priority):
        next joint state on, and only then "ready" (the node logs "serving");
     3. that thread then takes every later message of the node: a new state is loaded and warmed
        there while the stream keeps answering with the one it has, and handed over whole.
-    A description from the robot_description topic comes twice: first the text alone, which the
-    node forwards before it checks it (StreamProcess.describe), so that loading it here does not
-    wait for the node's own loading; then the node's state, which finds it loaded (StateLoader)."""
+    A new model (a description from the topic, a model parameter) comes twice: first as a preview,
+    which the node sends before it loads the model itself (StreamProcess.preview), so that loading it
+    here does not wait for the node's own loading; then as the node's state of it, which finds it
+    loaded and taken (StateLoader), or as the previous state when the node refused it."""
     import gc
 
     import rclpy
@@ -118,15 +119,13 @@ def _child(conn, node_name, namespace, priority):
                 log.error(f"cannot build the model state: {type(e).__name__}: {e}")
                 send(("error", f"{type(e).__name__}: {e}", seq))
                 return
-        elif kind == "description":
-            seq, changed = None, {"robot_description"}
+        elif kind == "preview":
+            _, cfg, topic_text, payloads, changed = msg
+            seq = None
             try:
-                got = loader.description(msg[1])
+                st = loader.preview(cfg, topic_text, payloads, changed)
             except Exception:  # noqa: BLE001 - the node refuses it too, and says why
                 return
-            if got is None:
-                return
-            st, cfg = got
         else:
             return
         if st is not None:  # before the stream has it (at start, before it subscribes)
@@ -369,19 +368,19 @@ class StreamProcess:
             with self._applied_cv:
                 self._applied_cv.wait_for(lambda: self.applied >= self.seq, timeout=wait)
 
-    def describe(self, text):
-        """Hand a robot_description topic text to the stream before the node has checked it: the
-        stream process loads it at once, beside the node's own loading, and switches to it when it
-        loads (keeping its model when not); the node's state of it follows (configure), or a refusal
-        (resend)."""
-        self._send(("description", text))
+    def preview(self, cfg, topic_text, payloads, changed):
+        """A model the node is about to load, handed to the stream before the node has loaded and
+        checked it: the stream process loads it at once, beside the node's own loading, and switches
+        to it when it loads and passes the same checks (keeping its model when not); the node's state
+        of it follows (configure), or after a refusal the previous one (resend)."""
+        self._send(("preview", cfg, topic_text, dict(payloads), set(changed)))
 
     def resend(self):
-        """The latest state again (after a refused description: the stream returns to it if it
-        took that description; it has kept it loaded)."""
+        """The latest state again, as no change (after a refused preview: the stream returns to it
+        if it took that model; it has kept it loaded)."""
         if self.last_state is not None:
             self.seq += 1
-            self.last_state = (self.last_state[0], self.seq) + self.last_state[2:]
+            self.last_state = self.last_state[:1] + (self.seq,) + self.last_state[2:6] + (set(),)
             self._send(self.last_state)
 
     def when_applied(self, fn):
