@@ -85,14 +85,23 @@ class DynamicsNode(Node):
         self._set_nice()
         # "serving" once the stream process answers with every kernel it runs loaded (its gravity
         # torques begin before, as soon as it has the robot): from the first joint state after that
-        # line, torques and observer estimates. A cold numba cache can take a minute: then the node
-        # says so, serves its services meanwhile, and logs "serving" when the stream is ready.
-        if not self.stream.wait_ready(STREAM_READY_TIMEOUT):
-            self.get_logger().warning(f"the joint-state stream is not ready after {STREAM_READY_TIMEOUT:g} s "
-                                      "(loading its kernels); 'serving' follows once it is")
-        self._log_state("serving")
+        # line, torques and observer estimates. The line comes from the thread that hears the stream
+        # (StreamProcess.when_applied), so that this process runs meanwhile: a description latched on
+        # robot_description, or a parameter change, reaches the stream without waiting for it. The
+        # services' other kernels load after it (at services_nice), and a stream not ready after
+        # STREAM_READY_TIMEOUT (a cold numba cache can take a minute) is said.
+        self._log_state("serving", then=self._start_warm_up)
+        self._late = self.create_timer(STREAM_READY_TIMEOUT, self._stream_late)
+
+    def _start_warm_up(self):
         self._warm_thread = threading.Thread(target=self._warm_up, name="warm_up", daemon=True)
         self._warm_thread.start()
+
+    def _stream_late(self):
+        self._late.cancel()
+        if not self.stream.ready:
+            self.get_logger().warning(f"the joint-state stream is not ready after {STREAM_READY_TIMEOUT:g} s "
+                                      "(loading its kernels); 'serving' follows once it is")
 
     # ------------------------------------------------------------------ model and parameters
     def _plan(self, cfg, changed, service_payloads=None, topic_text=None, reload=False):
@@ -235,12 +244,18 @@ class DynamicsNode(Node):
             self.get_logger().warning(f"services_nice: cannot set {self.cfg.services_nice}: {why} (lowering it "
                                       "needs CAP_SYS_NICE); the services keep their priority")
 
-    def _log_state(self, what):
+    def _log_state(self, what, then=None):
         """What the node serves, logged once the stream process has taken it too (at once when it
-        has): a joint state published after these lines is answered with this model."""
+        has): a joint state published after these lines is answered with this model. then(), if
+        given, runs after the lines."""
         st, cfg, log, waiting = self.state, self.cfg, self.get_logger(), self.waiting_message()
 
         def say(error):
+            lines(error)
+            if then is not None:
+                then()
+
+        def lines(error):
             if error is not None:
                 log.error(f"{what}: the joint-state stream cannot build this model state ({error}); "
                           "it keeps the previous one")

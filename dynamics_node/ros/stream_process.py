@@ -37,20 +37,19 @@ def child_main(fd, node_name, namespace, priority=""):
     _child(Connection(int(fd)), node_name, namespace, int(priority) if priority else None)
 
 
-READY = "ready"   # the token of the hand-off that turns the observer and model_terms on (_child)
-
-
 def _child(conn, node_name, namespace, priority):
     """The stream process, in the order that gives the first torque soonest and says "ready" only
     when everything answers:
     1. rclpy, the stream's node and the loader's modules (model_state.warm_loader: no numba) while
        the node loads the robot, then the first state: load, the torque kernels, subscribe, spin.
        Gravity torques are published from here on;
-    2. in the thread that loads models (ordinary scheduling): numba and the kernels of the observer
+    2. in a thread of its own (dn_warm, ordinary scheduling): numba and the kernels of the observer
        and model_terms (about a second, more on a busy machine), then the stream runs them from the
        next joint state on, and only then "ready" (the node logs "serving");
-    3. that thread then takes every later message of the node: a new state is loaded and warmed
-       there while the stream keeps answering with the one it has, and handed over whole.
+    3. meanwhile, from its first torques on, the thread that loads models (dn_pipe, ordinary) takes
+       every later message of the node: a new state is loaded and warmed there while the stream
+       keeps answering with the one it has, and handed over whole (a robot that arrives while
+       numba loads is answered without waiting for it).
     A new model (a description from the topic, a model parameter) comes twice: first as a preview,
     which the node sends before it loads the model itself (StreamProcess.preview), so that loading it
     here does not wait for the node's own loading; then as the node's state of it, which finds it
@@ -93,12 +92,10 @@ def _child(conn, node_name, namespace, priority):
                 pass
 
     loader = StateLoader()
-    extras_on = threading.Event()
+    apply_lock = threading.Lock()   # dn_pipe's states and dn_warm's turning the extras on: one at a time
 
     def on_applied(token):
-        if token == READY:
-            extras_on.set()
-        elif token is not None:
+        if token is not None:
             send(("applied", token))
 
     def take_priority(prio):
@@ -109,7 +106,12 @@ def _child(conn, node_name, namespace, priority):
         kind = msg[0]
         if kind == "priority":
             take_priority(int(msg[1]))
-            return
+        elif kind in ("state", "preview"):
+            with apply_lock:
+                take_state(msg, first)
+
+    def take_state(msg, first):
+        kind = msg[0]
         if kind == "state":
             _, seq, cfg, topic_text, payloads, resolved, changed = msg
             topics.update(resolved)
@@ -119,15 +121,13 @@ def _child(conn, node_name, namespace, priority):
                 log.error(f"cannot build the model state: {type(e).__name__}: {e}")
                 send(("error", f"{type(e).__name__}: {e}", seq))
                 return
-        elif kind == "preview":
+        else:
             _, cfg, topic_text, payloads, changed = msg
             seq = None
             try:
                 st = loader.preview(cfg, topic_text, payloads, changed)
             except Exception:  # noqa: BLE001 - the node refuses it too, and says why
                 return
-        else:
-            return
         if st is not None:  # before the stream has it (at start, before it subscribes)
             warm_torques(st, cfg)
             if stream.extras:
@@ -151,21 +151,26 @@ def _child(conn, node_name, namespace, priority):
     if priority is not None:
         take_priority(priority)
 
-    def receive():
-        ordinary_thread("dn_pipe")  # it loads models: never at real-time priority
+    def load_extras():
+        ordinary_thread("dn_warm")  # seconds of loading: never at real-time priority
         if not stream.extras:
             prewarm()
-            st, cfg = loader.current_state()
-            if st is not None:
-                warm_extras(st, cfg)
-            stream.extras = True
-            if cfg is not None:   # else the first state failed: the stream has nothing to run them on
-                stream.configure(st, cfg, set(), token=READY)
-                while not extras_on.wait(0.2):
-                    if executor.stopped or not node.context.ok():
-                        return
+            with apply_lock:
+                st, cfg = loader.current_state()
+                if st is not None:
+                    warm_extras(st, cfg)
+                stream.extras = True
+                if cfg is not None:   # else the first state failed: the stream has nothing to run them on
+                    stream.configure(st, cfg, set())
+            while cfg is not None and not stream.extras_running:   # until the stream runs them
+                if executor.stopped or not node.context.ok():
+                    return
+                time.sleep(0.005)
         gc.freeze()  # what is loaded by now lives as long as the process (see below)
         send(("ready", os.getpid()))
+
+    def receive():
+        ordinary_thread("dn_pipe")  # it loads models: never at real-time priority
         while True:
             try:
                 msg = conn.recv()
@@ -184,6 +189,7 @@ def _child(conn, node_name, namespace, priority):
             except Exception as e:  # noqa: BLE001 - a report must never stop the stream; said, not hidden
                 log.error(f"stream report: {type(e).__name__}: {e}", throttle_duration_sec=10.0)
 
+    threading.Thread(target=load_extras, name="stream_warm", daemon=True).start()
     threading.Thread(target=receive, name="stream_pipe", daemon=True).start()
     threading.Thread(target=report, name="stream_report", daemon=True).start()
     # Everything loaded by now lives as long as the process: out of the collector's reach, a full
@@ -272,7 +278,7 @@ class StreamProcess:
         self.restarts = 0
         self.stopping = False
         self.ready = False
-        self.ready_event = threading.Event()   # set at the child's "ready" (subscribed, kernels loaded)
+        self.ready_event = threading.Event()   # set at the child's "ready" (answering, every kernel loaded)
         self.error = ""
         self.seq = self.applied = 0
         self.failed = 0                # the latest state the child could not build (its "error")
@@ -408,15 +414,6 @@ class StreamProcess:
                 fn(error)
             except Exception as e:  # noqa: BLE001 - a log line must not end the reports' thread
                 self.log.error(f"after the stream took a state: {type(e).__name__}: {e}")
-
-    def wait_ready(self, timeout):
-        """Wait until the child has loaded the model and every kernel of its stream and subscribed
-        to the joint states (True), or timeout s (False), or it died (False)."""
-        deadline = time.monotonic() + timeout
-        while not self.ready_event.wait(0.05):
-            if time.monotonic() > deadline or not self.alive():
-                return False
-        return True
 
     def set_priority(self, prio):
         self.priority = int(prio)
