@@ -286,13 +286,33 @@ class _Client:
 
 
 def _stop(proc):
-    if proc is not None and proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+    """SIGINT, then SIGKILL to the group after 5 s; returns the seconds from SIGINT to the exit of
+    the node's whole family (its stream process included), or None if it had to be killed."""
+    if proc is None or proc.poll() is not None:
+        return None
+    family = _family(proc.pid)
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+        return None
+    while any(_zombie(p) is False for p in family[1:]):   # a child still running
+        if time.perf_counter() - t0 > 5:
+            return None
+        time.sleep(0.005)
+    return time.perf_counter() - t0
+
+
+def _zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read()
+        return st[st.rindex(")") + 2] == "Z"
+    except OSError:
+        return None
 
 
 def _family(pid):
@@ -355,8 +375,9 @@ class _NodeProcess:
         return self.t_serving - self.t_start
 
     def stop(self):
-        _stop(self.proc)
+        took = _stop(self.proc)
         self.reader.join(timeout=2)
+        return took
 
 
 def start_times(domain, js_topic, node_name, starts=3, say=print):
@@ -365,20 +386,23 @@ def start_times(domain, js_topic, node_name, starts=3, say=print):
     timed starts; the node of the last one is returned running (for the soak)."""
     first = _NodeProcess(domain, js_topic, node_name)
     t_first = first.wait_serving()
-    first.stop()
+    stops = [first.stop()]
     times = []
     node = None
     for k in range(max(1, starts)):
         if node is not None:
-            node.stop()
+            stops.append(node.stop())
         node = _NodeProcess(domain, js_topic, node_name)
         times.append(node.wait_serving())
-    r = {"first_s": t_first, "times_s": times, "median_s": float(np.median(times)), "min_s": min(times)}
+    r = {"first_s": t_first, "times_s": times, "median_s": float(np.median(times)), "min_s": min(times),
+         "stop_s": stops}
     r["pass"] = r["median_s"] < TARGETS["start_s"]
     say(f"node: start time (process start -> 'serving' line), arm7, numba cache warm: median "
         f"{r['median_s']:.3f} s, min {r['min_s']:.3f} s over {len(times)} starts "
         f"({', '.join(f'{t:.3f}' for t in times)}) [target < {TARGETS['start_s']:g} s: "
         f"{'PASS' if r['pass'] else 'FAIL'}]; the start before them (cache possibly cold): {t_first:.2f} s")
+    say(f"node: stop time (SIGINT -> the node and its stream process gone): "
+        f"{', '.join('killed after 5 s' if t is None else f'{t:.3f} s' for t in stops)}")
     return r, node
 
 

@@ -17,8 +17,12 @@ A route owns, once for every function, what used to be copied into each of them:
    (q_t = q[q_src] q_mul + q_off, v_t = v[v_src] v_mul; results through G: Gᵀτ, GᵀHG, J G, §9.6),
    the kernel run (the C callback through ``_fastcall.invoke`` with the data's buffer when given, or
    the numba kernel for what the callback does not take: f_ext, hybrid masks, kinematics), then the
-   kernel's status turned into a message and the output checked for finiteness (§2 of issue 14: a
-   finite input whose result overflows is refused with InputError naming the inputs out of range).
+   kernel's status turned into a message and the output checked for finiteness. A computation from
+   finite inputs that fails as numbers beyond float64 make it fail (its result overflowed, a
+   factorisation met inf or NaN, H singular to working precision, a RangeError of a function it calls)
+   is refused naming the input entry out of range, field, index, joint and value (batch_errors.py:
+   'qd[3] (joint 'elbow') = 1e+154 is out of range'), not the symptom; without such an entry the
+   symptom's own error stands (the model's gravity or a payload out of range are named then).
 
 The contract (issue 14 §1): any real array layout and dtype (big-endian, float32, read-only,
 unaligned, strided, Fortran order, broadcast, lists, tuples) gives the result of its contiguous
@@ -46,7 +50,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _fast, batch_errors
-from .errors import InputError, clip_names
+from .batch_errors import magnitudes, model_out_of_range as _out_of_range, overflow  # noqa: F401 (re-exported)
+from .errors import InputError, RangeError, SingularMassMatrixError, clip_names
 
 OVERFLOW = 5  # status kind (KIND * 10**8 + ...) for a finite input whose result is not finite
 _ndarray = np.ndarray
@@ -182,48 +187,38 @@ def to_tree(model, x, kind):
     return x[model.v_src] * model.v_mul
 
 
-def magnitudes(names, arrays, extras=(), quiet=False) -> str:
-    """The part of an overflow message that says which inputs are out of range (those above 1e8,
-    else, unless quiet, all of them with their largest magnitudes)."""
-    parts = []
-    for n, a in zip(names, arrays):
-        if isinstance(a, np.ndarray) and a.size:
-            parts.append((float(np.max(np.abs(a))), n))
-    for n, v in extras:  # wrench dicts: their largest entry; scalars: their value
-        if isinstance(v, Mapping):
-            vals = [np.max(np.abs(np.asarray(w, dtype=float)), initial=0.0) for w in v.values()]
-            parts.append((float(max(vals, default=0.0)), n))
-    big = [f"{n} (largest |{n}| = {m:.3g})" for m, n in sorted(parts, reverse=True) if m > 1e8]
-    big += [f"{n} = {v!r}" for n, v in extras if not isinstance(v, Mapping)]
-    if not big and not quiet:
-        big = [f"{n} (largest |{n}| = {m:.3g})" for m, n in sorted(parts, reverse=True)]
-    return ", ".join(big) if big or quiet else "the model's parameters"
+SYMPTOMS = (RangeError, SingularMassMatrixError, _LinAlgError)  # failures that inputs out of range cause
 
 
-def overflow(what: str, detail: str):
-    return InputError(f"the result of {what} overflowed (not finite) although every input is finite: "
-                      f"inputs out of range: {detail}")
+def refuse(model, what, e, names, arrays, extras=(), row=None):
+    """Raise the RangeError naming the input entry out of range behind the failure e (one of SYMPTOMS),
+    else e itself (a LinAlgError as an InputError saying so)."""
+    symptom = (f"{what}'s linear algebra failed ({e})" if isinstance(e, _LinAlgError) else
+               "the mass matrix is singular there to working precision" if isinstance(e, SingularMassMatrixError)
+               else batch_errors.symptom_of(e))
+    # a joint angle is not blamed when the model's gravity or a payload is out of range (its error names
+    # it), nor for a singular H (an angle moves no mass away: a prismatic position does)
+    own = model is not None and (not float(np.max(np.abs(model.gravity), initial=0.0)) < batch_errors.BIG
+                                 or any(not abs(p.mass) < batch_errors.BIG for p in model.payloads.values()))
+    angles = not (own or isinstance(e, SingularMassMatrixError))
+    blamed = batch_errors.out_of_range(model, what, symptom, names, arrays, extras, row, angles=angles)
+    if blamed is not None:
+        raise blamed from None
+    if isinstance(e, _LinAlgError):
+        raise RangeError(f"{what} failed in its linear algebra ({e}): inputs out of range: "
+                         f"{_out_of_range(model, names, arrays, extras)}", symptom=symptom) from None
+    raise e
 
 
 def raise_status(model, st, tree, what, names=(), arrays=(), extras=()):
-    if int(st) // 100000000 == OVERFLOW:
-        raise overflow(what, _out_of_range(model, names, arrays, extras))
     from .algorithms._common import raise_status as kernel_status
 
-    kernel_status(model, st, tree=tree, what=what)
-
-
-def _out_of_range(model, names, arrays, extras):
-    """magnitudes() plus the model's own parameters that no robot has (gravity, payload mass)."""
-    own = []
-    g = float(np.max(np.abs(model.gravity))) if model.gravity.size else 0.0
-    if not g < 1e8:
-        own.append(f"the model's gravity (|g| = {g:.3g})")
-    heavy = [f"{n} ({p.mass:.3g} kg)" for n, p in model.payloads.items() if not abs(p.mass) < 1e8]
-    if heavy:
-        own.append(f"the payload(s) {', '.join(heavy)}")
-    detail = magnitudes(names, arrays, extras, quiet=bool(own))
-    return "; ".join(([detail] if detail else []) + own)
+    try:
+        if int(st) // 100000000 == OVERFLOW:
+            raise overflow(what, _out_of_range(model, names, arrays, extras))
+        kernel_status(model, st, tree=tree, what=what)
+    except SYMPTOMS as e:
+        refuse(model, what, e, names, arrays, extras)
 
 
 def wrenches(model, f_ext, name="f_ext"):
@@ -317,9 +312,8 @@ class Route:
             try:
                 st, out = self.compute(model, data, work if work is not None else np.empty(model.work_size), *kx,
                                        *extras)
-            except _LinAlgError as e:  # a factorisation met inf or NaN: numbers beyond range
-                raise InputError(f"{self.what} failed in its linear algebra ({e}): inputs out of range: "
-                                 f"{_out_of_range(model, self.names, xs, self._detail(extras))}") from None
+            except SYMPTOMS as e:  # numbers beyond range met inside (a factorisation, a function it calls)
+                refuse(model, self.what, e, self.names, xs, self._detail(extras))
         if st:
             self._fail(model, st, mimic, xs, kx, extras)
         if mimic and self.post is not None:
@@ -329,15 +323,17 @@ class Route:
             detail = _out_of_range(model, self.names, xs, self._detail(extras))
             k = batch_errors.first_bad_row(out, xs[0].shape[0]) if self.batch else None
             if k is not None:
-                raise InputError(batch_errors.blame_row(model, self.what, self.names, xs, k, detail))
-            raise overflow(self.what, detail)
+                raise batch_errors.blame_row(model, self.what, self.names, xs, k,
+                                             f"{self.what} overflowed (not finite) ({detail})")
+            refuse(model, self.what, overflow(self.what, detail), self.names, xs, self._detail(extras))
         return out
 
     def _fail(self, model, st, mimic, xs, kx, extras):
         """The error of a kernel status; a non-finite tree coordinate from finite ones is the mimic
         mapping's overflow (multipliers times q), not a NaN of the caller."""
         if mimic and all(finite(x) for x in xs) and not all(finite(x) for x in kx):
-            raise overflow(f"{self.what} (the mimic mapping)", magnitudes(self.names, xs))
+            refuse(model, self.what, overflow(f"{self.what} (the mimic mapping)", magnitudes(self.names, xs)),
+                   self.names, xs)
         raise_status(model, st, mimic, self.what, self.names, xs, self._detail(extras))
 
     def _detail(self, extras):
@@ -371,10 +367,11 @@ def _finite_py(out) -> bool:
     return True
 
 
-def check_out(out, what, names=(), arrays=(), extras=()):
-    """InputError when a result (array, tuple, dict of arrays) is not finite (the inputs were)."""
+def check_out(out, what, names=(), arrays=(), extras=(), model=None):
+    """InputError when a result (array, tuple, dict of arrays) is not finite (the inputs were): the
+    RangeError naming the input entry out of range (its joint when the model is given)."""
     if not _finite_out(out):
-        raise overflow(what, magnitudes(names, arrays, extras))
+        refuse(model, what, overflow(what, magnitudes(names, arrays, extras)), names, arrays, extras)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -442,12 +439,15 @@ def _check_arg(kind, x, name):
     return x
 
 
-def _guard_detail(spec, params, args, kw):
-    given = list(zip(params[1:], args[1:])) + list(kw.items())
+def _guard_fail(what, e, spec, params, args):
+    """The refusal of a guarded function whose call failed with e (one of SYMPTOMS), or whose result is
+    not finite (e None): the input entry out of range named (refuse), else the symptom."""
+    given = list(zip(params[1:], args[1:]))
     arrays = [(p, a) for p, a in given if isinstance(a, np.ndarray)]
     scal = [(p, a) for p, a in given if spec.get(p, "").startswith(("scalar", "wrenches"))
             and isinstance(a, (int, float, Mapping))]
-    return magnitudes([p for p, _ in arrays], [a for _, a in arrays], scal)
+    names, arrays = [p for p, _ in arrays], [a for _, a in arrays]
+    refuse(args[0], what, e or overflow(what, magnitudes(names, arrays, scal)), names, arrays, scal)
 
 
 def guard(fn, name):
@@ -460,9 +460,8 @@ def guard(fn, name):
         return fn
     params = list(inspect.signature(fn).parameters.values())
     env = {"_fn": fn, "_Model": _Model or _bind_model(), "check_model": check_model, "_conform": _conform,
-           "_check_arg": _check_arg, "_finite_out": _finite_out, "_LinAlgError": _LinAlgError,
-           "InputError": InputError, "overflow": overflow, "_detail": _guard_detail, "_spec": spec,
-           "_names": [p.name for p in params]}
+           "_check_arg": _check_arg, "_finite_out": _finite_out, "_SYMPTOMS": SYMPTOMS, "_fail": _guard_fail,
+           "_spec": spec, "_names": [p.name for p in params]}
     sig, body, call = [], [], []
     for k, p in enumerate(params):
         if p.default is inspect.Parameter.empty:
@@ -481,11 +480,10 @@ def guard(fn, name):
     src = (f"def guarded({', '.join(sig)}):\n"
            f"    if type({call[0]}) is not _Model: check_model({call[0]})\n" + "\n".join(body) + "\n"
            f"    try:\n        out = _fn({args})\n"
-           f"    except _LinAlgError as e:\n"
-           f"        raise InputError(f'{name.replace('_', ' ')} failed in its linear algebra ({{e}}): inputs out of "
-           f"range: {{_detail(_spec, _names, ({args},), {{}})}}') from None\n"
+           f"    except _SYMPTOMS as e:\n"
+           f"        _fail('{name.replace('_', ' ')}', e, _spec, _names, ({args},))\n"
            f"    if not _finite_out(out):\n"
-           f"        raise overflow('{name.replace('_', ' ')}', _detail(_spec, _names, ({args},), {{}}))\n"
+           f"        _fail('{name.replace('_', ' ')}', None, _spec, _names, ({args},))\n"
            f"    return out\n")
     exec(compile(src, f"<contract of {name}>", "exec"), env)
     return functools.wraps(fn)(env["guarded"])

@@ -25,7 +25,9 @@ joint's own row, and I_Delta only has to leave S^T I_2 S, S^T I_2 [0; g] (any g)
 S^T (S x* I_2 S) unchanged: a revolute root body keeps its moment about the axis a^T Ibar a and the part
 of h perpendicular to a (h x a enters with gravity), a prismatic root body keeps its mass only
 (``_root_keep``). That is the joint-1 rule of the base-parameter literature (Khalil and Dombre, 2002);
-it holds for any gravity vector, so ``with_gravity`` on the result stays exact.
+it holds for any gravity vector, so ``with_gravity`` on the result stays exact. Whatever the axis, the
+revolute root body is written with three nonzero numbers: a^T Ibar a as one diagonal moment, and h
+with its component along a chosen to zero one entry.
 """
 from __future__ import annotations
 
@@ -87,14 +89,19 @@ def _revolute_candidates(p, a, with_mass=True):
 
 
 def _root_keep(p, jtype, a) -> np.ndarray:
-    """What a body on the fixed base must keep (module docstring): revolute rbi(0, h - (h.a) a,
-    (a^T Ibar a) a a^T), prismatic rbi(m, 0, 0)."""
+    """What a body on the fixed base must keep (module docstring), written with as few nonzero
+    entries as any axis allows: revolute rbi(0, h + lambda a, (a^T Ibar a / a_k^2) e_k e_k^T) with k the
+    axis's largest component and lambda = -h_k / a_k (the part of h along a is free, so its k-th entry
+    is zeroed; a single diagonal moment e_k e_k^T carries a^T Ibar a, since a^T (e_k e_k^T) a = a_k^2):
+    three numbers, as for a coordinate axis; prismatic rbi(m, 0, 0)."""
     m, h, Ib = _unpack(p)
     if jtype == PRISMATIC:
         return _rbi(m, np.zeros(3), np.zeros((3, 3)))
-    hk = h - float(h @ a) * a
-    hk[np.abs(a) == 1.0] = 0.0  # a coordinate axis: that component is exactly zero
-    Ik = float(a @ Ib @ a) * np.outer(a, a)
+    k = int(np.argmax(np.abs(a)))
+    hk = h - (h[k] / a[k]) * a
+    hk[k] = 0.0  # exactly
+    Ik = np.zeros((3, 3))
+    Ik[k, k] = float(a @ Ib @ a) / (a[k] * a[k])
     return _rbi(0.0, hk, Ik)
 
 
@@ -125,8 +132,9 @@ def simplify_inertias(model):
       moves from the child straight to the planar joint's parent (a pure rotational inertia, which
       the two translations carry unchanged); the massless intermediate bodies stay empty: 1 zero;
     * floating base and floating joints (6-DoF): nothing moves (I_Delta = 0);
-    * a joint on the fixed base: the body keeps only what its joint can feel (for a revolute about z:
-      Izz, m c_x, m c_y; for a prismatic: m); the rest goes into the world, where it does nothing;
+    * a joint on the fixed base: the body keeps only what its joint can feel, three numbers for a
+      revolute about any axis a (a^T Ibar a and the first moment across a; about z: Izz, m c_x, m c_y)
+      and the mass for a prismatic; the rest goes into the world, where it does nothing;
     * fixed joints: nothing to do, their links are merged into bodies when the model is loaded;
       mimic joints: each follower is a kernel joint of the tree and is treated as its type (the tree's
       H_t and C_t are unchanged, so G^T H_t G is);
@@ -141,8 +149,9 @@ def simplify_inertias(model):
     before, 40 after. Its regressor has rank 43; the structural count after §9.7 is 1 + 2 + 6 x 7 = 45,
     the two more being m c_x, m c_y of link 1, which gravity along joint 1's axis cannot see, and some
     of the 45 are zero in the URDF already. On a generic revolute chain (no two consecutive axes
-    parallel, gravity not along joint 1) the parameters left are exactly a set of base parameters: as
-    many as the regressor's rank, and independent. With parallel axes (Eq. 9.30 assumes any parent
+    parallel, gravity not along joint 1, any axis directions) the parameters left are exactly a set of
+    base parameters: as many as the regressor's rank (3 + 7 (n - 1), 45 for seven joints), and
+    independent. With parallel axes (Eq. 9.30 assumes any parent
     motion, a parallel-axis parent's is restricted) or gravity along the first axis the
     base-parameter analysis of identification finds more dependencies than §9.7 removes.
 

@@ -17,6 +17,18 @@ class SingularMassMatrixError(InputError):
     """A computation had to invert the joint-space inertia H, and H is singular (names the massless link)."""
 
 
+class RangeError(InputError):
+    """A computation from finite inputs failed as numbers beyond float64's range or precision make it
+    fail: its result overflowed, a factorisation met inf or NaN, a matrix is singular or rank-deficient to
+    working precision, an iteration could not converge. The call route (dispatch.py, batch_errors.py)
+    names the input entry out of range (field, index, joint, value) when there is one; ``symptom`` is
+    what failed, short."""
+
+    def __init__(self, message, symptom=None):
+        super().__init__(message)
+        self.symptom = symptom
+
+
 class ModelWarning(UserWarning):
     """The robot description loads, but something in it is not physical or is ignored: an inertia that
     breaks the triangle inequality or is indefinite, a massless subtree on a movable joint, a

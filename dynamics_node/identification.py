@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dispatch import check_model, check_out, mat
-from .errors import InputError
+from .dispatch import check_model, check_out, mat, refuse
+from .errors import InputError, RangeError
 from .layout import BODY_I, HEADER_I, J_NV, J_VI
 
 _DEFAULT_RCOND = 1e-6  # singular values of the column-scaled regressor below rcond * largest: undetermined
@@ -141,7 +141,7 @@ def identify_payload(model, link, Q, QD, QDD, TAU, rcond=_DEFAULT_RCOND) -> Payl
     for k in range(n):
         W[k * rows.size:(k + 1) * rows.size] = link_regressor(base, Q[k], QD[k], QDD[k], link)[rows]
     check_out((R, W), "payload identification (torques and regressor)", ("Q", "QD", "QDD", "TAU"),
-              (Q, QD, QDD, TAU))
+              (Q, QD, QDD, TAU), model=model)
     top = np.abs(W).max(axis=0)
     top[top == 0.0] = 1.0
     scale = top * np.linalg.norm(W / top, axis=0)  # column norms that cannot overflow
@@ -149,17 +149,19 @@ def identify_payload(model, link, Q, QD, QDD, TAU, rcond=_DEFAULT_RCOND) -> Payl
     U, s, Vt = np.linalg.svd(W / scale, full_matrices=False)
     rank = int(np.sum(s > rcond * s[0])) if s[0] > 0 else 0
     if rank < N_PARAMS:
-        raise InputError(f"the samples cannot identify the payload on '{link}': the regressor has rank {rank} "
-                         f"of {N_PARAMS} (singular values below {rcond:g} x the largest); "
-                         f"{_describe_null(Vt[rank:])}. Move every joint that carries the link, the wrist "
-                         "included, through a range of positions, velocities and accelerations")
+        refuse(model, "payload identification", RangeError(  # a sample out of range is named
+            f"the samples cannot identify the payload on '{link}': the regressor has rank {rank} "
+            f"of {N_PARAMS} (singular values below {rcond:g} x the largest); "
+            f"{_describe_null(Vt[rank:])}. Move every joint that carries the link, the wrist "
+            "included, through a range of positions, velocities and accelerations",
+            symptom=f"the regressor has rank {rank} of {N_PARAMS}"), ("Q", "QD", "QDD", "TAU"), (Q, QD, QDD, TAU))
     with np.errstate(all="ignore"):  # torques near the float range: an overflow is reported below
         pi = (Vt.T @ ((U.T @ R) / s)) / scale
         residual = W @ pi - R
         big = float(np.max(np.abs(residual))) if np.isfinite(residual).all() else np.inf
         rms = big * float(np.sqrt(np.mean((residual / big) ** 2))) if 0 < big < np.inf else big  # no squares' overflow
     m, c, I_c = _about_com(pi)
-    check_out((pi, rms, c, I_c), "payload identification", ("Q", "QD", "QDD", "TAU"), (Q, QD, QDD, TAU))
+    check_out((pi, rms, c, I_c), "payload identification", ("Q", "QD", "QDD", "TAU"), (Q, QD, QDD, TAU), model=model)
     return _result(link, pi, m, c, I_c, rms, float(s[0] / s[-1]), n)
 
 

@@ -34,7 +34,7 @@ from .loop_joints import parse_loop_joints, parse_transmissions, validate_loop_b
 from .model import LinkFrame, Model, TreeSpec
 from .spatial import rbi_from_com, rpy_to_matrix
 from .urdf_source import MAX_BYTES, parse_xml, read_description  # noqa: F401
-from .urdf_xml import PARAM_LIMIT, ignored_elements, read_joints, read_links, unit_vector
+from .urdf_xml import PARAM_LIMIT, ignored_elements, misplaced, read_joints, read_links, unit_vector
 
 ROOT_JOINT = "root_joint"
 
@@ -77,6 +77,9 @@ def load_with_report(source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), 
     root = parse_xml(text, src)
     report = SimpleNamespace(source=src, warnings=[], inertia={}, merged=[], ignored=[],
                              ignored_elements=ignored_elements(root))
+    nested = misplaced(root, text, src)  # links and joints inside an unknown element (ModelError: all of them)
+    if nested:
+        report.warnings.append(f"{src}: {nested}")
     links = read_links(root, src)
     joints = read_joints(root, src)
     model = _build(root.get("name") or "robot", links, joints, root, src, floating_base, g, armature,
@@ -112,8 +115,9 @@ def _number(v, what):
         x = float(v)
     except (TypeError, ValueError):
         raise ModelError(f"{what} must be a number, got {clip(repr(v), 80)}") from None
-    if not (math.isfinite(x) and 0 <= x <= PARAM_LIMIT):
-        raise ModelError(f"{what} must be a finite number >= 0, got {clip(repr(v), 80)}")
+    if not (math.isfinite(x) and 0 <= x <= PARAM_LIMIT):  # as every number of the description (urdf_xml.py)
+        raise ModelError(f"{what} must be a number from 0 to {PARAM_LIMIT:g} kg m^2 (kg on a prismatic joint: larger "
+                         f"ones overflow the algorithms' products, and no rotor comes near), got {clip(repr(v), 80)}")
     return x
 
 

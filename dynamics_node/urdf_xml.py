@@ -178,3 +178,61 @@ def ignored_elements(root) -> dict:
                 if isinstance(ch.tag, str) and ch.tag != "inertial":
                     out[f"link/{ch.tag}"] = out.get(f"link/{ch.tag}", 0) + 1
     return out
+
+
+def _urdf_like(tag, get):
+    """A <link name=...> or a <joint name=... type=...>: what URDF reads as a link or a joint (the <joint
+    name> of a <transmission> or <ros2_control> has no type, a plugin's <link>text</link> no name)."""
+    return (tag == "link" and get("name") is not None) or (tag == "joint" and get("name") is not None
+                                                          and get("type") is not None)
+
+
+def misplaced(root, text, src):
+    """Links and joints that are not children of <robot> (inside an unknown element, at any depth), which
+    URDF does not read: None when there are none, else a one-line description naming the first one, its
+    line and depth and the element it sits in, with how many there are. ModelError when the robot would
+    vanish with them: no link, or no joint, is a child of <robot> while some are nested."""
+    nested = {}
+    for tag in ("link", "joint"):
+        n_all = sum(1 for el in root.iter(tag) if _urdf_like(tag, el.get))
+        nested[tag] = n_all - sum(1 for el in root.findall(tag) if _urdf_like(tag, el.get))
+    if not (nested["link"] or nested["joint"]):
+        return None
+    first = _locate(text)
+    where = "" if first is None else (
+        f": the first, <{first[0]} name='{clip(first[1], 80)}'> at line {first[2]}, is nested {first[3]} level(s) "
+        f"deep in <{clip(first[4], 40)}> (line {first[5]}, a child of <robot>)")
+    what = f"{nested['link']} <link> and {nested['joint']} <joint> element(s) are not children of <robot>{where}"
+    if not root.findall("link") or (nested["joint"] and not any(_urdf_like("joint", el.get)
+                                                                  for el in root.findall("joint"))):
+        raise ModelError(f"{src}: {what}; URDF reads links and joints only as children of <robot>, so the robot "
+                         "would lose its joints: move them out of that element")
+    return f"{what}; they are not read (URDF reads links and joints only as children of <robot>)"
+
+
+def _locate(text):
+    """(tag, name, line, depth, enclosing top-level tag, its line) of the first nested link or joint of the
+    XML text (expat: line numbers; run only when there is one)."""
+    import xml.parsers.expat as expat
+
+    parser = expat.ParserCreate()
+    stack = []
+
+    class Found(Exception):
+        pass
+
+    def start(tag, attrs):
+        if len(stack) >= 2 and _urdf_like(tag, attrs.get):
+            raise Found((tag, attrs.get("name"), parser.CurrentLineNumber, len(stack) - 1, *stack[1]))
+        stack.append((tag, parser.CurrentLineNumber))
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = lambda tag: stack.pop()
+    try:
+        parser.Parse(text, True)
+    except Found as f:
+        return f.args[0]
+    except expat.ExpatError:
+        return None
+    return None
+

@@ -122,10 +122,10 @@ RUN_BY = {
     "dynamics_identify fit rec1 --urdf robot.urdf --output robot_identified.urdf --report fit.json --plot fit.png":
         IDENTIFY,
     "dynamics_identify evaluate rec2 --urdf robot_identified.urdf --report eval.json --plot eval.png": IDENTIFY,
-    'make run URDF=robot_identified.urdf ARGS="--params-file robot_identified.yaml"': IDENTIFY,
+    'make run ARGS="--params-file robot_identified.yaml"': IDENTIFY,
     "dynamics_node --ros-args --params-file OUT.yaml":
         "test_node_friction.py::test_node_started_from_out_yaml_answers_as_the_law_says",
-    'make run URDF=OUT.urdf ARGS="--params-file OUT.yaml"':
+    'make run ARGS="--params-file OUT.yaml"':
         "test_node_friction.py::test_node_started_from_out_yaml_answers_as_the_law_says",
 
     # docs/simulate.md

@@ -187,3 +187,45 @@ def write_bag(path, t, names, Q, QD, TAU, storage="sqlite3", split=None, topic="
                          velocity=np.ascontiguousarray(QD[k, c]) if velocity else np.zeros(0),
                          effort=np.ascontiguousarray(TAU[k, c]))
                 w.write(conn, int(stamp * 1e9), ts.serialize_cdr(msg, JS.__msgtype__))
+
+
+def write_publishers_bag(path, groups, topic="/joint_states", t0=1000.0, storage="sqlite3"):
+    """A rosbag2 recording of several publishers, each sending some joints at stamps of its own: groups
+    is a list of (names, t, Q, QD, TAU) (one row per message of that publisher); messages are written in
+    stamp order, interleaved."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    JS, H, T = (ts.types[n] for n in ("sensor_msgs/msg/JointState", "std_msgs/msg/Header",
+                                      "builtin_interfaces/msg/Time"))
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    rows = sorted((float(g[1][k]), gi, k) for gi, g in enumerate(groups) for k in range(len(g[1])))
+    with Writer(path, version=9, storage_plugin=plugin) as w:
+        conn = w.add_connection(topic, JS.__msgtype__, typestore=ts)
+        for tk, gi, k in rows:
+            names, _, Q, QD, TAU = groups[gi]
+            stamp = t0 + tk
+            sec = int(math.floor(stamp))
+            msg = JS(header=H(stamp=T(sec=sec, nanosec=int(round((stamp - sec) * 1e9)) % 1000000000), frame_id=""),
+                     name=list(names), position=np.ascontiguousarray(Q[k], dtype=float),
+                     velocity=np.ascontiguousarray(QD[k], dtype=float),
+                     effort=np.ascontiguousarray(TAU[k], dtype=float))
+            w.write(conn, int(stamp * 1e9), ts.serialize_cdr(msg, JS.__msgtype__))
+
+
+def lagged_friction(QD, dt, fc, b, tau):
+    """Friction the joint law does not hold: viscous b qd plus Coulomb friction whose reversal lags the
+    velocity's sign by a first-order lag of time constant tau (s), F' = (fc sign(qd) - F) / tau,
+    integrated at the samples' spacing dt (exact for piecewise-constant sign). Real joints reverse their
+    friction over a short time or displacement; at weak excitation this is what the low-passed Coulomb
+    and Stribeck columns of a fit meet near zero velocity."""
+    a = 1.0 - math.exp(-dt / tau)
+    target = fc * np.sign(QD)
+    F = np.zeros(QD.shape[1])
+    out = np.empty_like(QD)
+    for k in range(QD.shape[0]):
+        F = F + a * (target[k] - F)
+        out[k] = F
+    return out + b * QD
+

@@ -130,6 +130,43 @@ def test_deep_nesting_does_not_crash(dn):
     refused(dn, GOOD.replace("</robot>", "<a>" * 50000 + "</robot>"), "not valid XML")
 
 
+def test_a_robot_inside_an_unknown_element_is_refused_by_name(dn):
+    """Every link and joint 3000 levels deep inside an unknown element: the robot would vanish (no joints,
+    no warning); refused naming the element, its line and the depth (the lines counted here)."""
+    body = "\n".join([link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"), joint("j2", "l1", "l2")])
+    text = '<robot name="r">\n' + "<g>\n" * 3000 + body + "\n" + "</g>\n" * 3000 + "</robot>\n"
+    refused(dn, text, "<link name='base'> at line 3002", "nested 3000 level(s) deep in <g> (line 2",
+            "3 <link> and 2 <joint>", "children of <robot>")
+    # the links children of <robot>, every joint inside an unknown element: no joint left, refused too
+    text = robot(link("base"), link("l1"), link("l2"),
+                 "<xacro_group>" + joint("j1", "base", "l1") + joint("j2", "l1", "l2") + "</xacro_group>")
+    refused(dn, text, "0 <link> and 2 <joint>", "<xacro_group>")
+    refused(dn, robot("<a>" + link("base") + "</a>"), "1 <link> and 0 <joint>", "<a>")
+
+
+def test_links_and_joints_inside_an_unknown_element_are_warned_of(dn):
+    """A part of the robot inside an unknown element loads without it, with a warning naming the element,
+    its line and the first one; strict=True refuses. A transmission's or ros2_control's <joint name> (no
+    type) and a plugin's <link>text</link> (no name) are no URDF joints or links: no warning."""
+    text = robot(link("base"), link("l1"), joint("j1", "base", "l1"),
+                 '\n<group name="arm">\n' + link("l2") + joint("j2", "l1", "l2") + "</group>")
+    with pytest.warns(dn.ModelWarning) as rec:
+        m = dn.load_model(text)
+    assert m.joint_names == ("j1",)
+    msg = " ".join(str(w.message) for w in rec)
+    for w in ("1 <link> and 1 <joint>", "<link name='l2'> at line 3", "<group> (line 2"):
+        assert w in msg, msg
+    refused(dn, text, "<group>", "strict=True", strict=True)
+    legit = GOOD.replace("</robot>", '<transmission name="t"><joint name="j1"><hardwareInterface>x'
+                         '</hardwareInterface></joint></transmission><ros2_control name="rc"><joint name="j2">'
+                         '<command_interface name="effort"/></joint></ros2_control><gazebo><plugin name="p">'
+                         '<link>l2</link></plugin></gazebo></robot>')
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dn.ModelWarning)
+        assert dn.load_model(legit).joint_names == ("j1", "j2")
+
+
 def test_messages_are_cut(dn):
     roots = "".join(link(f"root_{k}") for k in range(40000))
     msg = refused(dn, robot(link("base"), link("l1"), joint("j1", "base", "l1"), roots), "root links", "more")

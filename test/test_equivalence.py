@@ -96,7 +96,7 @@ def test_arm7_count_of_the_docstring():
     _same_dynamics(m, s, np.random.default_rng(7), n_states=4)
 
 
-def _chain(n, seed, *, parallel=False, prismatic=()):
+def _chain(n, seed, *, parallel=False, prismatic=(), random_axes=False):
     """A serial chain with random full inertias (all ten parameters nonzero), coordinate joint axes
     (signed) in randomly turned joint frames (generic: no two consecutive axes parallel) unless
     ``parallel``."""
@@ -110,6 +110,10 @@ def _chain(n, seed, *, parallel=False, prismatic=()):
     for i in range(n):
         rpy = "0 0 0" if parallel else " ".join(f"{v:.6f}" for v in rng.uniform(-3, 3, 3))
         ax = "0 0 1" if parallel else axes[int(rng.integers(len(axes)))]
+        if random_axes:  # a unit vector in no coordinate plane: every component nonzero
+            u = rng.normal(size=3)
+            u = np.sign(u) * np.maximum(np.abs(u), 0.1)
+            ax = " ".join(repr(float(v)) for v in u / np.linalg.norm(u))
         kind = "prismatic" if i in prismatic else "revolute"
         out.append(f'<joint name="j{i + 1}" type="{kind}"><parent link="l{i}"/><child link="l{i + 1}"/>'
                    f'<origin xyz="{" ".join(f"{v:.6f}" for v in rng.uniform(-0.3, 0.3, 3))}" rpy="{rpy}"/>'
@@ -147,6 +151,96 @@ def test_revolute_chain_keeps_the_base_parameters(n, seed):
     # per link: 3 on the base joint's body (Izz about the axis, h across it), then 7 (Table 9.7 zeroes 3)
     per = (dn.inertial_parameters(s).reshape(n, 10) != 0).sum(axis=1)
     assert per.tolist() == [3] + [7] * (n - 1)
+
+
+def _pinocchio_rank(xml, n=120, seed=2):
+    """Rank of Pinocchio's joint-torque regressor (the original model's), stacked over random states:
+    an independent count of the identifiable inertial combinations."""
+    import pinocchio as pin
+
+    pm = pin.buildModelFromXML(xml) if xml.lstrip().startswith("<") else pin.buildModelFromUrdf(xml)
+    pd = pm.createData()
+    rng = np.random.default_rng(seed)
+    Y = np.vstack([pin.computeJointTorqueRegressor(pm, pd, pin.randomConfiguration(pm), rng.uniform(-2, 2, pm.nv),
+                                                   rng.uniform(-2, 2, pm.nv)) for _ in range(n)])
+    return np.linalg.matrix_rank(Y, tol=1e-9 * np.abs(Y).max())
+
+
+@pytest.mark.parametrize("n,seed", [(3, 51), (6, 52), (7, 53), (7, 54)])
+def test_random_axes_reach_the_rank(n, seed):
+    """Joint axes that are no coordinate axis of their bodies (every component nonzero): the parameters
+    §9.7 leaves are as many as the rank of the regressor (ours and Pinocchio's, over random states),
+    their columns independent, body 1 keeps three (a^T Ibar a and the first moment across the axis),
+    and the dynamics are the original's."""
+    pytest.importorskip("pinocchio")
+    xml = _chain(n, seed, random_axes=True)
+    m = dn.load_model(xml)
+    assert all(np.count_nonzero(np.abs(np.asarray(m._spec.axis[i])) < 1e-3) == 0 for i in range(n))
+    s = dn.simplify_inertias(m)
+    Y = _regressor_stack(m)
+    tol = 1e-9 * np.abs(Y).max()
+    rank = np.linalg.matrix_rank(Y, tol=tol)
+    assert rank == _pinocchio_rank(xml) == 3 + 7 * (n - 1)  # 45 for 7R
+    kept = np.flatnonzero(dn.inertial_parameters(s))
+    assert kept.size == rank, (kept.size, rank)
+    assert np.linalg.matrix_rank(Y[:, kept], tol=tol) == rank
+    per = (dn.inertial_parameters(s).reshape(n, 10) != 0).sum(axis=1)
+    assert per.tolist() == [3] + [7] * (n - 1)
+    _same_dynamics(m, s, np.random.default_rng(seed), n_states=4)
+    # inverse dynamics at random states, against the original model's (and Pinocchio's, on the original)
+    import pinocchio as pin
+
+    pm = pin.buildModelFromXML(xml)
+    pd = pm.createData()
+    rng = np.random.default_rng(seed + 1)
+    for _ in range(10):
+        q, qd, qdd = rng.uniform(-3, 3, (3, n))
+        ref = pin.rnea(pm, pd, q, qd, qdd)
+        assert np.max(np.abs(dn.inverse_dynamics(s, q, qd, qdd) - ref)) <= 1e-9 * np.abs(ref).max()
+
+
+def _generic_inertias(xml, seed):
+    """The URDF with every link's inertial replaced by a random full one (no zero entry): the robot's
+    kinematics with generic inertias, so that counts of nonzero parameters are structural."""
+    import xml.etree.ElementTree as ET
+
+    rng = np.random.default_rng(seed)
+    root = ET.fromstring(xml)
+    for link in root.findall("link"):
+        old = link.find("inertial")
+        if old is not None:
+            link.remove(old)
+        mass = rng.uniform(0.5, 3.0)
+        link.append(ET.fromstring(ug.inertial_xml(mass, rng.uniform(-0.1, 0.1, 3), rng.uniform(-3, 3, 3),
+                                                  ug.random_inertia(rng, mass))))
+    return ET.tostring(root, encoding="unicode")
+
+
+@pytest.mark.parametrize("rel", ["panda_description/urdf/panda.urdf", "ur_description/urdf/ur5_robot.urdf",
+                                 "kinova_description/robots/kinova.urdf", "xarm_description/urdf/xarm7.urdf",
+                                 "z1_description/urdf/z1.urdf", "so_arm_description/urdf/so101.urdf"])
+def test_real_arms_against_the_rank(rel):
+    """Real arms' kinematics (parallel axes, gravity along joint 1: not generic; mimic tags removed,
+    which Pinocchio's URDF reader does not model), with their own inertias and with generic ones:
+    the rank of our regressor equals Pinocchio's; with generic inertias §9.7 leaves at least as many
+    parameters as the rank and their columns span the whole regressor (nothing the torques need is
+    lost); the dynamics are the original's either way."""
+    pytest.importorskip("pinocchio")
+    path = ROBOTS / rel
+    if not path.exists():
+        pytest.skip(f"{rel} not in this example-robot-data")
+    own = ug.strip_mimic(path.read_text())
+    for xml in (own, _generic_inertias(own, zlib.crc32(rel.encode()))):
+        m = _load(xml, False)
+        s = dn.simplify_inertias(m)
+        _same_dynamics(m, s, np.random.default_rng(17), n_states=4, what=rel)
+        Y = _regressor_stack(m)
+        tol = 1e-9 * np.abs(Y).max()
+        rank = np.linalg.matrix_rank(Y, tol=tol)
+        assert rank == _pinocchio_rank(xml), rel
+        assert nonzero_parameters(s) < nonzero_parameters(m)
+    assert rank <= nonzero_parameters(s)
+    assert np.linalg.matrix_rank(Y[:, np.flatnonzero(dn.inertial_parameters(s))], tol=tol) == rank
 
 
 def test_parallel_axes_stop_short_of_the_base_parameters():

@@ -318,6 +318,17 @@ def test_warnings_saturation_sign_flip_and_a_joint_that_never_moves(arm7, tmp_pa
     assert any("'joint2'" in w and "saturated or clipped" in w for w in warns), text
     assert not any("'joint1'" in w and "saturated" in w for w in warns), text
     assert any("never move" in w and "joint7" in w for w in warns), text
+    # what the data cannot see stays at the URDF's values (times the efforts' scale k the report gives):
+    # joint7's friction, in OUT.urdf's <dynamics> and in OUT.yaml
+    import xml.etree.ElementTree as ET
+
+    rep = json.loads(rep_path.read_text())
+    k = rep["prior_factor"]
+    d0 = ET.parse(arm7.urdf).getroot().find("joint[@name='joint7']/dynamics")
+    d1 = ET.parse(out).getroot().find("joint[@name='joint7']/dynamics")
+    for a in ("damping", "friction"):
+        assert abs(float(d1.get(a)) - k * float(d0.get(a))) <= 1e-6 * max(1.0, float(d0.get(a))), (a, d1.attrib, k)
+    assert any(p["held_at_prior"] and "joint7" in p["name"] for p in rep["base_parameters"])
     flipped = str(tmp_path / "flip_bag")
     F = arm7.noisy.copy()
     F[:, 3] *= -1.0

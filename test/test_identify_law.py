@@ -42,8 +42,10 @@ class LawCase:
 
 
 def law_of_files(urdf_path, yaml_path):
-    """The law as the check evaluates it: OUT.urdf's inertias (Pinocchio), OUT.yaml's lists (numpy)."""
+    """The law as the check evaluates it: the inertias of the URDF OUT.yaml's urdf_path names (Pinocchio;
+    OUT.law.urdf beside OUT.urdf when the law is richer than a URDF), OUT.yaml's lists (numpy)."""
     rp = yaml.safe_load(open(yaml_path))["dynamics_node"]["ros__parameters"]
+    urdf_path = rp.get("urdf_path") or urdf_path
     fm = rp["friction_model"]
     law = {n: dict(Ia=rp["armature"][k], b=fm["viscous"][k], fc=fm["coulomb"][k], vc=fm["coulomb_velocity"][k],
                    fs=fm["stribeck"][k], vs=fm["stribeck_velocity"][k], o=fm["offset"][k])
@@ -77,7 +79,8 @@ def test_auto_recovers_the_truth_and_writes_the_node_parameter_file(case):
     assert np.sqrt(np.mean(rel ** 2)) < 0.02 and rel.max() < 0.05, rel
     # OUT.yaml: every joint in model order, the URDF's <dynamics> the same b and fc, absolute urdf_path
     doc = yaml.safe_load(out.with_suffix(".yaml").read_text())["dynamics_node"]["ros__parameters"]
-    assert doc["urdf_path"] == str(out.resolve()) and doc["friction"] is True
+    law_urdf = out.with_suffix(".law.urdf")              # the law's own inertias, beside OUT.urdf
+    assert doc["urdf_path"] == str(law_urdf.resolve()) and doc["friction"] is True
     fm = doc["friction_model"]
     assert fm["joints"] == list(case.model.joint_names) and len(doc["armature"]) == 7
     assert all(len(fm[k]) == 7 for k in ("viscous", "coulomb", "coulomb_velocity", "stribeck",
@@ -85,7 +88,7 @@ def test_auto_recovers_the_truth_and_writes_the_node_parameter_file(case):
     assert min(doc["armature"]) >= 0 and min(fm["viscous"]) >= 0 and min(fm["coulomb"]) >= 0
     import xml.etree.ElementTree as ET
 
-    joints = {j.get("name"): j for j in ET.parse(out).getroot().findall("joint")}
+    joints = {j.get("name"): j for j in ET.parse(law_urdf).getroot().findall("joint")}
     for k, n in enumerate(fm["joints"]):
         d = joints[n].find("dynamics")
         assert float(d.get("damping")) == fm["viscous"][k] and float(d.get("friction")) == fm["coulomb"][k]
@@ -99,11 +102,12 @@ def test_auto_recovers_the_truth_and_writes_the_node_parameter_file(case):
         m, p = np.array(c["measured"]), np.array(c["model"])
         assert len(c["velocity"]) > 10 and np.sqrt(np.mean((m - p) ** 2)) < 0.1 * np.abs(m).max(), n
     assert (case.tmp / "fit.png").stat().st_size > 20000
-    # OUT.urdf is physically consistent and loads strictly; the core's law equals the independent one
-    dn.load_model(str(out), strict=True)
-    pm = pin.buildModelFromUrdf(str(out))
-    for k in range(1, pm.njoints):
-        assert pm.inertias[k].mass > 0 and np.linalg.eigvalsh(pm.inertias[k].inertia).min() > 0
+    # OUT.urdf and OUT.law.urdf are physically consistent and load strictly
+    for path in (out, law_urdf):
+        dn.load_model(str(path), strict=True)
+        pm = pin.buildModelFromUrdf(str(path))
+        for k in range(1, pm.njoints):
+            assert pm.inertias[k].mass > 0 and np.linalg.eigvalsh(pm.inertias[k].inertia).min() > 0
 
 
 @pytest.fixture(scope="module")

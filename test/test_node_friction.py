@@ -1,6 +1,6 @@
 """The joint law of issue 27 in the node: the parameters friction_model.* and effort_command_friction
 (refused by name), OUT.yaml alone starting the node (`dynamics_node --ros-args --params-file OUT.yaml`
-and `make run URDF=OUT.urdf ARGS="--params-file OUT.yaml"`), whose inverse_dynamics and
+and `make run ARGS="--params-file OUT.yaml"`), whose inverse_dynamics and
 forward_dynamics answer as the law says (Pinocchio plus the formula in numpy), the effort command's
 friction compensation, and the simulated robot coasting to rest as the law's closed form says."""
 from __future__ import annotations
@@ -173,8 +173,7 @@ def test_node_started_from_out_yaml_answers_as_the_law_says(out_files, how):
     if how == "params_file_alone":
         p = Started(_exe() + ["--ros-args", "--params-file", str(out_files[1])])
     else:
-        p = Started(["make", "--no-print-directory", "run", f"URDF={out_files[0]}",
-                     f"ARGS=--params-file {out_files[1]}"])
+        p = Started(["make", "--no-print-directory", "run", f"ARGS=--params-file {out_files[1]}"])  # its urdf_path
     try:
         ns.ros().wait_for_service(InverseDynamics, "/dynamics_node/inverse_dynamics")
         _check_services(out_files)

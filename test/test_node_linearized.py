@@ -1,6 +1,8 @@
-"""The LinearizedDynamics service and dynamics_cli linearized_dynamics (issue 29 §2) against the library
-(dn.linearize, bit for bit), in-process through services.serve and on a running node; and the batch
-refusals over ROS naming the request's field (trajectory.points[3].velocities[2], issue 29 §1)."""
+"""The LinearizedDynamics service and dynamics_cli linearized_dynamics (issue 29 §2) against the library,
+as docs/node.md states it: in one process the service (its handler through services.serve, with a horizon:
+dn.linearize_batch) is dn.linearize bit for bit; a running node, another process, agrees to 1e-12 (it may
+run other machine code for the same kernels). And the refusals over ROS naming the request's field
+(velocity[2], trajectory.points[3].velocities[2], issue 29 §1)."""
 from __future__ import annotations
 
 import re

@@ -105,10 +105,8 @@ def test_it_serves_every_kind_of_entity_and_survives_a_failing_callback(ctx):
     t = threading.Thread(target=lambda: (ex.spin(), done.set()), daemon=True)
     t.start()
     time.sleep(0.1)
-    t0 = time.monotonic()
     rclpy.try_shutdown(context=ctx)
-    assert done.wait(5.0)
-    assert time.monotonic() - t0 < 5.0
+    assert done.wait(30.0)   # not a timing: spin() would wait forever if the shutdown went unnoticed
     ex.destroy()
     node.destroy_node()
 

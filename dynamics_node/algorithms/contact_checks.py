@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, RangeError
 from ._common import A_Q, A_QD, SINGULAR
 from .contact_ncp import NO_SOLUTION
 
@@ -41,15 +41,19 @@ def _raise(model, st, what, names, arrays, f_ext=None):
     from ..dispatch import raise_status
     from ..layout import BODY_I, HEADER_I, J_VI
 
-    if st == NO_SOLUTION:
-        raise InputError(f"{what}: no contact forces satisfy the contact conditions here (with Coulomb friction "
-                         "the problem may have no solution, Painlevé's paradox, or one that the solver did not "
-                         "find): lower the friction coefficients or drop contacts")
+    extras = (("f_ext", f_ext),) if f_ext else ()
+    if st == NO_SOLUTION:  # also what inputs out of range lead to: the route names such an input (refuse)
+        from ..dispatch import refuse
+        refuse(model, what, RangeError(
+            f"{what}: no contact forces satisfy the contact conditions here (with Coulomb friction the problem may "
+            "have no solution, Painlevé's paradox, or one that the solver did not find): lower the friction "
+            "coefficients or drop contacts", symptom="no contact forces satisfy the contact conditions (the solver "
+            "found none)"), names, arrays, extras)
     if st // 100000000 == SINGULAR:
         k = st % 100000
         vi = model.mi[HEADER_I + J_VI::BODY_I]
         st = SINGULAR * 100000000 + int(np.searchsorted(vi, k, side="right") - 1)
-    raise_status(model, st, False, what, names, arrays, (("f_ext", f_ext),) if f_ext else ())
+    raise_status(model, st, False, what, names, arrays, extras)
 
 
 def _dense_terms(model, q, qd, tau, packed, f_ext):

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..dispatch import Route, check_model, to_tree, wrenches
-from ..batch_errors import blame_row
-from ..errors import InputError, SingularMassMatrixError
+from ..batch_errors import out_of_range, symptom_of
+from ..errors import InputError, RangeError, SingularMassMatrixError
 from ._common import EMPTY, raise_status
 from .aba_derivatives import aba_derivatives_kernel
 from .derivatives_c import (FD_EXTRA, G_EXTRA, ID_EXTRA, aba_derivatives_c, gravity_derivatives_c,
@@ -134,16 +134,17 @@ def batch_rows(names, arrays):
 
 def each_state(model, what, names, arrays, fn):
     """[fn(row k of each array) for every k]: the single-state function per state, whose refusal of a
-    finite state (an overflow) is re-raised naming the sample and field as 'QD[3, 2]' (batch_errors)."""
+    finite state (an overflow, H singular) is re-raised naming the entry out of range as 'QD[3, 2]' (batch_errors)."""
     batch_rows(names, arrays)
     out = []
     for k in range(arrays[0].shape[0]):
         try:
             out.append(fn(*(A[k] for A in arrays)))
+        except (RangeError, SingularMassMatrixError) as e:  # the entry of state k out of range, if any
+            blamed = out_of_range(model, what, f"{symptom_of(e)} at state {k}", names, arrays, row=k)
+            raise blamed or type(e)(f"{what}: state {k}: {e}") from None
         except InputError as e:
-            raise InputError(blame_row(model, what, names, arrays, k, str(e))) from None
-        except SingularMassMatrixError as e:
-            raise SingularMassMatrixError(f"{what}: state {k}: {e}") from None
+            raise InputError(f"{what}: state {k}: {e}") from None
     return out
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._jit import njit, types
 from ..dispatch import Route, magnitudes, overflow
-from ..errors import InputError, clip
+from ..errors import InputError, RangeError, clip
 from ..layout import BODY_I, HEADER_I, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT, J_VI
 from ._common import F1, F2, FASTMATH, I1, SINGULAR
 from .crba import crba_kernel
@@ -179,10 +179,11 @@ def _explain(M, sel, link):
     names = [ROW_NAMES[int(i)] for i in sel]
     weight = np.linalg.norm(V[:, :k], axis=1)  # each row's share in the lost directions
     dep = [n for n, x in zip(names, weight) if x > 1e-3 * np.max(weight)]
-    raise InputError(f"the Jacobian of link '{link}' loses rank here: its rows {', '.join(names)} have rank "
+    raise RangeError(f"the Jacobian of link '{link}' loses rank here: its rows {', '.join(names)} have rank "
                      f"{len(names) - k} of {len(names)} (the lost directions involve rows {', '.join(dep)}), so "
                      "J H^-1 J^T is singular and the operational-space inertia does not exist; pass rows= a subset "
-                     f"of full rank (names: {', '.join(ROW_NAMES)})")
+                     f"of full rank (names: {', '.join(ROW_NAMES)})",
+                     symptom=f"the Jacobian of link '{link}' loses rank (rank {len(names) - k} of {len(names)})")
 
 
 def _osi(model, data, w, qt, point, link, rows):

@@ -20,8 +20,9 @@ The method, each choice with its source:
   coefficients of the fit's class (issue 27, algorithms/friction.py: b qd + fc s(qd) [+ o + Ia qdd
   [+ fs exp(-(qd/vs)^2) s(qd)]], s = sign or tanh(qd / vc)). Stacked per joint as Gram matrices.
 - The class and the law's nonlinear velocity scales vc, vs (classes.py): per joint from grids, by
-  cross-validation in contiguous time blocks of the training window; ``auto`` keeps the simplest
-  class no richer one beats by more than 1 %.
+  cross-validation in contiguous time blocks of the training window, each held-out block scored on
+  its recorded (unfiltered) efforts; ``auto`` keeps the simplest class no richer one beats by more
+  than 1 %.
 - Base parameters (params.py): numerical reduction of the regressor's columns by QR with column
   pivoting at random states (Gautier, "Numerical calculation of the base inertial parameters of
   robots", ICRA 1990; Gautier & Khalil 1990).
@@ -33,13 +34,18 @@ The method, each choice with its source:
   Slotine, "Linear matrix inequalities for physically consistent inertial parameter
   identification", IEEE RA-L 2017), friction >= 0, solved as a semidefinite program with cvxpy and
   Clarabel (SCS as fallback); a weak, scale-equivariant pull toward the URDF's values acts only where
-  the data say little.
+  the data say little, and what the data cannot tell from those values is held there (fit.py).
+- Two fits when the class is richer than a URDF holds (solve.py): the law's (OUT.law.urdf with
+  OUT.yaml) and the URDF class's own (OUT.urdf), since inertias fitted together with offsets and
+  armature are not the best a URDF alone can carry.
 - Output (urdf_out.py): the input URDF's XML with new <inertial> and <dynamics>, reloaded with
   strict=True before it replaces OUT.urdf; law_out.py: OUT.yaml beside it, the whole law as the
   node's parameter file; report.py: JSON and PNG (torques over time, friction curves).
-- evaluate: every message of the window at its own stamp (the filtered grid's states interpolated
-  there), the law from OUT.yaml, against the recorded efforts; nothing dropped at the filter's edges
-  (signals.lowpass pads the recording's ends with a cubic trend).
+- evaluate: the recording's joint states merged by joint name as the node merges them (signals.
+  joint_states), each joint's recorded effort against the prediction at its own stamp (the filtered
+  grid's states interpolated there), the law from OUT.yaml with the URDF its urdf_path names;
+  nothing dropped at the filter's edges (signals.lowpass pads the recording's ends with a cubic
+  trend).
 - Excitation (excite.py): finite Fourier series optimised for the condition number of the base
   regressor (Swevers et al., IEEE T-RA 1997).
 """

@@ -3,11 +3,12 @@
     dynamics_identify fit BAG --urdf ROBOT.urdf --output OUT.urdf [--friction {coulomb,smooth,stribeck,auto}]
                           [--topic /joint_states] [--from S] [--to S] [--report FIT.json] [--plot FIT.png]
                           (writes OUT.urdf and OUT.yaml, the joint law as the node's parameter file)
-    dynamics_identify evaluate BAG --urdf OUT.urdf [--params OUT.yaml] [--topic ...] [--from S] [--to S]
-                               [--report ...] [--plot ...]
+    dynamics_identify evaluate BAG [--urdf OUT.urdf] [--params OUT.yaml | none] [--topic ...] [--from S]
+                               [--to S] [--report ...] [--plot ...]
     dynamics_identify excite --urdf ROBOT.urdf --output TRAJ.yaml [--duration S] [--period S]
 
-Exit code 0 on success, 1 with one line naming the problem on bad input (nothing written).
+Exit code 0 on success, 1 with one line naming the problem on bad input (nothing written), 2 with one
+line on an internal error.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def _parser():
                        ("evaluate", "compare a URDF's torques (friction on) with a recording")):
         s = sub.add_parser(name, help=what)
         s.add_argument("bag", help="rosbag2 folder (sqlite3 or MCAP) or a bare .db3 / .mcap file")
-        s.add_argument("--urdf", required=True)
+        s.add_argument("--urdf", required=name == "fit", default=None,
+                       help=None if name == "fit" else "the URDF (default: the urdf_path of --params)")
         if name == "fit":
             s.add_argument("--output", required=True, help="the identified URDF")
             s.add_argument("--prior-weight", type=float, default=1.0,
@@ -38,7 +40,8 @@ def _parser():
                            help="the joint law's class (docs/identify.md); auto: chosen by cross-validation")
         else:
             s.add_argument("--params", default=None,
-                           help="the joint law's parameter file (default: OUT.yaml beside --urdf, if there)")
+                           help="the node's parameter file with the joint law, which brings the URDF its urdf_path "
+                                "names (default: OUT.yaml beside --urdf, if there); none: the URDF alone")
         s.add_argument("--topic", default="/joint_states")
         s.add_argument("--from", dest="t_from", type=float, default=None, help="s after the topic's first message")
         s.add_argument("--to", dest="t_to", type=float, default=None, help="s after the topic's first message")
@@ -59,11 +62,20 @@ def main(argv=None) -> int:
     from ..errors import DynamicsError, clip
 
     try:
+        if args.command in ("fit", "evaluate"):
+            import math
+
+            pw = getattr(args, "prior_weight", 1.0)
+            for opt, v in (("--from", args.t_from), ("--to", args.t_to), ("--prior-weight", pw)):
+                if v is not None and not math.isfinite(v):
+                    raise DynamicsError(f"{opt} must be a finite number, got {v!r}")
+            if pw < 0:
+                raise DynamicsError(f"--prior-weight must be >= 0, got {args.prior_weight:g}")
+            if args.t_from is not None and args.t_to is not None and args.t_to <= args.t_from:
+                raise DynamicsError(f"--to ({args.t_to:g}) must be after --from ({args.t_from:g})")
         if args.command == "fit":
             from .run import fit_command
 
-            if args.t_from is not None and args.t_to is not None and args.t_to <= args.t_from:
-                raise DynamicsError(f"--to ({args.t_to:g}) must be after --from ({args.t_from:g})")
             fit_command(args)
         elif args.command == "evaluate":
             from .run import evaluate_command
@@ -74,9 +86,18 @@ def main(argv=None) -> int:
 
             excite_command(args)
     except (DynamicsError, OSError) as e:
-        print(f"dynamics_identify {args.command}: error: {clip(e, 1500)}", file=sys.stderr)
+        print(f"dynamics_identify {args.command}: error: {_line(clip(e, 1500))}", file=sys.stderr)
         return 1
+    except Exception as e:  # noqa: BLE001 - a bug of ours: still one line, and a different exit code
+        print(f"dynamics_identify {args.command}: internal error: {type(e).__name__}: {_line(clip(e, 600))} "
+              "(please report it with the command line)", file=sys.stderr)
+        return 2
     return 0
+
+
+def _line(text):
+    """One line: the message's own line breaks as spaces."""
+    return " ".join(str(text).split())
 
 
 if __name__ == "__main__":

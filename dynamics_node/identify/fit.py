@@ -18,9 +18,15 @@ closest to it (a semidefinite program), see dynamics_node.identify's docstring f
    equations in directions the data determine. It is scale-equivariant: k is the least-squares
    factor between the measured torques and the URDF model's (efforts twice as large give k twice as
    large, p twice as large: torques exactly doubled), and D scales with k too.
+4. Held at the prior (equality constraints B_i p = k B_i p0): the base parameters outside the span
+   the data excite, and the undetermined ones (std above 10 % of their typical size) that the data
+   cannot tell from the prior as a set (_held). Holding those costs the fit about what noise would;
+   holding every undetermined one would not (on weak excitation many are undetermined yet far from
+   the URDF's values, and their held-out error doubled). The report names both kinds.
 """
 from __future__ import annotations
 
+import warnings as _warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +39,7 @@ from .stack import grams
 EIG_TOL = 1e-10
 EPS_LMI = 1e-4
 DETERMINED = 0.1  # a base parameter is determined when its std is below this fraction of its typical size
+HOLD_SIGMAS = 2.0  # an undetermined base parameter this close to the prior (in its std) may be held there
 
 
 @dataclass
@@ -48,6 +55,8 @@ class Fit:
     equations: np.ndarray         # per joint
     solver: str
     warnings: list = field(default_factory=list)
+    held: np.ndarray = None       # bool per base parameter: held at the prior's value (undetermined)
+    absent: np.ndarray = None     # bool per base parameter: its columns are zero in the data (not in the law)
 
 
 def _pseudo_basis():
@@ -114,14 +123,43 @@ def fit(par, samples, prior_weight=1.0, shapes=None) -> Fit:
                         f"({k:.3g}): sign convention or units? The prior is used as it is")
         k = 1.0
     typical = np.abs(B) @ (par.scale_data * np.where(np.arange(par.P) < N_PARAMS * par.nb, k, 1.0))
-    determined = (std < DETERMINED * typical) & _in_span(info, r)
+    span = _in_span(info, r)
+    determined = (std < DETERMINED * typical) & span
     if not determined.any():
         raise InputError("too little excitation to identify anything: the data determine none of the "
                          f"{r} base parameters ({clip_names(par.base_names(B), 400, quote=False)})")
     # 3: the constrained problem
-    p, solver = _constrained(par, info, B, k, prior_weight, float(np.sum(counts)))
+    # held at the prior (_held): what the data cannot see, and what they determine poorly and cannot tell
+    # from the prior; the report says which (solve.base_parameter_report)
+    hold = _held(pB - k * pB0, cov, std, span, determined)
+    p, solver, held = _constrained(par, info, B, k, prior_weight, float(np.sum(counts)), hold, typical)
     return Fit(p=p, p_ls=pB, std=std, determined=determined, sigma=sigma, condition=info["cond"],
-               prior_factor=k, samples=Q.shape[0], equations=counts, solver=solver, warnings=warnings)
+               prior_factor=k, samples=Q.shape[0], equations=counts, solver=solver, warnings=warnings,
+               held=held, absent=np.diag(info["G"]) <= 0)
+
+
+def _held(delta, cov, std, span, determined):
+    """The base parameters held at the prior: those outside the span the data excite, and, taken from the
+    undetermined ones in order of |delta| / std, the largest set the data cannot tell from the prior as a
+    whole: its Mahalanobis distance delta_H^T cov_HH^-1 delta_H at most HOLD_SIGMAS^2 / 4 per parameter
+    (on average within half of HOLD_SIGMAS standard deviations), so that holding them costs the fit
+    about as much as noise would."""
+    hold = ~span.copy()
+    cand = np.nonzero(span & ~determined & (np.abs(delta) <= HOLD_SIGMAS * std))[0]
+    cand = cand[np.argsort(np.abs(delta[cand]) / std[cand])]
+    H = []
+    for i in cand:
+        T = H + [i]
+        C = cov[np.ix_(T, T)]
+        d = delta[T]
+        try:
+            d2 = float(d @ np.linalg.solve(C, d))
+        except np.linalg.LinAlgError:
+            continue
+        if d2 <= 0.25 * HOLD_SIGMAS ** 2 * len(T):
+            H = T
+    hold[H] = True
+    return hold
 
 
 def _in_span(info, r):
@@ -133,7 +171,7 @@ def _in_span(info, r):
     return np.sum(null ** 2, axis=1) < 1e-6
 
 
-def _constrained(par, info, B, k, gamma, n_eq):
+def _constrained(par, info, B, k, gamma, n_eq, hold=None, typical=None):
     import cvxpy as cp
 
     nb, P = par.nb, par.P
@@ -165,18 +203,28 @@ def _constrained(par, info, B, k, gamma, n_eq):
     if "stribeck" in par.fields:  # fs of either sign, fc + fs >= 0: friction at rest never drives the joint
         c0, s0 = par.fidx("coulomb", 0), par.fidx("stribeck", 0)
         cons.append(cp.multiply(D[c0:c0 + nf], x[c0:c0 + nf]) + cp.multiply(D[s0:s0 + nf], x[s0:s0 + nf]) >= 0)
-    prob = cp.Problem(cp.Minimize(obj), cons)
+    held = np.zeros(B.shape[0], bool) if hold is None else hold.copy()
+    eq = []
+    if held.any():  # undetermined base parameters stay at the prior's values: B_i p = k B_i p0
+        R = (B[held] * D[None, :]) / typical[held][:, None]
+        eq = [R @ x == (k * B[held] @ par.prior) / typical[held]]
+    prob = cp.Problem(cp.Minimize(obj), cons + eq)
     used = None
     for solver in ("CLARABEL", "SCS"):
         if solver not in cp.installed_solvers():
             continue
         try:
-            prob.solve(solver=solver)
+            with _warnings.catch_warnings():  # "may be inaccurate": the status says so, and the report has it
+                _warnings.simplefilter("ignore", UserWarning)
+                prob.solve(solver=solver)
         except cp.error.SolverError:
             continue
         if prob.status in ("optimal", "optimal_inaccurate") and x.value is not None:
             used = f"{solver} ({prob.status})"
             break
+    if used is None and eq:  # the held values and physical consistency together infeasible: hold none
+        held[:] = False
+        return _constrained(par, info, B, k, gamma, n_eq)[:2] + (held,)
     if used is None:
         raise InputError(f"the constrained fit failed (solver status {prob.status}); the data may be degenerate")
-    return D * np.asarray(x.value), used
+    return D * np.asarray(x.value), used, held

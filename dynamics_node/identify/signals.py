@@ -18,12 +18,13 @@ filtering, differentiation (module docstring of dynamics_node.identify says why 
    Gautier 1997; the other columns are smooth functions of the filtered states).
 5. The whole recording is filtered (its ends padded: lowpass), then the window cut out; for the fit
    3 / f_c at the recording's ends (the filter's edges) are dropped, for evaluate nothing (edges=False,
-   at_messages: every message of the window); the fit takes every k-th sample so that its
-   rate stays above 5 f_c (parallel decimation, Gautier 1997: the filtered signals carry nothing
-   above f_c).
+   joint_states: every joint state of the window, merged by name as the node merges them); the fit
+   takes every k-th sample so that its rate stays above 5 f_c (parallel decimation, Gautier 1997:
+   the filtered signals carry nothing above f_c).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +34,9 @@ from .bag import BagError
 
 MIN_DURATION = 2.0   # s of window after the edges are dropped
 MIN_SAMPLES = 30
+EFFORT_LIMIT = 1e9     # N m (N): above any joint's torque (or force) by orders of magnitude
+POSITION_LIMIT = 1e6   # rad (m)
+STILL = 1e-9           # rad/s (m/s): a differentiated velocity below this is zero
 
 
 @dataclass
@@ -96,9 +100,9 @@ def choose_cutoff(Q, fs):
 
 def lowpass(X, fs, fc):
     """The zero-phase low-pass of the module docstring, its edges padded by ``_extend``."""
-    from scipy.signal import butter, sosfiltfilt
+    from scipy.signal import sosfiltfilt
 
-    sos = butter(4, fc, fs=fs, output="sos")
+    sos = _butter(float(fc), float(fs))
     n = X.shape[0]
     pad = min(n - 1, int(np.ceil(3.0 * fs / fc)))
     if pad < 8:
@@ -106,6 +110,13 @@ def lowpass(X, fs, fc):
     L = min(n, max(8, int(np.ceil(0.5 * fs / fc))))
     Xp = np.concatenate([_extend(X[:L][::-1], pad)[::-1], X, _extend(X[-L:], pad)], axis=0)
     return sosfiltfilt(sos, Xp, axis=0, padtype=None)[pad:pad + n]
+
+
+@functools.lru_cache(maxsize=16)
+def _butter(fc, fs):
+    from scipy.signal import butter
+
+    return butter(4, fc, fs=fs, output="sos")
 
 
 def _extend(Y, pad):
@@ -152,6 +163,24 @@ def _saturation(e, limit):
     return sat
 
 
+def _magnitudes(s, name, topic, warnings):
+    """Refuses positions and efforts no joint has (the fit's squares would overflow, or the units are
+    wrong), naming the joint; infinite values are left out like missing ones, with a warning."""
+    for what, x, limit, unit in (("efforts", s.effort, EFFORT_LIMIT, "N m or N"),
+                                 ("positions", s.position, POSITION_LIMIT, "rad or m")):
+        ok = np.isfinite(x)
+        if ok.any() and float(np.abs(x[ok]).max()) > limit:
+            raise BagError(f"joint '{clip_names([name], 80, quote=False)}': {what} up to {np.abs(x[ok]).max():.3g} in "
+                           f"the recording on '{topic}': not what a joint measures (above {limit:g} {unit}); "
+                           "check the driver's units and fields")
+        inf = int(np.isinf(x).sum())
+        if inf:
+            warnings.append(f"joint '{name}': {inf} infinite {what} left out (like missing values)")
+    if not np.isfinite(s.position).any():
+        raise BagError(f"joint '{clip_names([name], 80, quote=False)}' has no finite position in the recording on "
+                       f"'{topic}'")
+
+
 def prepare(rec, model, t_from=None, t_to=None, cutoff=None, edges=True) -> Samples:
     """The Samples of the model's joints from a Recording (module docstring). BagError for joints of
     the model missing from the recording, a window with too few samples, or joints without efforts.
@@ -169,6 +198,8 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None, edges=True) -> Samp
     if no_eff:
         raise BagError(f"no effort for joints {clip_names(no_eff)} in the recording on '{rec.topic}': "
                        "identification needs the measured torque of every moving joint")
+    for nm in names:
+        _magnitudes(rec.joints[nm], nm, rec.topic, warnings)
     fs = _rate(rec, names)
     lo = max(float(rec.joints[n].t[0]) for n in names)
     hi = min(float(rec.joints[n].t[-1]) for n in names)
@@ -207,6 +238,7 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None, edges=True) -> Samp
     Qf = lowpass(Q, fs, fc)
     Ef = lowpass(E, fs, fc)
     QD, QDD = derivatives(t, Qf)
+    QD[np.abs(QD) < STILL] = 0.0  # a joint held still: rounding, not motion (sign(qd) would flip on it)
     SGN = lowpass(np.sign(QD), fs, fc)
     sat = np.zeros((n, len(names)), bool)
     for j, nm in enumerate(names):
@@ -224,22 +256,56 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None, edges=True) -> Samp
                    warnings=warnings, grid=(t, Qf, QD, QDD), keep=keep)
 
 
-def at_messages(rec, S, names, t_from=None, t_to=None):
-    """For evaluate: every message of the window, none dropped (the filter's edges included). Returns
-    (t: the distinct stamps of the window's messages, Q, QD, QDD there: the filtered grid's states
-    interpolated, E: the recorded efforts there, NaN where a stamp carries no effort of that joint)."""
-    t_grid, Qg, QDg, QDDg = S.grid
+def joint_states(rec, names, t_from=None, t_to=None):
+    """For evaluate: the recording's joint states as the node merges them (stream.JointStateMerger: the
+    latest value of each joint by name), none dropped at the filter's edges. A joint state is complete
+    when every joint of ``names`` has a new value since the previous one: one per message when one
+    publisher sends every joint, one per round when several publishers each send some (joints 1-4 and
+    5-7: two messages, one joint state). Returns (t: each joint state's time, the stamp of the message
+    that completed it, within the window; T: per joint state and joint the stamp of the value it
+    holds; E: the recorded effort there, NaN where that message had none)."""
+    series = [rec.joints[n] for n in names]
     lo = -np.inf if t_from is None else float(t_from) - 1e-9
     hi = np.inf if t_to is None else float(t_to) + 1e-9
-    stamps = np.unique(np.concatenate([rec.joints[n].t for n in names]))
-    t = stamps[(stamps >= lo) & (stamps <= hi)]
-    E = np.full((t.size, len(names)), np.nan)
-    for j, nm in enumerate(names):
-        s = rec.joints[nm]
-        k = np.searchsorted(t, s.t)
-        ok = (k < t.size) & (t[np.minimum(k, t.size - 1)] == s.t) if t.size else np.zeros(s.t.size, bool)
-        E[k[ok], j] = s.effort[ok]
+    first = series[0].t
+    if all(s.t.size == first.size and np.array_equal(s.t, first) for s in series):
+        T = np.repeat(first[:, None], len(names), axis=1)   # every message names every joint
+        E = np.stack([s.effort for s in series], axis=1)
+        t = first
+    else:
+        tt = np.concatenate([s.t for s in series])
+        jj = np.concatenate([np.full(s.t.size, j) for j, s in enumerate(series)])
+        kk = np.concatenate([np.arange(s.t.size) for s in series])
+        order = np.argsort(tt, kind="stable")
+        latest = np.zeros(len(names), dtype=np.int64)
+        fresh = np.zeros(len(names), bool)
+        left = len(names)
+        rows, done = [], []
+        for e in order:
+            j = jj[e]
+            latest[j] = kk[e]
+            if not fresh[j]:
+                fresh[j] = True
+                left -= 1
+            if left == 0:
+                rows.append(latest.copy())
+                done.append(tt[e])
+                fresh[:] = False
+                left = len(names)
+        K = np.array(rows, dtype=np.int64).reshape(-1, len(names))
+        T = np.stack([series[j].t[K[:, j]] for j in range(len(names))], axis=1) if K.size else \
+            np.zeros((0, len(names)))
+        E = np.stack([series[j].effort[K[:, j]] for j in range(len(names))], axis=1) if K.size else \
+            np.zeros((0, len(names)))
+        t = np.asarray(done, dtype=float)
+    w = (t >= lo) & (t <= hi)
+    return t[w], T[w], E[w]
+
+
+def states_at(S, times):
+    """The filtered grid's (Q, QD, QDD) interpolated at ``times`` (any shape of stamps: (n,) -> (n, nv))."""
+    t_grid, Qg, QDg, QDDg = S.grid
 
     def at(X):
-        return np.stack([np.interp(t, t_grid, X[:, j]) for j in range(X.shape[1])], axis=1)
-    return t, at(Qg), at(QDg), at(QDDg), E
+        return np.stack([np.interp(times, t_grid, X[:, j]) for j in range(X.shape[1])], axis=1)
+    return at(Qg), at(QDg), at(QDDg)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import array
 import math
+import re
 from typing import Optional, Sequence
 
 import numpy as np
@@ -399,3 +400,46 @@ def check_payload(link: str, mass: float, com, inertia) -> None:
     if i6.size != 6:
         raise InputError(f"inertia: expected 6 values (ixx ixy ixz iyy iyz izz), got {i6.size}")
     finite_or_raise(i6, "inertia", ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"), kind=None)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A core refusal in the request's words
+_CORE_ENTRY = re.compile(r"\b(q|qd|qdd|tau|qd_minus|point)\[(\d+)\]"
+                         r"|\bf_ext\[(['\"])(.*?)\3\]\[(\d)\](?: \((?:f|t)[xyz]\))?")
+CORE_FIELDS = {"q": "position", "qd": "velocity", "qd_minus": "velocity", "qdd": "acceleration", "tau": "effort"}
+_WRENCH_FIELDS = ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z")
+
+
+def request_fields(message: str, conv, req) -> str:
+    """``message`` of a core function called on a request's arrays, its argument entries renamed as the
+    request's fields: q[i] -> position[c], qd[i] -> velocity[c], qdd[i] -> acceleration[c], tau[i] ->
+    effort[c] (c: the entry's index in the request's joint order, ``name``), point[i] -> point.x (a
+    Jacobian's) and f_ext['link'][i] ->
+    external_wrenches[k].wrench.force.x ... (k: the first wrench on that link). Entries whose field the
+    request does not have are left as they are."""
+    if "[" not in message:
+        return message
+    try:
+        order = conv.order(list(getattr(req, "name", None) or []))
+    except Exception:  # noqa: BLE001 - a name list the handler refused already: keep the message
+        return message
+
+    def sub(m):
+        if m.group(1) == "point":   # a Jacobian's geometry_msgs/Point
+            return f"point.{'xyz'[int(m.group(2))]}" if hasattr(req, "point") and int(m.group(2)) < 3 else m.group(0)
+        if m.group(1):
+            field = CORE_FIELDS[m.group(1)]
+            if not hasattr(req, field):
+                return m.group(0)
+            i = int(m.group(2))
+            index = np.asarray(order.q_index if m.group(1) == "q" else order.v_index)
+            hits = np.flatnonzero(index == i)
+            return f"{field}[{int(hits[0]) if hits.size else i}]"
+        ws = list(getattr(req, "external_wrenches", None) or [])
+        on = [k for k, w in enumerate(ws) if w.header.frame_id == m.group(4)]
+        if not on:
+            return m.group(0)
+        more = f" (with the {len(on) - 1} other(s) on '{m.group(4)}')" if len(on) > 1 else ""
+        return f"external_wrenches[{on[0]}].wrench.{_WRENCH_FIELDS[int(m.group(5))]}{more}"
+    return _CORE_ENTRY.sub(sub, message)
+

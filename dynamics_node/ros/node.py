@@ -22,7 +22,8 @@ from ..errors import DynamicsError, InputError, clip
 from . import diagnostics as diag
 from .conversions import check_payload
 from .model_state import WAITING, payload_table, plan, summary_lines, warm_loader, warm_up
-from .params import MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, declare, plain, validate
+from .params import (MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, declare, plain,
+                     unknown_overrides, validate)
 from .services import SERVICES, serve
 from .stream import LatestJointStates
 from .stream_process import StreamProcess
@@ -52,6 +53,10 @@ class DynamicsNode(Node):
             self.cfg = validate(self.values, self.get_name(), self.get_namespace())
         except ConfigError as e:
             raise StartupError(f"{e}") from None
+        for text in unknown_overrides(self):  # a misspelled key of a parameter file: said, or refused (strict)
+            if self.cfg.strict:
+                raise StartupError(f"{text} (strict: true refuses unknown parameters)")
+            self.get_logger().warning(text)
 
         # the stream runs in a process of its own (stream_process.py) and shares its merge of the
         # joint states (latest.py) for gravity_compensation's "latest", the markers and diagnostics

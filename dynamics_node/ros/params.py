@@ -1,10 +1,10 @@
 """The node's parameters: one table (defaults, types, ranges, descriptions) and a pure `validate`.
 
-`PARAMETERS` is the single source: the node declares exactly these (with the ranges in their
-descriptors), `dynamics_node --help` lists them, and the tests check the shipped config files
-against it. `validate(values) -> Config` checks a whole set of values without a node, a model or a
-ROS context, so a parameter change is judged before anything is touched; what needs the model
-(a payload's link, command_joints) is checked when the model state is built (model_state.py).
+`PARAMETERS` is the single source: the node declares exactly these (ranges in their descriptors),
+`dynamics_node --help` lists them, the tests check the shipped config files against it, and a name given
+at start that is none of them is warned of (`unknown_overrides`). `validate(values) -> Config` checks
+values without a node, model or ROS context; what needs the model (a payload's link, command_joints,
+simulation_pd_gains...) is checked when the model state is built, before a change is accepted.
 
 Plausibility bounds (values no robot has are refused with the reason; the previous value stays):
 gravity at most 100 m/s^2 in magnitude; a payload of at most 10,000 kg, its centre of mass within
@@ -12,6 +12,7 @@ gravity at most 100 m/s^2 in magnitude; a payload of at most 10,000 kg, its cent
 """
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
@@ -45,7 +46,7 @@ PARAMETERS = {
     "xacro_args": Param([], "string_array", "Arguments of a .xacro urdf_path, each 'name:=value'."),
     "strict": Param(False, "bool", "True: a physically doubtful description (inertias breaking "
                     "the triangle inequality, unknown joints in transmissions) is refused "
-                    "instead of loaded with warnings."),
+                    "instead of loaded with warnings, and so is an unknown parameter name at start."),
     "floating_base": Param(False, "bool", "True: the root link is a free-floating body (q starts "
                            "with x y z qx qy qz qw)."),
     "gravity": Param([0.0, 0.0, -9.81], "double_array", "Gravity vector in the world (root) frame "
@@ -417,7 +418,6 @@ def _simulation(v) -> dict:
     return out
 
 
-
 def _model_terms(v) -> dict:
     """model_terms_links and model_terms_points: names, and 0 or 3 finite values per link within
     10 m of its origin (the links themselves are checked against the model: check_model_terms)."""
@@ -446,6 +446,15 @@ def check_model_terms(cfg: Config, link_names) -> None:
                               f"{shown}); leave model_terms_links empty for no model_terms topic")
 
 
+def unknown_overrides(node) -> list:
+    """A line per name given at start (parameter file, -p) that is no parameter: rclpy ignores it in silence."""
+    names = [n for n in sorted(getattr(node, "_parameter_overrides", None) or {})
+             if not (node.has_parameter(n) or n.startswith("qos_overrides."))]
+    return [f"unknown parameter '{clip(n)}' (a parameter file or -p) is ignored: " + next(
+        (f"did you mean '{m}'?" for m in difflib.get_close_matches(n, list(PARAMETERS), n=1, cutoff=0.6)),
+        "see dynamics_node --help") for n in names]
+
+
 def descriptor(name: str):
     """The rcl_interfaces ParameterDescriptor of a parameter, with its range."""
     from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
@@ -468,19 +477,13 @@ def declare(node, urdf_path_default: str = "") -> dict:
 
     for name, p in PARAMETERS.items():
         default = urdf_path_default if (name == "urdf_path" and urdf_path_default) else p.default
-        if isinstance(default, list) and not default:  # an empty list has no type for rclpy
-            ptype = Parameter.Type(descriptor(name).type)
-            node.declare_parameter(name, ptype, descriptor(name))
-            try:
-                node.get_parameter(name)
-            except ParameterUninitializedException:
-                node.set_parameters([Parameter(name, ptype, [])])
-        else:
-            node.declare_parameter(name, default, descriptor(name))
-            try:
-                node.get_parameter(name)
-            except ParameterUninitializedException:  # `-p name:=[]` on an array with a default: empty
-                node.set_parameters([Parameter(name, Parameter.Type(descriptor(name).type), [])])
+        d = descriptor(name)
+        ptype = Parameter.Type(d.type)
+        node.declare_parameter(name, ptype if isinstance(default, list) and not default else default, d)
+        try:  # an empty list has no type for rclpy: declared by type, uninitialised unless overridden
+            node.get_parameter(name)
+        except ParameterUninitializedException:  # that, or `-p name:=[]` on an array with a default: empty
+            node.set_parameters([Parameter(name, ptype, [])])
     return {name: plain(name, node.get_parameter(name).value) for name in PARAMETERS}
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 import dynamics_node as dn
 from ..errors import DynamicsError, InputError, clip
-from .conversions import finite_or_raise, to_float64_array, wrench_to_tuple
+from .conversions import finite_or_raise, request_fields, to_float64_array, wrench_to_tuple
 from .model_state import WAITING
 from .linearized import request_field, trajectory_field
 from .model_terms import jacobian_options, model_terms
@@ -257,8 +257,8 @@ def serve(ctx, leaf, handler, stats):
                 raise InputError(f"no model yet: {WAITING}")
             handler(ctx, st, req, res)
             res.success = True
-        except (InputError, ConfigError) as e:
-            res.success, res.message = False, str(e)
+        except (InputError, ConfigError) as e:   # a core refusal names the request's fields (velocity[2])
+            res.success, res.message = False, request_fields(str(e), st.conv, req) if st is not None else str(e)
         except DynamicsError as e:
             res.success, res.message = False, f"{type(e).__name__}: {e}"
         except Exception as e:  # noqa: BLE001 - a request must never stop the node

@@ -61,6 +61,10 @@ def check_simulation(cfg, model) -> None:
             raise ConfigError(f"simulation_initial_positions[{k}]: the model has no joint '{clip(name)}' (its "
                               f"joints: {_names(model.joint_names)}"
                               f"{'; the base: root.x .. root.qw' if model.floating_base else ''})")
+    n, ng = len(model.joint_names), len(cfg.simulation_pd_gains)
+    if ng not in (0, 2, 2 * n):  # refused with the parameter, not later by the stream (sim_commands.py)
+        raise ConfigError(f"simulation_pd_gains: expected 0, 2 or {2 * n} values (kp kd for every joint, or per "
+                          f"joint in the model's order {_names(model.joint_names)}), got {ng}")
     moving = set(moving_links(model))
     for k, link in enumerate(cfg.simulation_contact_links):
         if link not in model.link_names:

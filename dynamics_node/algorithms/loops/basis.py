@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import InputError
+from ...errors import RangeError
 from .constraints import check_stab, matrix_rank, names, rank_tol, terms, v_labels
 
 
@@ -86,9 +86,10 @@ def constraint_basis(model, q, qd=None, independent=None, stabilization_time=Non
     if independent is not None:
         r_all = matrix_rank(K)
         if len(dep) < r_all:
-            raise InputError(
+            raise RangeError(
                 f"joints {sorted(names(independent))} cannot all be independent: the other joints "
-                f"do not close loop(s) {', '.join(model.loop_joints)} (rank {len(dep)} < {r_all})")
+                f"do not close loop(s) {', '.join(model.loop_joints)} (rank {len(dep)} < {r_all})",
+                symptom=f"the loop constraints lose rank ({len(dep)} < {r_all})")
     labels = v_labels(model)
     return G, g, [labels[i] for i in indep]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import InputError
+from ...errors import InputError, RangeError
 from .constraints import names, terms, vec
 
 
@@ -80,18 +80,20 @@ def close_loops(model, q, independent, tol=1e-12, max_iter=60, _clustered=True):
         return q
     bad = [f"'{name}' (error {float(np.linalg.norm(e[rows])):.3g})" for name, rows in zip(ld.names, ld.rows)
            if float(np.linalg.norm(e[rows])) >= max(tol, 1e-9)]
-    raise InputError(f"loop closure did not converge for loop joint(s) {', '.join(bad)} with independent "
+    raise RangeError(f"loop closure did not converge for loop joint(s) {', '.join(bad)} with independent "
                      f"joints {list(names(independent))} (initial error {n0:.3g}): the loop cannot close "
-                     "there, or the start is too far from a closed configuration")
+                     "there, or the start is too far from a closed configuration",
+                     symptom=f"loop closure did not converge (loop joint(s) {', '.join(bad)})")
 
 
 def _not_closed(model, e, tol, independent, n0):
     ld = model.loop_data
     bad = [f"'{name}' (error {float(np.linalg.norm(e[rows])):.3g})" for name, rows in zip(ld.names, ld.rows)
            if float(np.linalg.norm(e[rows])) >= max(tol, 1e-9)]
-    return InputError(f"loop closure did not converge for loop joint(s) {', '.join(bad)} with independent "
+    return RangeError(f"loop closure did not converge for loop joint(s) {', '.join(bad)} with independent "
                       f"joints {list(names(independent))} (initial error {n0:.3g}): the loop cannot close "
-                      "there, or the start is too far from a closed configuration")
+                      "there, or the start is too far from a closed configuration",
+                      symptom=f"loop closure did not converge (loop joint(s) {', '.join(bad)})")
 
 
 def _close_clustered(model, q, independent, dep, qv, tol, max_iter):
@@ -158,6 +160,7 @@ def close_loop_velocities(model, q, qd, independent):
     qd[dep] = x
     res = K @ qd
     if np.linalg.norm(res) > 1e-8 * (1.0 + np.linalg.norm(qd)):
-        raise InputError(f"the rates of the independent joints {list(names(independent))} violate the loop "
-                         f"constraints of {', '.join(model.loop_joints)} (residual {np.linalg.norm(res):.3g})")
+        raise RangeError(f"the rates of the independent joints {list(names(independent))} violate the loop "
+                         f"constraints of {', '.join(model.loop_joints)} (residual {np.linalg.norm(res):.3g})",
+                         symptom=f"the loop constraints' residual is {np.linalg.norm(res):.3g}")
     return qd

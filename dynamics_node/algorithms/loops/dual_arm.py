@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import InputError
+from ...errors import InputError, RangeError
 
 from ...spatial import skew
 from ..crba import mass_matrix
@@ -65,8 +65,10 @@ def _vec(model, x, n, what):
         a = np.asarray(x, dtype=float).reshape(-1)
     except (TypeError, ValueError):
         a = None
-    if a is None or a.shape != (n,) or not np.all(np.isfinite(a)):
+    if a is None or a.shape != (n,):
         raise InputError(f"{what} must be {n} finite numbers")
+    if not np.all(np.isfinite(a)):  # the caller's are finite (dispatch.guard): one computed from them overflowed
+        raise RangeError(f"{what} must be {n} finite numbers", symptom=f"{what} overflowed (not finite)")
     return a
 
 
@@ -155,8 +157,9 @@ def pseudovelocity_basis(model, q, qd, loop_joint=None, terms=None):
     Bdot_qd = np.concatenate([t.a2_bias[3:], t.aQ1_bias, t.a1_bias[3:]])
     AB = np.vstack([t.A, B])
     if np.linalg.cond(AB) > 1e12:
-        raise InputError("[A; B] is singular at this configuration (an arm Jacobian is singular; "
-                         "Unseren Appendix C needs both J_iw nonsingular)")
+        raise RangeError("[A; B] is singular at this configuration (an arm Jacobian is singular; "
+                         "Unseren Appendix C needs both J_iw nonsingular)",
+                         symptom="[A; B] (Unseren Eq. 35) is singular")
     inv = np.linalg.inv(AB)                                             # Eq. 35
     return {"B": B, "Bdot_qd": Bdot_qd, "Pi": inv[:, :3], "Sigma": inv[:, 3:], "terms": t}
 

@@ -51,7 +51,7 @@ import math
 import numpy as np
 
 from ..._jit import njit
-from ...errors import InputError
+from ...errors import InputError, RangeError
 from ...layout import (FEXT_N, BODY_F, BODY_I, DOF_F, D_ARMATURE, D_S, H_NB, H_NVT, HEADER_F,
                        HEADER_I, J_NV, J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N, B_RBI)
 from ...spatial import crf_t, load6, rbi_mul_t, xm_t, xtf_t
@@ -407,10 +407,16 @@ def sparse_forward_dynamics(model, q, qd, tau, alpha, f_ext, loops):
                 break
     _STATS["iterations"] = it + 1
     res = b - _sym_mul(U, x)
-    if not np.all(np.isfinite(x)) or np.linalg.norm(res) > 1e-8 * (1.0 + np.linalg.norm(b)):
-        raise InputError("the sparse-matrix method did not converge (residual "
+    if not (np.isfinite(vals).all() and np.isfinite(b).all() and np.isfinite(x).all()):
+        # numbers beyond float64 in Eq. 8.64's matrix or right side: the call route names the input at fault
+        raise RangeError("the sparse-matrix method: its system (Eq. 8.64) or solution is not finite although every "
+                         "input is finite (inputs or the model's parameters out of range)",
+                         symptom="the sparse-matrix method's system (Eq. 8.64) overflowed (not finite)")
+    if np.linalg.norm(res) > 1e-8 * (1.0 + np.linalg.norm(b)):
+        raise RangeError("the sparse-matrix method did not converge (residual "
                          f"{np.linalg.norm(res):.3g}): the joint constraints are inconsistent (Featherstone §8.13 "
-                         "assumes a properly constrained mechanism)")
+                         "assumes a properly constrained mechanism)",
+                         symptom=f"the sparse-matrix method did not converge (residual {np.linalg.norm(res):.3g})")
     qdd = np.empty(model.nvt)
     wr = np.empty(6 * pat.nl)
     extract(model._kmi, pat.li, pat.lf, pat.nl, x, w, s, pat.Ta, qdd, wr)

@@ -1,0 +1,205 @@
+"""What dynamics_identify fit writes, held out against least squares of the same class computed here
+independently (Pinocchio's joint-torque regressor at the simulation's exact states, the law's columns
+written in numpy, the recorded efforts of the first 40 s; RMS on the last 20 s), on the recording that
+reproduces the fit's old failure: 100 Hz, weak excitation (slow, small motions whose velocity crosses
+zero often), friction whose reversal lags the velocity by 50 ms (a real joint's, not in the law), an
+offset per joint, 3 % noise. Low-passed Coulomb and Stribeck columns made narrow Stribeck spikes there
+(fs of 3 N m at vs = 0.01 rad/s on joints whose effort spread is 1.5-3 N m, held-out RMS 2-3x least
+squares); the class and the velocity scales are now judged on the recorded efforts held out.
+
+- The law (OUT.yaml with the URDF its urdf_path names): no joint worse than twice the class's least
+  squares, and every Stribeck term it keeps does better held out than the same law without it.
+- OUT.urdf alone (its inertias and <dynamics> b, fc with sign(), as any URDF tool reads it): within
+  1.25x the URDF class's own least squares over the joints, no joint above 2x.
+- What the report says of each base parameter is true: those it says are held sit at the URDF's values
+  (times the efforts' scale it reports)."""
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+import yaml
+
+import dynamics_node as dn
+import identify_sim as sim
+import node_support as ns
+from dynamics_node.identify.__main__ import main
+from dynamics_node.urdf_source import read_description
+
+pin = pytest.importorskip("pinocchio")
+FS, DURATION, SPLIT = 100.0, 60.0, 40.0
+
+
+RECORDINGS = {  # robot, rate (Hz), seed, excitation (identify_sim.fourier_trajectory)
+    "arm7-100Hz-weak": (str(ns.ARM7), 100.0, 10, dict(period=6.0, harmonics=3, fill=0.1, vmax=0.3)),
+    "panda-1kHz": (str(ns.erd("panda_description/urdf/panda.urdf")), 1000.0, 12,
+                   dict(period=10.0, harmonics=4, fill=0.35, vmax=0.8)),
+}
+
+
+class WeakRecording:
+    def __init__(self, tmp, name):
+        self.urdf, fs, seed, excitation = RECORDINGS[name]
+        text, _ = read_description(self.urdf, None)
+        rng = np.random.default_rng(seed)
+        self.truth, fr = sim.perturbed_urdf(text, rng)
+        self.model = dn.load_model(self.urdf)
+        names = self.model.joint_names
+        nv = self.model.nv
+        fine = np.arange(int(DURATION * 1000)) / 1000.0          # simulated at 1 kHz, recorded at fs
+        Q, QD, QDD = sim.fourier_trajectory(self.model, fine, rng, **excitation)
+        T = sim.truth_torques(self.truth, self.model, {}, Q, QD, QDD)
+        fc = 0.5 * np.array([fr.get(n, (0, 0))[1] for n in names])
+        b = np.array([fr.get(n, (0, 0))[0] for n in names])
+        T += sim.lagged_friction(QD, 1e-3, fc, b, 0.05) + rng.uniform(-0.5, 0.5, nv)
+        k = slice(None, None, int(round(1000 / fs)))
+        self.t, self.Q, self.QD, self.QDD = fine[k], Q[k], QD[k], QDD[k]
+        self.TAU = T[k] + 0.03 * T[k].std(axis=0) * rng.normal(size=T[k].shape)
+        self.bag = str(tmp / "bag")
+        sim.write_bag(self.bag, self.t, names, self.Q, self.QD, self.TAU)
+        self.tmp = tmp
+        self.train, self.test = self.t < SPLIT, self.t >= SPLIT
+        self.Y = self._regressor(self.urdf)
+
+    def _regressor(self, urdf):
+        """Pinocchio's joint-torque regressor at the exact states, in the model's joint order (a mimic
+        follower moves with its master: its columns through G^T, as the truth's torques)."""
+        pm = pin.buildModelFromUrdf(urdf)
+        pd = pm.createData()
+        m = self.model
+        iq = [pm.joints[pm.getJointId(n)].idx_q for n in m.joint_names]
+        fol = [(pm.joints[pm.getJointId(f)].idx_q, m.joint_names.index(mst), mul, off)
+               for f, (mst, mul, off) in m.mimic.items()]
+        out = []
+        q, v, a = pin.neutral(pm), np.zeros(pm.nv), np.zeros(pm.nv)
+        for k in range(self.Q.shape[0]):
+            q[iq], v[iq], a[iq] = self.Q[k], self.QD[k], self.QDD[k]
+            for i, jm, mul, off in fol:
+                q[i], v[i], a[i] = mul * self.Q[k, jm] + off, mul * self.QD[k, jm], mul * self.QDD[k, jm]
+            Y = pin.computeJointTorqueRegressor(pm, pd, q, v, a)
+            Yk = Y[iq].copy()
+            for i, jm, mul, _ in fol:
+                Yk[jm] += mul * Y[i]
+            out.append(Yk)
+        return np.stack(out)
+
+    def heldout(self, P):
+        return np.sqrt(np.mean((self.TAU[self.test] - P[self.test]) ** 2, axis=0))
+
+    def least_squares(self, cls, vc, vs):
+        """Held-out RMS per joint of the class's unconstrained least squares on the first 40 s (joints
+        weighted by 1 / their effort's std), the law's columns written out here."""
+        cols = []
+        for j in range(self.Q.shape[1]):
+            v, a = self.QD[:, j], self.QDD[:, j]
+            s = np.tanh(v / vc[j]) if vc[j] > 0 else np.sign(v)
+            c = [v, s] + ([np.ones_like(v), a] if cls != "coulomb" else [])
+            if cls == "stribeck" and vs[j] > 0:
+                c.append(np.exp(-(v / vs[j]) ** 2) * s)
+            cols.append(np.stack(c, axis=1))
+        nf = sum(c.shape[1] for c in cols)
+        A = np.zeros(self.Y.shape[:2] + (self.Y.shape[2] + nf,))
+        A[:, :, :self.Y.shape[2]] = self.Y
+        o = self.Y.shape[2]
+        for j, c in enumerate(cols):
+            A[:, j, o:o + c.shape[1]] = c
+            o += c.shape[1]
+        w = 1.0 / self.TAU[self.train].std(axis=0)
+        x, *_ = np.linalg.lstsq((A[self.train] * w[None, :, None]).reshape(-1, A.shape[2]),
+                                (self.TAU[self.train] * w).reshape(-1), rcond=1e-10)
+        return self.heldout(A @ x)
+
+
+def _law(out):
+    """(URDF text of OUT.yaml's urdf_path, the law per joint as identify_sim.law_torque takes it)."""
+    rp = yaml.safe_load(out.with_suffix(".yaml").read_text())["dynamics_node"]["ros__parameters"]
+    fm = rp["friction_model"]
+    law = {n: dict(Ia=rp["armature"][k], b=fm["viscous"][k], fc=fm["coulomb"][k], vc=fm["coulomb_velocity"][k],
+                   fs=fm["stribeck"][k], vs=fm["stribeck_velocity"][k], o=fm["offset"][k])
+           for k, n in enumerate(fm["joints"])}
+    with open(rp["urdf_path"]) as fh:
+        return fh.read(), law
+
+
+def _followers(text, model, QD):
+    """The <dynamics> friction of mimic followers (q_f = mul q_m + off) in the URDF text, on their
+    masters' rows: mul (b mul qd + fc sign(mul qd)), as a URDF tool with mimic joints applies it."""
+    dyn = {j.get("name"): j.find("dynamics") for j in ET.fromstring(text).findall("joint")}
+    T = np.zeros_like(QD)
+    for f, (master, mul, _) in model.mimic.items():
+        d = dyn.get(f)
+        if d is not None:
+            j = model.joint_names.index(master)
+            v = mul * QD[:, j]
+            T[:, j] += mul * (float(d.get("damping", 0)) * v + float(d.get("friction", 0)) * np.sign(v))
+    return T
+
+
+@pytest.fixture(scope="module", params=list(RECORDINGS))
+def weak(tmp_path_factory, request):
+    rec = WeakRecording(tmp_path_factory.mktemp("weak"), request.param)
+    out, rep = rec.tmp / "out.urdf", rec.tmp / "fit.json"
+    assert main(["fit", rec.bag, "--urdf", rec.urdf, "--output", str(out), "--to", str(SPLIT),
+                 "--report", str(rep)]) == 0
+    return rec, out, json.loads(rep.read_text())
+
+
+def test_the_law_holds_against_least_squares_of_its_class(weak):
+    rec, out, rep = weak
+    text, law = _law(out)
+    names = list(rec.model.joint_names)
+    rigid = sim.truth_torques(text, rec.model, {}, rec.Q, rec.QD, rec.QDD) + _followers(text, rec.model, rec.QD)
+    ours = rec.heldout(rigid + sim.law_torque(law, rec.QD, rec.QDD, names))
+    vc = np.array([law[n]["vc"] for n in names])
+    vs = np.array([law[n]["vs"] for n in names])
+    ls = rec.least_squares(rep["friction_class"], vc, vs)
+    ratio = ours / ls
+    print("held-out RMS, the law:", np.round(ours, 4), "least squares of its class:", np.round(ls, 4),
+          "ratio:", np.round(ratio, 2))
+    assert ratio.max() <= 2.0, ratio
+    for j, n in enumerate(names):
+        if law[n]["vs"] == 0:
+            assert law[n]["fs"] == 0.0, (n, law[n])       # no Stribeck term: none written
+            continue
+        without = {m: dict(c, fs=0.0) if m == n else c for m, c in law.items()}
+        other = rec.heldout(rigid + sim.law_torque(without, rec.QD, rec.QDD, names))
+        assert ours[j] <= 1.02 * other[j], (n, law[n], ours[j], other[j])
+
+
+def test_out_urdf_alone_is_the_best_a_urdf_holds(weak):
+    rec, out, rep = weak
+    names = list(rec.model.joint_names)
+    dyn = {j.get("name"): j.find("dynamics") for j in ET.parse(out).getroot().findall("joint")}
+    fr = {n: (float(dyn[n].get("damping")), float(dyn[n].get("friction"))) for n in names}
+    alone = rec.heldout(sim.truth_torques(out.read_text(), rec.model, fr, rec.Q, rec.QD, rec.QDD)
+                        + _followers(out.read_text(), rec.model, rec.QD))
+    ls = rec.least_squares("coulomb", np.zeros(rec.model.nv), np.zeros(rec.model.nv))
+    ratio = alone / ls
+    print("held-out RMS, OUT.urdf alone:", np.round(alone, 4), "least squares of a URDF:", np.round(ls, 4),
+          "ratio:", np.round(ratio, 2))
+    assert np.sqrt(np.mean(alone ** 2)) <= 1.25 * np.sqrt(np.mean(ls ** 2)), (alone, ls)
+    assert ratio.max() <= 2.0, ratio
+    if rep["friction_class"] != "coulomb":              # the law's own inertias, beside OUT.urdf
+        assert rep["law_urdf"] == str(out.with_suffix(".law.urdf").resolve())
+        assert yaml.safe_load(out.with_suffix(".yaml").read_text())["dynamics_node"]["ros__parameters"][
+            "urdf_path"] == rep["law_urdf"]
+
+
+def test_the_report_says_where_undetermined_parameters_are(weak):
+    """Every base parameter the report says is held sits at the URDF's value times the efforts' scale;
+    the warnings count the held ones and the undetermined ones left to the data, as the list has them."""
+    import re
+
+    rec, out, rep = weak
+    params = [p for p in rep["base_parameters"] if p["in_law"]]
+    for p in params:
+        if p["held_at_prior"]:
+            scale = max(abs(p["prior"]), abs(p["ls"]), p["std"], 1e-9)
+            assert abs(p["constrained"] - p["prior"]) <= 1e-5 * scale, p
+    held = sum(p["held_at_prior"] for p in params)
+    loose = sum(not p["determined"] and not p["held_at_prior"] for p in params)
+    text = "\n".join(w for w in rep["warnings"] if w.startswith(f"{rep['friction_class']} class:"))
+    said = {m.group(2): int(m.group(1)) for m in re.finditer(r"(\d+) of \d+ base parameters (not determined|poorly)",
+                                                              text)}
+    assert said.get("not determined", 0) == held and said.get("poorly", 0) == loose, (said, held, loose)
+    assert held + loose > 0      # weak excitation: the case the report's words are about
