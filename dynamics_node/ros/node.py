@@ -93,17 +93,22 @@ class DynamicsNode(Node):
         # line, torques and observer estimates. The line comes from the thread that hears the stream
         # (StreamProcess.when_applied), so that this process runs meanwhile: a description latched on
         # robot_description, or a parameter change, reaches the stream without waiting for it. The
-        # services' other kernels load after it (at services_nice), and a stream not ready after
-        # STREAM_READY_TIMEOUT (a cold numba cache can take a minute) is said.
-        self._log_state("serving", then=self._start_warm_up)
+        # services answer from that line on (a client calling at once got its first answer dropped by
+        # Fast DDS more often when they answered before), their other kernels load after it (at
+        # services_nice), and a stream not ready after STREAM_READY_TIMEOUT (a cold numba cache can
+        # take a minute) is said, and the services answer meanwhile.
+        self.serving = threading.Event()  # the services answer from here on (process.spin_helpers)
+        self._log_state("serving", then=self._on_serving)
         self._late = self.create_timer(STREAM_READY_TIMEOUT, self._stream_late)
 
-    def _start_warm_up(self):
+    def _on_serving(self):
+        self.serving.set()
         self._warm_thread = threading.Thread(target=self._warm_up, name="warm_up", daemon=True)
         self._warm_thread.start()
 
     def _stream_late(self):
         self._late.cancel()
+        self.serving.set()  # the services answer anyway
         if not self.stream.ready:
             self.get_logger().warning(f"the joint-state stream is not ready after {STREAM_READY_TIMEOUT:g} s "
                                       "(loading its kernels); 'serving' follows once it is")

@@ -9,8 +9,12 @@ node `<node name>_stream` and executor, every thread of it at the real-time prio
 
 The node sends the child, over a pipe, everything it needs to build the same model state
 (the validated Config, the robot_description topic's text, the payloads, the resolved topic
-names); the child loads the model itself (the same source gives the same model). The child sends
-back, twice a second, what diagnostics show (`Stream.report()`). The child ends when the node
+names); the child loads the model itself (the same source gives the same model). A new model goes
+first as a preview, before the node loads it itself (the node runs at services_nice: on a busy
+machine its loading delayed the stream by up to seconds), then as the node's state of it. The node
+logs "serving" and a model's lines only once the child is ready and has taken that state
+(StreamProcess.when_applied). The child sends back, twice a second, what diagnostics show
+(`Stream.report()`). The child ends when the node
 says so or when the pipe closes (the node is gone, however it ended); the node restarts a child
 that died, and reports it.
 
