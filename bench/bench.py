@@ -24,7 +24,9 @@ Measured in one run, on the same model and the same state:
   8. bench/bench_derivatives.py: the derivatives of the dynamics (issue 29) against Pinocchio's
      computeRNEADerivatives / computeABADerivatives on the arm, solo12 and TALOS; batch per state; analytic
      against central finite differences;
-  9. bench/bench_node.py, if it exists.
+  9. bench/bench_node.py, if it exists;
+ 10. bench/bench_install.py: a colcon workspace on ROS 2 Jazzy built from an empty kernel cache, then the
+     time from `ros2 launch` to the first gravity torque, first start after the install and later ones.
 Functions not (yet) in the core are reported as "missing". No assertion: this only prints.
 """
 from __future__ import annotations
@@ -531,6 +533,12 @@ def main(argv=None):
             print(f"bench_node.py exited with {r.returncode}")
     elif not node.exists():
         print("bench/bench_node.py: not present (node benchmark skipped)")
+    install = HERE / "bench_install.py"
+    if not args.no_node:
+        print(f"== {install.relative_to(REPO)} (first torque after a colcon install on Jazzy) ==", flush=True)
+        r = subprocess.run([sys.executable, str(install)], cwd=str(REPO))
+        if r.returncode:
+            print(f"bench_install.py exited with {r.returncode}")
     return 0
 
 

@@ -36,6 +36,7 @@ FIVE = "test_docs.py::test_readme_first_five_minutes_and_your_robot"
 IDENTIFY = "test_docs.py::test_identify_commands_as_written"
 YOUR_ROBOT = "test_node_your_robot.py::"
 ROS2_CLI = "test_node_ros2_cli.py::"
+WORKSPACE = "test_workspace.py::"
 
 ARM7 = str(REPO / "urdf" / "arm7.urdf")
 XACRO = str(REPO / "test" / "data" / "xacro" / "arm.urdf.xacro")
@@ -133,6 +134,24 @@ RUN_BY = {
     ".venv/bin/ros2 launch dynamics_node sim.launch.py gravity_compensation:=false": START,
     ".venv/bin/dynamics_node --ros-args -p urdf_path:=/abs/robot.urdf -p simulation:=true "
     '-p effort_command_topic:=/effort_controller/commands -p "simulation_initial_positions:=[joint2=0.5]"': START,
+
+    # docs/install.md: the workspace path on Jazzy (test_workspace.py runs each as written)
+    "colcon build": WORKSPACE + "test_colcon_build_builds_the_node_its_interfaces_and_its_executables",
+    "source install/setup.bash": WORKSPACE + "test_colcon_build_builds_the_node_its_interfaces_and_its_executables",
+    "ros2 launch dynamics_node dynamics.launch.py":
+        WORKSPACE + "test_first_launch_compiles_nothing_and_serves_pinocchios_gravity",
+    "ros2 launch dynamics_node sim.launch.py": WORKSPACE + "test_sim_launch_runs_the_simulated_robot_held_by_the_node",
+    "ros2 run dynamics_node dynamics_cli gravity_compensation -q 0 0.5 0 -1.0 0 0.5 0":
+        WORKSPACE + "test_first_launch_compiles_nothing_and_serves_pinocchios_gravity",
+    "ros2 interface show dynamics_interfaces/srv/GravityCompensation":
+        WORKSPACE + "test_colcon_build_builds_the_node_its_interfaces_and_its_executables",
+    "ros2 run dynamics_node dynamics_node": WORKSPACE + "test_node_alone_says_what_it_waits_for",
+    "ros2 launch dynamics_node sim.launch.py rviz:=true":
+        WORKSPACE + "test_sim_launch_runs_the_simulated_robot_held_by_the_node",
+    "python3 -m dynamics_node._jit_build build --if-missing":
+        WORKSPACE + "test_the_kernel_command_is_a_no_op_when_the_build_compiled_them",
+    "make setup ROS_DISTRO=jazzy": "test_package_deps.py::test_make_sets_up_jazzy_in_its_own_venv",
+    "make test ROS_DISTRO=jazzy": "test_package_deps.py::test_make_sets_up_jazzy_in_its_own_venv",
 
     # docs/performance.md, docs/design.md
     "make docs-figures": "test_docs.py::test_docs_figures_are_made_by_the_projects_tools",

@@ -170,12 +170,17 @@ def _substitute(cmd):
     return cmd
 
 
+def _venv(cmd):
+    """The docs' `.venv/bin/`: the venv running the tests (.venv-jazzy under make test ROS_DISTRO=jazzy)."""
+    return cmd if VENV_BIN == REPO / ".venv" / "bin" else cmd.replace(".venv/bin/", f"{VENV_BIN}/")
+
+
 class Shell:
     """A command line run by bash in a session of its own, its output in a file."""
 
     def __init__(self, cmd, cwd=REPO, env=None):
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(["bash", "-c", cmd], cwd=str(cwd), env=env or _env(), stdout=self.log,
+        self.proc = subprocess.Popen(["bash", "-c", _venv(cmd)], cwd=str(cwd), env=env or _env(), stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
 
     def output(self):
@@ -240,7 +245,7 @@ def test_commands_that_start_a_node(cmd):
 @needs_ros
 @pytest.mark.parametrize("cmd", dc.commands_for(dc.OFFLINE), ids=lambda c: c)
 def test_offline_commands(cmd):
-    r = subprocess.run(["bash", "-c", cmd], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
+    r = subprocess.run(["bash", "-c", _venv(cmd)], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"`{cmd}`: exit code {r.returncode}\n{r.stdout}{r.stderr}"
     assert "Traceback" not in r.stdout + r.stderr
 
@@ -348,17 +353,20 @@ def test_readme_first_five_minutes_and_your_robot():
         assert node.wait_for(r"serving"), node.output()[-3000:]
         client = _block_with("README.md", ".venv/bin/dynamics_cli gravity_compensation -q 0 0.5...").replace(
             fix, f"ROS_DOMAIN_ID={domain}")
-        r = subprocess.run(["bash", "-c", client], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(["bash", "-c", _venv(client)], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and "success: true" in r.stdout, r.stdout + r.stderr
         np.testing.assert_allclose(_efforts(r.stdout), dn.gravity(arm, q), rtol=1e-9, atol=1e-9)
         exported = client.split("\n")[0] + "\n"
         if (VENV_BIN / "ros2").exists() or KIT:
             call = exported + _block_with("README.md", ".venv/bin/ros2 service call...")
-            r = subprocess.run(["bash", "-c", call], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+            r = subprocess.run(["bash", "-c", _venv(call)], cwd=REPO, env=env,
+                               capture_output=True, text=True, timeout=120)
             assert r.returncode == 0 and "success=True" in r.stdout, r.stdout + r.stderr
             np.testing.assert_allclose(_efforts(r.stdout, "effort"), dn.gravity(arm, q), rtol=1e-9, atol=1e-9)
             watch = exported + _block_with("README.md", ".venv/bin/ros2 topic echo --once...")
-            r = subprocess.run(["bash", "-c", watch], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+            r = subprocess.run(["bash", "-c", _venv(watch)], cwd=REPO, env=env,
+                               capture_output=True, text=True, timeout=120)
             assert r.returncode == 0 and "effort:" in r.stdout and "- joint7" in r.stdout, r.stdout + r.stderr
             eff = re.search(r"effort:\n((?:- .*\n)+)", r.stdout).group(1)
             np.testing.assert_allclose([float(x[2:]) for x in eff.splitlines()], dn.gravity(arm, q),
@@ -375,7 +383,7 @@ def test_readme_first_five_minutes_and_your_robot():
     try:
         assert node.wait_for(r"serving"), node.output()[-3000:]
         call = exported + _block_with("README.md", ".venv/bin/dynamics_cli gravity_compensation -q 0.1...")
-        r = subprocess.run(["bash", "-c", call], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        r = subprocess.run(["bash", "-c", _venv(call)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and "success: true" in r.stdout, r.stdout + r.stderr
         qu = [float(x) for x in call.split("-q ")[1].split()]
         assert len(qu) == model.nv
@@ -398,7 +406,7 @@ def test_ros2_graph_listings_on_the_demo_arm():
         for cmd in cmds:
             end = time.monotonic() + 60
             while True:
-                r = subprocess.run(["bash", "-c", cmd], cwd=REPO, env=_env(), capture_output=True, text=True,
+                r = subprocess.run(["bash", "-c", _venv(cmd)], cwd=REPO, env=_env(), capture_output=True, text=True,
                                    timeout=60)
                 hit = [w for k, w in want.items() if k in cmd]
                 if (r.returncode == 0 and hit and hit[0] in r.stdout.split()) or time.monotonic() > end:
@@ -434,7 +442,8 @@ def test_identify_commands_as_written(tmp_path):
     offline = [c for c in cmds if c.startswith("dynamics_identify")]
     assert len(offline) == 3 and any(" fit " in c for c in offline) and any(" evaluate " in c for c in offline)
     for cmd in offline:
-        r = subprocess.run(["bash", "-c", cmd], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=900)
+        r = subprocess.run(["bash", "-c", _venv(cmd)], cwd=tmp_path, env=_env(),
+                           capture_output=True, text=True, timeout=900)
         assert r.returncode == 0, f"`{cmd}`:\n{r.stdout}{r.stderr}"
     ev = json.loads((tmp_path / "eval.json").read_text())
     rel = np.array(ev["relative_rms"], float)      # RMS of measured - predicted over the effort's spread

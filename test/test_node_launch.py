@@ -43,6 +43,8 @@ def _stub_modules(captured):
     launch.LaunchDescription = type("LaunchDescription", (_Rec,), {})
     actions = types.ModuleType("launch.actions")
     actions.DeclareLaunchArgument = type("DeclareLaunchArgument", (_Rec,), {})
+    actions.OpaqueFunction = type("OpaqueFunction", (_Rec,), {})   # sim.launch.py's rviz part (test_sim_rviz.py)
+    actions.LogInfo = type("LogInfo", (_Rec,), {})
     subst = types.ModuleType("launch.substitutions")
     subst.LaunchConfiguration = type("LaunchConfiguration", (_Rec,), {})
     launch_ros = types.ModuleType("launch_ros")
@@ -53,6 +55,7 @@ def _stub_modules(captured):
     ament = types.ModuleType("ament_index_python")
     ament_pk = types.ModuleType("ament_index_python.packages")
     ament_pk.get_package_share_directory = lambda pkg: f"/share/{pkg}"
+    ament_pk.PackageNotFoundError = type("PackageNotFoundError", (KeyError,), {})
     return {"launch": launch, "launch.actions": actions, "launch.substitutions": subst, "launch.conditions": conditions,
             "launch_ros": launch_ros, "launch_ros.actions": ros_actions,
             "ament_index_python": ament, "ament_index_python.packages": ament_pk}

@@ -3,6 +3,7 @@ shipped parameter file, on robots that are not the demo arm, gives Pinocchio's g
 from __future__ import annotations
 
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -16,7 +17,8 @@ import node_support as ns
 pytestmark = pytest.mark.skipif(not ns.ros_available(), reason="rclpy or dynamics_interfaces not built")
 
 CONFIG = ns.REPO / "config" / "default.yaml"
-EXE = ns.REPO / ".venv" / "bin" / "dynamics_node"
+BIN = pathlib.Path(sys.executable).parent   # the docs' .venv/bin/: the venv running the tests (.venv-jazzy too)
+EXE = BIN / "dynamics_node"
 ROBOTS = {
     "panda": "panda_description/urdf/panda.urdf",       # a mimic finger
     "ur5": "ur_description/urdf/ur5_robot.urdf",
@@ -226,7 +228,7 @@ def test_a_start_that_fails_says_in_one_line_which_parameter_value_and_what_to_d
 
 
 def _cli(*args, timeout=60):
-    cli = ns.REPO / ".venv" / "bin" / "dynamics_cli"
+    cli = BIN / "dynamics_cli"
     cmd = [str(cli)] if cli.exists() else [sys.executable, "-m", "dynamics_node.tools.cli"]
     return subprocess.run(cmd + list(args), cwd=str(ns.REPO), env=ns.node_env(), capture_output=True,
                           text=True, timeout=timeout)
@@ -256,7 +258,7 @@ def test_robot_description_topic_route_as_the_readme_shows():
     path = ns.erd(ROBOTS["ur5"])
     model = dn.load_model(str(path))
     p = Started(_exe())
-    cli = ns.REPO / ".venv" / "bin" / "dynamics_cli"
+    cli = BIN / "dynamics_cli"
     cmd = [str(cli)] if cli.exists() else [sys.executable, "-m", "dynamics_node.tools.cli"]
     pub = Started(cmd + ["publish_description", str(path), "--duration", "60"])
     try:
