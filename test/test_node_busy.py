@@ -1,9 +1,11 @@
-"""The node's promises on a busy machine (issue 21.1, 21.2): while two other processes keep both
-cores busy, the momentum observer estimates from the first joint state after the node's
-subscription is there (its kernels are loaded before it subscribes), and merged joint states from
-a reliable and a best-effort publisher are answered from their first messages (the subscription is
-best effort: it hears both, with no switch to wait for). No timing is asserted: what is counted is
-what was answered, and the estimates are compared with the same observer run here."""
+"""The node's promises on a busy machine (issues 21.1, 21.2, 36.7): while two other processes keep
+both cores busy, the momentum observer estimates from the first joint state after "serving" (its
+kernels are loaded before that line, after the stream's first torques), merged joint states from a
+reliable and a best-effort publisher are answered from their first messages (the subscription is
+best effort: it hears both, with no switch to wait for), "serving" and the lines of a model from
+robot_description come only once the stream answers, and a new model is answered whole. No timing
+is asserted: what is counted is what was answered, the estimates are compared with the same
+observer run here and the torques with Pinocchio's gravity."""
 from __future__ import annotations
 
 import contextlib
@@ -57,7 +59,8 @@ def test_observer_estimates_every_joint_state_from_the_first_on_a_busy_machine()
             ext_q, ext_sub = c.subscribe(JointState, node.path("external_torques"))
             wr_q, wr_sub = c.subscribe(WrenchStamped, node.path("external_wrench"))
             pub = c.publisher(JointState, JS)
-            c.wait_for_subscriber(pub)      # the node subscribed: it says so only once its kernels are in
+            c.wait_for_subscriber(pub)      # the stream subscribed (its torques start there) and
+            _wait_line(node, "serving")     # the observer's kernels are in: estimates from here on
             deadline = time.monotonic() + 20
             while min(ext_sub.get_publisher_count(), wr_sub.get_publisher_count()) < 1 and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -106,6 +109,9 @@ def test_reliable_and_best_effort_publishers_are_merged_from_their_first_message
                 depth=10, reliability=ReliabilityPolicy.BEST_EFFORT))
             c.wait_for_subscriber(reliable)
             c.wait_for_subscriber(best_effort)
+            # the stream's side of the match too: its subscription is there from its first torques,
+            # seconds before "serving", and DDS discovery of our publishers by it may lag behind ours
+            _wait_line(node, "serving")
             deadline = time.monotonic() + 20
             while sub.get_publisher_count() < 1 and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -133,3 +139,189 @@ def test_reliable_and_best_effort_publishers_are_merged_from_their_first_message
     for st, q in sent[-50:]:
         if st in complete:
             np.testing.assert_allclose(complete[st][-1].effort, dn.gravity(model, q), rtol=1e-9, atol=1e-9)
+
+
+class _Sender:
+    """Joint states of arm7 (all joints, stamps 1, 2, 3 ... ns past t0, random positions), about
+    200 a second from a thread, from before the node starts; `last` is the stamp index sent last."""
+
+    T0 = 3_000_000_000
+
+    def __init__(self, pub):
+        import threading
+        self.pub, self.q, self.last = pub, {}, 0
+        self.rng = np.random.default_rng(11)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        k = 0
+        while not self.stop.is_set():
+            k += 1
+            q = self.rng.uniform(-1.5, 1.5, 7)
+            self.q[k] = q
+            self.pub.publish(ns.joint_state(J, q, stamp_ns=self.T0 + k))
+            self.last = k
+            time.sleep(0.005)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(10)
+
+    def run_past(self, k, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while self.last <= k and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def _wait_line(node, text, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while text not in node.output():
+        assert node.alive(), node.output()[-3000:]
+        assert time.monotonic() < deadline, f"no line {text!r}:\n{node.output()[-3000:]}"
+        time.sleep(0.01)
+
+
+def _answered(out, into, timeout=0.0):
+    for m in ns.drain(out, timeout=timeout):
+        into[ns.stamp_ns(m) - _Sender.T0] = m
+    return into
+
+
+def _first_answer(out, into, after=0, timeout=60.0):
+    """The first stamp index above `after` answered (discovery of our publisher done by then)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _answered(out, into, timeout=0.05)
+        later = [k for k in into if k > after]
+        if later:
+            return min(later)
+    raise AssertionError(f"no gravity torque for a joint state after {after}")
+
+
+def _wait_heard(c, name, timeout=120.0):
+    """Until the node's /diagnostics count joint states received by its stream (DDS discovery of
+    our publisher done: with no robot yet, the stream counts and drops them)."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    q, sub = c.subscribe(DiagnosticArray, "/diagnostics")
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for arr in ns.drain(q, timeout=0.2):
+                for st in arr.status:
+                    if st.name == f"{name}: joint states":
+                        if int({kv.key: kv.value for kv in st.values}.get("received", "0")) > 0:
+                            return
+        raise AssertionError("the stream never heard our joint states")
+    finally:
+        c.node.destroy_subscription(sub)
+
+
+def test_serving_is_logged_once_the_stream_answers_on_a_busy_machine():
+    """A fresh start with both cores busy: every joint state sent after the node said "serving"
+    (and after the first answer, which also waits for DDS discovery of this publisher) is answered,
+    with arm7's gravity (Pinocchio). The stream answers before that line too, but no joint state
+    after it waits for anything."""
+    import dynamics_node as dn
+    from sensor_msgs.msg import JointState
+    from urdfgen import PinOracle
+    pin = PinOracle(ns.ARM7.read_text(), dn.load_model(str(ns.ARM7)))
+    name, js = "busy_start", "/busy_start/joint_states"
+    c = ns.ros()
+    out, _ = c.subscribe(JointState, f"/{name}/gravity_torques")
+    got = {}
+    with busy_cores(), _Sender(c.publisher(JointState, js)) as sender:
+        node = ns.NodeProcess(name, {"urdf_path": str(ns.ARM7), "joint_states_topic": js})
+        try:
+            _wait_line(node, "serving: robot 'arm7'")
+            seen = sender.last                     # sent before this process read the line
+            first = _first_answer(out, got)
+            sender.run_past(max(seen, first) + 200)
+            end = sender.last
+            deadline = time.monotonic() + 30       # counted, not timed: this process is starved too
+            while end not in got and time.monotonic() < deadline:
+                _answered(out, got, timeout=0.1)
+        finally:
+            node.stop()
+            node.kill()
+    after = [k for k in range(max(seen, first) + 1, end + 1)]
+    missing = [k for k in after if k not in got]
+    assert not missing, f"{len(missing)} of {len(after)} joint states after 'serving' unanswered: {missing[:10]}"
+    for k, m in got.items():
+        assert list(m.name) == J
+        np.testing.assert_allclose(m.effort, pin.gravity(sender.q[k]), rtol=1e-9, atol=1e-9)
+
+
+def test_new_models_are_answered_whole_from_their_lines_on_a_busy_machine(tmp_path):
+    """With both cores busy, a node waiting for the topic (its stream hears our joint states already)
+    gets arm7 on robot_description, then arm7 with every mass doubled (the same joints), then by the
+    urdf_path parameter arm7 with every mass tripled, each with 1000 small bodies on its tool: each
+    line ("model from the robot_description topic", "model reloaded") comes once the stream answers
+    with that model, every joint state sent after it is answered with it, and every answer is one
+    model's gravity at its joint state (Pinocchio), each model's until the next one's, never a mix."""
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+    from test_node_stream_start import _heavy_arm7
+    from urdfgen import PinOracle
+    import dynamics_node as dn
+    # bodies fixed to the tool that make each description take a while to load (0.1 s alone), so
+    # that a line logged before the stream has the model would meet joint states it cannot answer
+    texts = {"a": _heavy_arm7(1.0, "arm7", pads=1000), "b": _heavy_arm7(2.0, "arm7_heavy", pads=1000),
+             "c": _heavy_arm7(3.0, "arm7_x3", pads=1000)}
+    pins = {k: PinOracle(t, dn.load_model(t)) for k, t in texts.items()}
+    path = tmp_path / "arm7_x3.urdf"
+    path.write_text(texts["c"])
+    name, js = "busy_topic", "/busy_topic/joint_states"
+    c = ns.ros()
+    desc = c.node.create_publisher(String, f"/{name}/robot_description", QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    out, _ = c.subscribe(JointState, f"/{name}/gravity_torques")
+    got, seen, sent = {}, {}, {}
+    try:
+        with busy_cores(), _Sender(c.publisher(JointState, js)) as sender:
+            node = ns.NodeProcess(name, {"joint_states_topic": js},
+                                  ros_args=("-r", f"robot_description:=/{name}/robot_description"))
+            try:
+                _wait_line(node, "serving: no robot yet")
+                _wait_heard(c, name)
+                for k, line in (("a", "from the robot_description topic: robot 'arm7' from"),
+                                ("b", "from the robot_description topic: robot 'arm7_heavy'"),
+                                ("c", "model reloaded: robot 'arm7_x3'")):
+                    if k == "c":   # answered once the node has loaded it too (at services_nice: slow here)
+                        res = c.call(SetParameters, f"/{name}/set_parameters", SetParameters.Request(
+                            parameters=[Parameter("urdf_path", value=str(path)).to_parameter_msg()]),
+                            timeout=120.0, retry=60.0)
+                        assert [(r.successful, r.reason) for r in res.results] == [(True, "")]
+                    else:
+                        desc.publish(String(data=texts[k]))
+                    _wait_line(node, line)
+                    seen[k] = sender.last              # sent before this process read the line
+                    sender.run_past(seen[k] + 100)
+                    sent[k] = sender.last              # the last one sent before the next model
+                deadline = time.monotonic() + 30       # counted, not timed
+                while sent["c"] not in got and time.monotonic() < deadline:
+                    _answered(out, got, timeout=0.1)
+            finally:
+                node.stop()
+                node.kill()
+    finally:
+        c.node.destroy_publisher(desc)
+    which = {}
+    for k, m in got.items():
+        assert list(m.name) == J
+        tau = np.asarray(m.effort)
+        match = [w for w, pin in pins.items() if np.allclose(tau, pin.gravity(sender.q[k]), rtol=1e-9, atol=1e-9)]
+        assert len(match) == 1, f"joint state {k}: {tau} is not exactly one model's gravity ({match})"
+        which[k] = match[0]
+    order = [which[k] for k in sorted(which)]
+    assert order == sorted(order), "an answer of a model after the next one's"
+    for k in "abc":
+        after = range(seen[k] + 1, sent[k] + 1)
+        assert all(which.get(j) == k for j in after), (k, [j for j in after if which.get(j) != k][:10])

@@ -133,6 +133,28 @@ def plan(cfg, changed, loaded, service_payloads, topic_text, topic_name, reload=
     return cfg, loaded, state, service, payloads, topic_text
 
 
+PREWARM_URDF = """<robot name="prewarm">
+  <link name="a"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>
+  <link name="b"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>
+  <joint name="j" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/>
+    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+</robot>"""
+
+
+def warm_loader() -> "ModelState":
+    """A two-link robot through load() and build_state(), and its gravity once: afterwards the modules
+    that loading a description needs (the URDF loader, the model, the checks of build_state) and the
+    ahead-of-time library of the torque kernels are in this process, so that the first robot that
+    arrives costs only its own loading. Numba is not imported (gravity of a tree needs none of it).
+    Returns the two-link model state (its compiled code serves any model: kernels do not depend on
+    the model)."""
+    from .params import validate
+    cfg = validate({"robot_description": PREWARM_URDF})
+    st = build_state(load(cfg), cfg, {})
+    dn.gravity(st.model, np.zeros(st.model.nq))
+    return st
+
+
 def warm_up(st, rest=True):
     """Run the core functions once so that no request pays the load of their kernels: those of the
     stream (rest=False: before serving), or the others (in a thread started at 'serving')."""
@@ -224,6 +246,61 @@ def build_state(loaded: Loaded, cfg: Config, payloads: dict) -> ModelState:
     check_simulation(cfg, model)  # the simulated robot's joints and links, with simulation on
     return ModelState(model, Conversions(model), loaded.source, loaded.warnings, torque, tq, tv,
                       cmd, cidx, lim, loops, dict(payloads))
+
+
+class StateLoader:
+    """The stream process's model states, built from the node's messages (no rclpy).
+
+    `state(cfg, topic_text, payloads, changed)` is the model state for a ("state", ...) message: the
+    one the stream has when nothing it is built from differs (the same object: the stream keeps its
+    merge and observer), else a new one, from a loaded model kept by description (the two latest: a
+    description forwarded first, then the node's state of it, or a refusal's return to the previous
+    one, load nothing twice). A file named by urdf_path is read again when a model parameter changed
+    (the file may have changed under the same name), but not for the node's state that follows a
+    `preview` of the same inputs: that preview read it. `preview(...)` is the same for a model the
+    node forwards before loading it itself (StreamProcess.preview). Both raise as load and
+    build_state do, and keep the current state then."""
+
+    KEEP = 2
+
+    def __init__(self):
+        self.loaded: dict = {}    # description key -> Loaded (insertion order: oldest first)
+        self.current = None       # (key, cfg, topic text, payloads, state) of the latest state
+        self.previewed = False    # the current state comes from a preview, read for its change
+
+    @staticmethod
+    def key(cfg, topic_text):
+        return (cfg.robot_description, cfg.urdf_path, tuple(sorted(cfg.xacro_args.items())), cfg.strict,
+                cfg.floating_base, cfg.armature, cfg.friction, cfg.friction_model,
+                None if (cfg.robot_description.strip() or cfg.urdf_path) else topic_text)
+
+    def state(self, cfg, topic_text, payloads, changed=frozenset(), previewing=False):
+        key = self.key(cfg, topic_text)
+        reread = bool(cfg.urdf_path and not cfg.robot_description.strip() and set(changed) & MODEL_KEYS)
+        cur = self.current
+        if (cur is not None and cur[0] == key and cur[1] == cfg and cur[3] == payloads
+                and (not reread or (self.previewed and not previewing))):
+            self.previewed = self.previewed and previewing
+            return cur[4]
+        loaded = None if reread else self.loaded.get(key)
+        if loaded is None:
+            loaded = load(cfg, topic_text)
+        self.loaded.pop(key, None)
+        self.loaded[key] = loaded
+        while len(self.loaded) > self.KEEP:
+            self.loaded.pop(next(iter(self.loaded)))
+        st = build_state(loaded, cfg, payloads) if loaded is not None else None
+        self.current = (key, cfg, topic_text, dict(payloads), st)
+        self.previewed = previewing
+        return st
+
+    def preview(self, cfg, topic_text, payloads, changed=frozenset()):
+        return self.state(cfg, topic_text, payloads, changed, previewing=True)
+
+    def current_state(self):
+        """(state, cfg) of the latest state, (None, None) before the first."""
+        cur = self.current
+        return (cur[4], cur[1]) if cur is not None else (None, None)
 
 
 def _effort_limit(model, joint) -> float:

@@ -21,7 +21,7 @@ from rcl_interfaces.msg import SetParametersResult
 from ..errors import DynamicsError, InputError, clip
 from . import diagnostics as diag
 from .conversions import check_payload
-from .model_state import WAITING, plan, summary_lines, warm_up
+from .model_state import WAITING, payload_table, plan, summary_lines, warm_loader, warm_up
 from .params import (MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, declare, plain,
                      unknown_overrides, validate)
 from .services import SERVICES, serve
@@ -65,8 +65,6 @@ class DynamicsNode(Node):
         self.stream.priority = self.cfg.stream_thread_priority
         self.stream.on_latest = self.latest.set_reader
         self.stream.start()  # its interpreter starts (and loads its compiled code) while this one loads the model
-        self._set_nice()     # once the stream process has started: it keeps nice 0 (a restart inherits it;
-        # its real-time threads ignore nice values)
         try:
             self._apply(self._plan(self.cfg, set(PARAMETERS)), set(PARAMETERS))
         except (ConfigError, DynamicsError) as e:
@@ -80,23 +78,69 @@ class DynamicsNode(Node):
                                              serve(self, leaf, s.handler, self.report.stats))
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._warm_up(rest=False)  # the stream's kernels, before anything is served
-        # "serving" once the stream process has subscribed with every kernel loaded: from the
-        # first joint state after it, torques and observer estimates (a cold numba cache can
-        # take a minute: then the node says so and serves meanwhile)
-        if self.state is not None and not self.stream.wait_ready(STREAM_READY_TIMEOUT):
-            self.get_logger().warning(f"the joint-state stream is not ready after {STREAM_READY_TIMEOUT:g} s "
-                                      "(loading its kernels); torques start once it is")
-        self._log_state("serving")
+        if self.state is None:  # no robot yet: the loader's modules, so that the first one loads at once
+            try:
+                warm_loader()
+            except Exception:  # noqa: BLE001 - the robot's own loading will say what fails
+                pass
+        # services_nice from here on: the start above is no service work, and at nice 10 on a busy
+        # machine it held the stream's first state (and so its first torque) back for seconds. The
+        # stream process, started before, keeps nice 0 (a restart inherits it; its real-time threads
+        # ignore nice values)
+        self._set_nice()
+        # "serving" once the stream process answers with every kernel it runs loaded (its gravity
+        # torques begin before, as soon as it has the robot): from the first joint state after that
+        # line, torques and observer estimates. The line comes from the thread that hears the stream
+        # (StreamProcess.when_applied), so that this process runs meanwhile: a description latched on
+        # robot_description, or a parameter change, reaches the stream without waiting for it. The
+        # services answer from that line on (a client calling at once got its first answer dropped by
+        # Fast DDS more often when they answered before), their other kernels load after it (at
+        # services_nice), and a stream not ready after STREAM_READY_TIMEOUT (a cold numba cache can
+        # take a minute) is said, and the services answer meanwhile.
+        self.serving = threading.Event()  # the services answer from here on (process.spin_helpers)
+        self._log_state("serving", then=self._on_serving)
+        self._late = self.create_timer(STREAM_READY_TIMEOUT, self._stream_late)
+
+    def _on_serving(self):
+        self.serving.set()
         self._warm_thread = threading.Thread(target=self._warm_up, name="warm_up", daemon=True)
         self._warm_thread.start()
 
+    def _stream_late(self):
+        self._late.cancel()
+        self.serving.set()  # the services answer anyway
+        if not self.stream.ready:
+            self.get_logger().warning(f"the joint-state stream is not ready after {STREAM_READY_TIMEOUT:g} s "
+                                      "(loading its kernels); 'serving' follows once it is")
+
     # ------------------------------------------------------------------ model and parameters
     def _plan(self, cfg, changed, service_payloads=None, topic_text=None, reload=False):
-        return plan(cfg, changed, self.loaded, self.service_payloads if service_payloads is None else service_payloads,
-                    self.topic_text if topic_text is None else topic_text,
-                    self.resolve_topic_name("robot_description"), reload)
+        service = self.service_payloads if service_payloads is None else service_payloads
+        text = self.topic_text if topic_text is None else topic_text
+        forwarded = self._forward(cfg, changed, service, text, reload)
+        try:
+            return plan(cfg, changed, self.loaded, service, text, self.resolve_topic_name("robot_description"), reload)
+        except Exception:
+            if forwarded:
+                self.stream.resend()  # the stream keeps (or returns to) the model it had
+            raise
 
-    def _apply(self, plan, changed):
+    def _forward(self, cfg, changed, service_payloads, topic_text, reload) -> bool:
+        """A new model (a description from the topic, or model parameters and nothing else) goes to
+        the stream process before this process loads it: the stream loads it at once and switches to
+        it if it passes the same checks, beside this process's own loading and checks, which run at
+        services_nice (on a busy machine a tenth of a core: they delayed the stream by up to seconds).
+        True when it was sent."""
+        if self.stream.seq == 0 or not (reload or changed & MODEL_KEYS) or not changed <= MODEL_KEYS:
+            return False
+        try:
+            payloads, _ = payload_table(cfg, service_payloads, changed)
+        except ConfigError:
+            return False
+        self.stream.preview(cfg, topic_text, payloads, changed)
+        return True
+
+    def _apply(self, plan, changed, wait=2.0):
         cfg, self.loaded, state, self.service_payloads, payloads, self.topic_text = plan
         self.cfg, self.state = cfg, state
         resolved = {"~/gravity_torques": self.resolve_topic_name("~/gravity_torques"),
@@ -110,7 +154,7 @@ class DynamicsNode(Node):
         resolved["~/reset_simulation"] = self.resolve_service_name("~/reset_simulation")
         if cfg.effort_command_topic:
             resolved[cfg.effort_command_topic] = self.resolve_topic_name(cfg.effort_command_topic)
-        self.stream.configure(cfg, self.topic_text, payloads, resolved, changed)
+        self.stream.configure(cfg, self.topic_text, payloads, resolved, changed, wait=wait)
         self.latest.reset(state)
         wants_topic = not (self.cfg.robot_description.strip() or self.cfg.urdf_path)
         if wants_topic and self.desc_sub is None:
@@ -125,13 +169,13 @@ class DynamicsNode(Node):
 
     def _on_description(self, msg):
         with self._lock:
-            try:
+            try:  # (the stream process has it first: _forward)
                 plan = self._plan(self.cfg, set(), topic_text=msg.data, reload=True)
             except Exception as e:  # noqa: BLE001 - a bad description never replaces a good model
                 self.get_logger().error(f"robot_description topic: refused ({type(e).__name__}: "
                                         f"{str(e)[:400]}); {'the previous model stays' if self.state else WAITING}")
                 return
-            self._apply(plan, {"robot_description"})
+            self._apply(plan, {"robot_description"}, wait=0)  # nobody waits for an answer: logged once taken
         self._log_state("model from the robot_description topic")
 
     def _on_set_parameters(self, params):
@@ -210,13 +254,27 @@ class DynamicsNode(Node):
             self.get_logger().warning(f"services_nice: cannot set {self.cfg.services_nice}: {why} (lowering it "
                                       "needs CAP_SYS_NICE); the services keep their priority")
 
-    def _log_state(self, what):
-        log = self.get_logger()
-        if self.state is None:
-            log.info(f"{what}: no robot yet, {self.waiting_message()}")
-            return
-        for line in summary_lines(self.state, self.cfg):
-            log.info(f"{what}: {line}" if line.startswith("robot '") else f"  {line}")
+    def _log_state(self, what, then=None):
+        """What the node serves, logged once the stream process has taken it too (at once when it
+        has): a joint state published after these lines is answered with this model. then(), if
+        given, runs after the lines."""
+        st, cfg, log, waiting = self.state, self.cfg, self.get_logger(), self.waiting_message()
+
+        def say(error):
+            lines(error)
+            if then is not None:
+                then()
+
+        def lines(error):
+            if error is not None:
+                log.error(f"{what}: the joint-state stream cannot build this model state ({error}); "
+                          "it keeps the previous one")
+            if st is None:
+                log.info(f"{what}: no robot yet, {waiting}")
+                return
+            for line in summary_lines(st, cfg):
+                log.info(f"{what}: {line}" if line.startswith("robot '") else f"  {line}")
+        self.stream.when_applied(say)
 
     def _warm_up(self, rest=True):
         warm_up(self.state, rest)

@@ -17,11 +17,13 @@ import time
 NODE_DOC = __doc__
 
 
-def _spin_until_shutdown(executor, context):
+def _spin_until_shutdown(executor, context, start=None):
     """executor.spin(), ending quietly at shutdown: when SIGINT/SIGTERM shut the context down
     while an executor is between two waits, rclpy raises RCLError ("context is not valid")
-    instead of ExternalShutdownException."""
+    instead of ExternalShutdownException. With `start` (an Event), only once it is set."""
     from rclpy.executors import ExternalShutdownException
+    while start is not None and context.ok() and not start.wait(0.1):
+        pass
     while context.ok():
         try:
             executor.spin_once()
@@ -35,13 +37,14 @@ def _spin_until_shutdown(executor, context):
 
 def spin_helpers(node):
     """Spin the node's services node in a daemon thread with its own executor (the joint-state
-    stream has a process of its own: stream_process.py). Returns [(executor, thread)]; the caller
-    spins `node` itself (parameters, timers, the robot_description topic)."""
+    stream has a process of its own: stream_process.py), from the node's "serving" on (node.serving).
+    Returns [(executor, thread)]; the caller spins `node` itself (parameters, timers, the
+    robot_description topic), from its start on."""
     from rclpy.executors import SingleThreadedExecutor
     executor = SingleThreadedExecutor(context=node.context)
     executor.add_node(node.service_node)
-    thread = threading.Thread(target=_spin_until_shutdown, args=(executor, node.context), name="services",
-                              daemon=True)
+    thread = threading.Thread(target=_spin_until_shutdown, args=(executor, node.context, node.serving),
+                              name="services", daemon=True)
     thread.start()
     return [(executor, thread)]
 

@@ -7,7 +7,7 @@ import os
 import threading
 
 
-ORDINARY_THREADS = ("dn_pipe",)  # OS names of the stream process's threads that stay ordinary
+ORDINARY_THREADS = ("dn_pipe", "dn_warm")  # OS names of the stream process's threads that stay ordinary
 
 
 def ordinary_thread(name: str):

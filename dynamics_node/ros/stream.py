@@ -304,6 +304,9 @@ class Stream:
         self._gc = node.create_guard_condition(self._apply_pending)
         from .observer import ObserverPublishers, reset_service
         self.observer = None          # the momentum observer of the current model (ros/observer.py)
+        # The observer and ~/model_terms (numba kernels, loaded by a fresh stream process after its first
+        # torques) run only while `extras` is set: a kernel loading in the callback would stall the stream
+        self.extras, self.extras_running = True, False   # asked for, and in the configuration applied last
         self.observer_pubs = ObserverPublishers(node, resolve)
         self._reset_srv = reset_service(node, resolve, self)
         self._subscribers_checked = -math.inf   # when the observer's outputs last counted their subscribers
@@ -323,6 +326,7 @@ class Stream:
         if pending is None:
             return
         st, cfg, changed, token = pending
+        extras = self.extras
         from std_msgs.msg import Float64MultiArray
         try:
             if "joint_states_topic" in changed or self.sub is None:
@@ -345,14 +349,15 @@ class Stream:
             self.merger = JointStateMerger(st) if st is not None else None
             self.saturation = Saturation(st) if st is not None else None
             self._share_merge()
-        self._configure_observer(st, cfg)
+        self._configure_observer(st, cfg, extras)
         self.state, self.cfg = st, cfg
         try:
-            self.terms.configure(st, cfg)
+            self.terms.configure(st, cfg if extras else None)
         except Exception as e:  # noqa: BLE001 - a topic change must not end the stream thread
             self.errors += 1
             self.last_error = f"model_terms: {type(e).__name__}: {e}"
             self.log.error(f"joint-state stream: {self.last_error}")
+        self.extras_running = extras
         if self.on_applied is not None:
             self.on_applied(token)
 
@@ -371,14 +376,16 @@ class Stream:
             return
         self.on_latest(self.latest_writer.path)
 
-    def _configure_observer(self, st, cfg):
+    def _configure_observer(self, st, cfg, extras=True):
         """A fresh observer on a model change or a change of its parameters (a reset)."""
         keys = ("observer_gain", "wrench_link", "collision_threshold", "joint_state_timeout")
         old = self.cfg
-        if st is self.state and old is not None and all(getattr(old, k) == getattr(cfg, k) for k in keys):
-            return
-        from .observer import StreamObserver  # its kernels were loaded with the state (stream_process.warm)
-        self.observer = StreamObserver(st, cfg, self.merger) if st is not None else None
+        same = st is self.state and old is not None and all(getattr(old, k) == getattr(cfg, k) for k in keys)
+        if not extras or st is None:
+            self.observer = None
+        elif not same or self.observer is None:
+            from .observer import StreamObserver  # its kernels were loaded with the state (stream_process.py)
+            self.observer = StreamObserver(st, cfg, self.merger)
 
     def _subscribe(self, cfg):
         from rclpy.event_handler import SubscriptionEventCallbacks

@@ -175,7 +175,8 @@ def output_events():
 class ConfigHandOff:
     """A new configuration handed from any thread to the thread that serves the stream node's
     entities (entities are created and destroyed only there, module docstring): `put` merges it
-    with one not yet applied (the changed keys add up; the newest model, config and token win),
+    with one not yet applied (the changed keys add up; the newest model and config win, and the
+    newest token given: a hand-off without one, None, never hides the token of one before it),
     after which the owner wakes that thread (a guard condition whose callback calls `take`); `take`
     returns the merged (model state, config, changed keys, token) once, else None. Used by
     stream.Stream and simulation.Simulation."""
@@ -186,8 +187,8 @@ class ConfigHandOff:
 
     def put(self, st, cfg, changed, token=None):
         with self._lock:
-            before = self._pending[2] if self._pending else set()
-            self._pending = (st, cfg, set(changed) | before, token)
+            before, before_token = (self._pending[2], self._pending[3]) if self._pending else (set(), None)
+            self._pending = (st, cfg, set(changed) | before, before_token if token is None else token)
 
     def take(self):
         with self._lock:
