@@ -96,7 +96,7 @@ def _build_kernels(install_lib, home):
     env = dict(os.environ)
     env["PYTHONPATH"] = install_lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     _say("compiling the kernels for the installed code (a few minutes of CPU the first time)")
-    r = subprocess.run([sys.executable, "-m", "dynamics_node._jit", "build", "--if-missing"], cwd=home, env=env)
+    r = subprocess.run([sys.executable, "-m", "dynamics_node._jit_build", "build", "--if-missing"], cwd=home, env=env)
     if r.returncode:
         _say(f"WARNING: compiling the kernels failed (exit code {r.returncode}): the first start of the node "
              "compiles them instead (minutes); `python3 -m dynamics_node._jit_build build` retries")
