@@ -7,10 +7,12 @@ a process of the installed code compiles nothing (see ``_jit.py`` for how kernel
   process of its own with an empty numba cache: numba keeps a kernel's LLVM IR only when it
   compiles it, not when it loads it from its cache. That compile's numba cache then joins the
   package's cache (``~/.cache/dynamics_node/<hash of the kernel sources>/``);
-* numba's cache for this copy of the code (``warm``). numba keys a cached kernel by the folder of
-  its source file and the file's time stamp, so a cache compiled from the source tree does not
-  serve the copy that colcon installs, nor the other way round: each copy gets its own entries, and
-  a marker ``ready/<hash of the package folder>.json`` records the time stamps they were made for.
+* numba's cache for this copy of the code (``warm``): every declared kernel, and every kernel that
+  numba compiles at its first call, by calling every public function once (``_jit_warm.py``).
+  numba keys a cached kernel by the folder of its source file and the file's time stamp, so a cache
+  compiled from the source tree does not serve the copy that colcon installs, nor the other way
+  round: each copy gets its own entries, and a marker ``ready/<hash of the package folder>.json``
+  records the time stamps they were made for.
 
 ``--if-missing``: nothing to do when the library loads and the marker matches this copy's files.
 """
@@ -51,30 +53,17 @@ def _import_kernel_modules():
         importlib.import_module(name)
 
 
-WARM_URDF = """<robot name="warm">
-  <link name="a"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>
-  <link name="b"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>
-  <joint name="j" type="revolute"><parent link="a"/><child link="b"/><axis xyz="0 0 1"/>
-    <limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
-</robot>"""
-
-
 def warm():
     """Every declared kernel loaded from numba's cache, or compiled into it, for this copy of the
-    code (``materialize``), then the kernels that numba types at their first call and that the node
-    runs from its start (the momentum observer's and its wrench's), called once on a two-link model:
-    their compiled code does not depend on the model."""
-    import numpy as np
-
-    import dynamics_node as dn
-    from dynamics_node.observer import MomentumObserver, external_wrench, link_jacobian
+    code (``materialize``: the C callbacks and the kernels with explicit signatures), then every
+    public function called on small models (``_jit_warm.run``): numba compiles the kernels without
+    a signature at their first call, for the types of that call, which do not depend on the model.
+    Afterwards no call of the library or the node compiles anything (test/test_core_warm.py)."""
+    from dynamics_node import _jit_warm
 
     _import_kernel_modules()
     _jit.materialize()
-    m = dn.load_model(WARM_URDF)
-    q = np.zeros(m.nq)
-    MomentumObserver(m, 1.0).update(0.0, q, q, q)
-    external_wrench(m, q, "b", q, J=link_jacobian(m, q, "b"))
+    _jit_warm.run()
 
 
 _STUBS = r"""

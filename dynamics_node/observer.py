@@ -48,7 +48,7 @@ def _coriolis(model, q, qd):
 
 def _vector(x, n, what):
     try:
-        v = np.asarray(x, dtype=float).reshape(-1)
+        v = np.array(x, dtype=float).reshape(-1)   # a copy: C-contiguous and writeable, the kernels' one type
     except (TypeError, ValueError):
         raise InputError(f"{what}: expected {n} numbers, got {type(x).__name__}") from None
     if v.size != n:
@@ -198,9 +198,10 @@ def _kernel(fn):
 
 
 def _arg(x, n, what):
-    """x as a float64 vector of n values (no copy when it is one already); finiteness is checked on
-    the result (a non-finite input makes it non-finite, and is then named)."""
-    if type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (n,):
+    """x as a float64 vector of n values (no copy when it is one already, contiguous and writeable);
+    finiteness is checked on the result (a non-finite input makes it non-finite, and is then named)."""
+    if (type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (n,) and x.flags.c_contiguous
+            and x.flags.writeable):
         return x
     return _vector(x, n, what)
 
@@ -310,7 +311,7 @@ def external_wrench(model, q, link, r, rcond: float = WRENCH_RCOND, J=None) -> W
     elif link not in model.link_names:
         model.link_index(link)  # raises naming it
     r = _arg(r, model.nv, "r")
-    J = np.ascontiguousarray(J, dtype=float)
+    J = np.require(J, dtype=float, requirements=("C", "W"))
     F, rank, sv, res = _wrench_solve(J, r, float(rcond))
     if rank < 0:
         _vector(r, model.nv, "r")  # raises naming the non-finite value
