@@ -179,8 +179,8 @@ setup(
     entry_points={
         "console_scripts": [
             "dynamics_node = dynamics_node.ros.process:main",
-            "dynamics_cli = dynamics_node.tools.cli:main",
-            "dynamics_summary = dynamics_node.summary:main",
+            "dynamics_cli = dynamics_node.cli.dynamics_cli:main",
+            "dynamics_summary = dynamics_node.cli.summary:main",
             "dynamics_identify = dynamics_node.identify.__main__:main",
         ],
     },

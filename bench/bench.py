@@ -306,7 +306,7 @@ def observer_cost(b):
     the update (H, C, the arithmetic; g comes from the stream's gravity torques) and the wrench at
     the arm's tip (Jacobian in link axes, the 6 x 6 least squares)."""
     import dynamics_node as dn
-    from dynamics_node.ros.observer import default_wrench_link
+    from dynamics_node.ros.stream_observer import default_wrench_link
     m = b.model
     rng = np.random.default_rng(0)
     q, qd, tau = rng.uniform(-1, 1, m.nq), rng.uniform(-1, 1, m.nv), rng.uniform(-1, 1, m.nv)

@@ -25,7 +25,7 @@ def main():
     import dynamics_node as dn
     import identify_sim as sim
     from dynamics_node.identify.__main__ import main as identify
-    from dynamics_node.identify.params import setup
+    from dynamics_node.identify.fit_params import setup
     from dynamics_node.identify.stack import _Kernel, grams
 
     urdf = str(REPO / "urdf" / "arm7.urdf")

@@ -1,17 +1,21 @@
 """dynamics_node: rigid-body dynamics of robot mechanisms (Featherstone, *Rigid Body Dynamics
-Algorithms*, 2008) as a plain Python library. The ROS 2 node (``dynamics_node.node``) is a thin
-adapter over it; nothing here imports rclpy.
+Algorithms*, 2008) as a plain Python library. Nothing here imports rclpy: the ROS 2 node
+(``dynamics_node.ros``, the ``dynamics_node`` command) and the command-line tools (``dynamics_node.cli``:
+``dynamics_cli``, ``dynamics_summary``; ``dynamics_node.identify``: ``dynamics_identify``) are built on it.
 
     import dynamics_node as dn
     model = dn.load_model("urdf/arm7.urdf")
     tau = dn.inverse_dynamics(model, q, qd, qdd)
 
-See docs/API.md and README.md for the conventions (SI units, joint order, angular-first spatial
-vectors inside the core, [linear; angular] at the API edge).
+The floor plan (docs/design.md): the core at this level (spatial, joints, model, layout, urdf, joint_law,
+topology, loop_data...), the algorithms by chapter under ``algorithms/`` (tree, loops, contact,
+derivatives, estimation), the simulator's physics under ``sim/``. See docs/API.md and README.md for the
+conventions (SI units, joint order, angular-first spatial vectors inside the core, [linear; angular] at
+the API edge).
 """
 def _numba_cache_dir():
     """Compiled kernels are cached (numba cache=True) in a folder named after a hash of the sources
-    they are compiled from (spatial, joints, model, layout, _jit, _jit_build, _views, algorithms/):
+    they are compiled from (the core's modules at this level, algorithms/ and sim/; not ros/, cli/, identify/):
     numba invalidates a cached kernel when its own file changes but not when a function it inlines
     from another file does, so any edit here starts a fresh cache instead of reusing stale machine
     code. NUMBA_CACHE_DIR set by the user wins."""
@@ -24,9 +28,8 @@ def _numba_cache_dir():
         return
     here = pathlib.Path(__file__).resolve().parent
     h = hashlib.sha1()
-    kernel_sources = [here / n for n in ("spatial.py", "joints.py", "model.py", "layout.py", "_jit.py", "_jit_build.py",
-                                        "_views.py")]
-    for p in sorted(kernel_sources + [*here.glob("algorithms/**/*.py")]):
+    kernel_sources = [p for p in here.glob("*.py") if p.name not in ("__init__.py", "_jit_warm.py")]
+    for p in sorted(kernel_sources + [*here.glob("algorithms/**/*.py"), *here.glob("sim/**/*.py")]):
         h.update(p.relative_to(here).as_posix().encode())
         h.update(p.read_bytes())
     try:
@@ -46,16 +49,30 @@ from .errors import DynamicsError, InputError, ModelError, ModelWarning, Singula
 # The rest loads on first use (PEP 562): `import dynamics_node.cli` or `.errors` stays cheap, and the
 # compiled kernels are loaded only when a computation is first asked for.
 _LAZY = {
+    # the model (Featherstone Ch. 4) and the joint law (friction, offset; armature is load_model's option)
     "Data": ".model", "Model": ".model",
     "ROOT_JOINT": ".urdf", "load_model": ".urdf",
-    "bias_forces": ".algorithms.rnea", "gravity": ".algorithms.rnea", "gravity_batch": ".algorithms.rnea",
-    "inverse_dynamics": ".algorithms.rnea", "inverse_dynamics_batch": ".algorithms.rnea",
-    "mass_matrix": ".algorithms.crba",
-    "forward_dynamics": ".algorithms.aba",
-    "floating_base_inverse_dynamics": ".algorithms.hybrid", "hybrid_dynamics": ".algorithms.hybrid",
-    "bias_acceleration": ".algorithms.kinematics", "center_of_mass": ".algorithms.kinematics",
-    "link_pose": ".algorithms.kinematics",
-    "link_poses": ".algorithms.kinematics", "link_velocity": ".algorithms.kinematics",
+    "JointFriction": ".joint_law", "joint_friction": ".joint_law", "joint_friction_slope": ".joint_law",
+    # tree dynamics (Ch. 5-7, §9.1-9.6)
+    "bias_forces": ".algorithms.tree.rnea", "gravity": ".algorithms.tree.rnea",
+    "gravity_batch": ".algorithms.tree.rnea",
+    "inverse_dynamics": ".algorithms.tree.rnea", "inverse_dynamics_batch": ".algorithms.tree.rnea",
+    "mass_matrix": ".algorithms.tree.crba",
+    "forward_dynamics": ".algorithms.tree.aba",
+    "floating_base_inverse_dynamics": ".algorithms.tree.hybrid", "hybrid_dynamics": ".algorithms.tree.hybrid",
+    "integrate": ".algorithms.tree.lie_group", "difference": ".algorithms.tree.lie_group",
+    # kinematics and the terms of model-based controllers
+    "bias_acceleration": ".algorithms.tree.kinematics", "center_of_mass": ".algorithms.tree.kinematics",
+    "link_pose": ".algorithms.tree.kinematics", "link_poses": ".algorithms.tree.kinematics",
+    "link_velocity": ".algorithms.tree.kinematics",
+    "coriolis_matrix": ".algorithms.tree.coriolis",
+    "jacobian": ".algorithms.tree.jacobians", "jacobian_derivative": ".algorithms.tree.jacobians",
+    "analytic_jacobian": ".algorithms.tree.jacobians", "manipulability": ".algorithms.tree.jacobians",
+    "jacobian_singular_values": ".algorithms.tree.jacobians",
+    "operational_space_inertia": ".algorithms.tree.operational_space",
+    # dynamic equivalence (§9.7)
+    "simplify_inertias": ".algorithms.tree.equivalence",
+    # closed loops and dual arms (Ch. 8)
     "close_loop_velocities": ".algorithms.loops", "close_loops": ".algorithms.loops",
     "closed_loop_forward_dynamics": ".algorithms.loops", "closed_loop_gravity": ".algorithms.loops",
     "closed_loop_inverse_dynamics": ".algorithms.loops", "constraint_basis": ".algorithms.loops",
@@ -65,33 +82,22 @@ _LAZY = {
     "dual_arm_forward_dynamics": ".algorithms.loops", "dual_arm_inverse_dynamics": ".algorithms.loops",
     "pseudovelocity_basis": ".algorithms.loops", "reduced_order_dynamics": ".algorithms.loops",
     "decoupled_control": ".algorithms.loops",
-    # issue 10: the inertial-parameter regressor and payload identification
-    "inertial_parameters": ".algorithms.regressor", "regressor": ".algorithms.regressor",
-    "link_regressor": ".algorithms.regressor", "regressor_batch": ".algorithms.regressor_batch",
-    "Payload": ".identification", "identify_payload": ".identification",
-    # issue 11: the terms of model-based controllers
-    "coriolis_matrix": ".algorithms.coriolis",
-    "jacobian": ".algorithms.jacobians", "jacobian_derivative": ".algorithms.jacobians",
-    "analytic_jacobian": ".algorithms.jacobians", "manipulability": ".algorithms.jacobians",
-    "jacobian_singular_values": ".algorithms.jacobians",
-    "operational_space_inertia": ".algorithms.operational_space",
-    # issue 10 §3: the momentum observer of external torques
-    "MomentumObserver": ".observer", "external_wrench": ".observer",
-    # issue 23: contact and impact (Featherstone Ch. 11)
-    "Contact": ".algorithms.contact_args", "contact_forward_dynamics": ".algorithms.contact",
-    "impact": ".algorithms.impact",
-    # issue 28 §3: dynamic equivalence (Featherstone §9.7)
-    "simplify_inertias": ".equivalence",
-    "soft_contact_forces": ".algorithms.soft_contact", "simulate_step": ".algorithms.sim_route",
-    # issue 29: analytic derivatives of the dynamics and the linearised step
-    "inverse_dynamics_derivatives": ".algorithms.derivatives",
-    "forward_dynamics_derivatives": ".algorithms.derivatives", "gravity_derivatives": ".algorithms.derivatives",
-    "inverse_dynamics_derivatives_batch": ".algorithms.derivatives",
-    "linearize": ".algorithms.linearize", "linearize_batch": ".algorithms.linearize",
-    "integrate": ".algorithms.lie_group", "difference": ".algorithms.lie_group",
-    # issue 27: the joint law (friction, offset; armature is load_model's option)
-    "JointFriction": ".algorithms.friction", "joint_friction": ".algorithms.friction",
-    "joint_friction_slope": ".algorithms.friction",
+    # contact and impact (Ch. 11) and the simulation step
+    "Contact": ".algorithms.contact.args", "contact_forward_dynamics": ".algorithms.contact.forward_dynamics",
+    "impact": ".algorithms.contact.impact", "soft_contact_forces": ".algorithms.contact.soft",
+    "simulate_step": ".sim.route",
+    # analytic derivatives and the linearised step
+    "inverse_dynamics_derivatives": ".algorithms.derivatives.dynamics_derivatives",
+    "inverse_dynamics_derivatives_batch": ".algorithms.derivatives.dynamics_derivatives",
+    "forward_dynamics_derivatives": ".algorithms.derivatives.dynamics_derivatives",
+    "gravity_derivatives": ".algorithms.derivatives.dynamics_derivatives",
+    "linearize": ".algorithms.derivatives.linearize", "linearize_batch": ".algorithms.derivatives.linearize",
+    # estimation: the inertial-parameter regressor, payload identification, the momentum observer
+    "inertial_parameters": ".algorithms.estimation.regressor", "regressor": ".algorithms.estimation.regressor",
+    "link_regressor": ".algorithms.estimation.regressor",
+    "regressor_batch": ".algorithms.estimation.regressor_batch",
+    "Payload": ".algorithms.estimation.payload", "identify_payload": ".algorithms.estimation.payload",
+    "MomentumObserver": ".algorithms.estimation.observer", "external_wrench": ".algorithms.estimation.observer",
 }
 
 __all__ = ["DynamicsError", "InputError", "ModelError", "ModelWarning", "SingularMassMatrixError", *_LAZY]

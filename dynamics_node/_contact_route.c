@@ -1,4 +1,4 @@
-/* _contact_route.c: the front of dn.contact_forward_dynamics (dynamics_node/algorithms/contact.py), a
+/* _contact_route.c: the front of dn.contact_forward_dynamics (dynamics_node/algorithms/contact/forward_dynamics.py), a
  * callable like the Route fronts of _routes.c for one call of its own shape:
  *
  *   ContactRoute(addr, cache, prepare, result, names, slow)

@@ -30,7 +30,7 @@ from dynamics_node import _jit
 
 PACKAGE = pathlib.Path(__file__).resolve().parent
 # not compiled for a model or a request: the ROS edge, the command-line tools, the identification
-SKIP = ("ros", "tools", "identify")
+SKIP = ("ros", "cli", "identify")
 
 
 def _kernel_modules():

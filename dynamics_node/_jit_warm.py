@@ -358,7 +358,7 @@ def _identify_payload(M):
 
 def _observer(M):
     dn = M.dn
-    from .observer import link_jacobian
+    from .algorithms.estimation.observer import link_jacobian
 
     for m in (M.tree, M.plain, M.law, M.law_plain):
         q, qd, _, tau = M.state(m)
@@ -441,7 +441,7 @@ def _law(name):
 
 def _node(M):
     """What the node runs besides the public functions: the simulated robot's body poses."""
-    from .algorithms.kinematics import body_poses
+    from .algorithms.tree.kinematics import body_poses
 
     for m in M.trees() + (M.box,):
         body_poses(m, M.state(m)[0])

@@ -1,4 +1,4 @@
-/* _step_route.c: the simulation step's fronts (dynamics_node/algorithms/sim_step.py, sim_route.py): the
+/* _step_route.c: the simulation step's fronts (dynamics_node/sim/step.py, sim/route.py): the
  * kernel sim_step.sim_step_c reached in one call.
  *
  *   StepRoute(addr, cache, prepare, result, slow)

@@ -211,7 +211,7 @@ def refuse(model, what, e, names, arrays, extras=(), row=None):
 
 
 def raise_status(model, st, tree, what, names=(), arrays=(), extras=()):
-    from .algorithms._common import raise_status as kernel_status
+    from ._kernel_io import raise_status as kernel_status
 
     try:
         if int(st) // 100000000 == OVERFLOW:
@@ -223,20 +223,20 @@ def raise_status(model, st, tree, what, names=(), arrays=(), extras=()):
 
 def wrenches(model, f_ext, name="f_ext"):
     """{link: (fx fy fz tx ty tz)} -> the kernels' per-body spatial forces, or EMPTY when there are none."""
-    from .algorithms import _common
+    from . import _kernel_io
 
     if f_ext is None:
-        return _common.EMPTY
+        return _kernel_io.EMPTY
     if not isinstance(f_ext, Mapping):
         raise InputError(f"{name} must be a dict {{link: (fx, fy, fz, tx, ty, tz)}} or None, got {_type_name(f_ext)}")
     if not f_ext:
-        return _common.EMPTY
+        return _kernel_io.EMPTY
     clean = {}
     for link, w in f_ext.items():
         if not isinstance(link, str):
             raise InputError(f"{name} keys must be link names, got {_type_name(link)}")
         clean[link] = vec(w, f"{name}['{link}']")
-    fx = _common.fext_array(model, clean)
+    fx = _kernel_io.fext_array(model, clean)
     if not finite(fx):
         raise overflow(f"{name} (moved to the body frames)", magnitudes([name], [np.concatenate(list(clean.values()))]))
     return fx
@@ -256,7 +256,7 @@ class Route:
     callback writes nout nvt x nvt matrices (a tuple of them when nout > 1) and takes ``extra`` = (per body,
     per dof, per dof squared, constant) floats of scratch after the work array; the slow side then
     runs ``compute``; ``mimic``: the callback takes models with mimic joints too, in user coordinates
-    (nv or nv x nv results; algorithms/mimic.py), a vector route's with ``extra`` floats of scratch for them.
+    (nv or nv x nv results; algorithms/tree/mimic.py), a vector route's with ``extra`` floats of scratch for them.
     The slow side of a model with mimic joints runs ``compute`` on tree coordinates (never the callback)."""
 
     def __init__(self, what, inputs, compute, extras=(), fast=(), shim=None, matrix=False, tree=True, post=None,

@@ -246,7 +246,7 @@ class Model:
         self.mi = _ro(mi.view())
         self.mf = _ro(mf.view())
         self.work_size = WORK_BODY * nb + WORK_DOF * self.nvt + WORK_EXTRA
-        # the loop joints' constants packed for the kernels (algorithms/loops/data.py), None without
+        # the loop joints' constants packed for the kernels (loop_data.py), None without
         self.loop_data = _pack_loops(self) if self.loops else None
         # the sparse-matrix method's pattern and ordering (algorithms/loops/sparse.py), made at its
         # first call and kept: {include loop joints: SparsePattern}
@@ -409,8 +409,8 @@ class Data:
 
 
 def _pack_loops(model: Model):
-    from .algorithms.loops.data import pack  # imported here: the loop package imports this module
-    from .algorithms.topology import dof_parents
+    from .loop_data import pack  # imported here: the loop package imports this module
+    from .topology import dof_parents
 
     return pack(model, dof_parents(model))
 

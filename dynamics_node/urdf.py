@@ -48,7 +48,7 @@ def load_model(source, *, floating_base: bool = False, gravity=(0.0, 0.0, -9.81)
     armature: reflected rotor inertia (Featherstone Example 9.5, Eq. 9.28), added to the diagonal of
         H: None, one float for every joint, or {joint: value}.
     friction: True makes the URDF <dynamics damping friction> act (viscous and sign() Coulomb friction);
-        a dn.JointFriction turns friction on with the joint law's coefficients (algorithms/friction.py:
+        a dn.JointFriction turns friction on with the joint law's coefficients (joint_law.py:
         viscous, Coulomb, its velocity scale, Stribeck, offset), the URDF's where it names none.
     strict: raise ModelError where the model would load with a ModelWarning (non-physical inertia,
         singular H, a transmission or mimic naming an unknown joint).
@@ -308,7 +308,7 @@ def _build(name, links, joints, xml_root, src, floating_base, gravity, armature,
             for b in bodies:
                 if jtype[b] != FREE:
                     damp[vi[b]], coul[vi[b]] = d, f
-    from .algorithms.friction import apply
+    from .joint_law import apply
 
     dofs = {j.name: np.array([vi[b] for b in bodies if jtype[b] != FREE], dtype=np.int64)
             for j, bodies in tree_joints if not (floating_base and j.name == ROOT_JOINT)}

@@ -17,8 +17,9 @@ import pytest
 
 import dynamics_node as dn
 from dynamics_node import _jit
-from dynamics_node.algorithms import aba, contact, crba, rnea
-from dynamics_node.algorithms.contact_args import pack
+from dynamics_node.algorithms.contact import forward_dynamics as contact
+from dynamics_node.algorithms.tree import aba, crba, rnea
+from dynamics_node.algorithms.contact.args import pack
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ARM = REPO / "urdf" / "arm7.urdf"
@@ -114,7 +115,7 @@ def test_no_library_means_numba_compiles(tmp_path):
 def test_signatures_are_spelled_as_numba_parses_them():
     from numba.core import sigutils
 
-    from dynamics_node.algorithms._common import F2, I1, SIG3
+    from dynamics_node._kernel_io import F2, I1, SIG3
 
     assert str(I1) == "int64[::1]" and str(F2) == "float64[:, ::1]"
     args, ret = sigutils.normalize_signature(str(SIG3))

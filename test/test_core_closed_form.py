@@ -219,7 +219,7 @@ def test_book_sixlink_tau_d_and_cond(dn, q1):
 
 
 def test_book_expanded_parent_array():
-    from dynamics_node.algorithms.ltdl import expanded_parent_array
+    from dynamics_node.algorithms.tree.ltdl import expanded_parent_array
 
     got = expanded_parent_array((0, 1, 1, 2, 2, 3), (1, 3, 1, 1, 1, 1))
     assert [int(x) for x in got] == [0, 1, 2, 3, 1, 4, 4, 5]

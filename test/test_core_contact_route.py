@@ -2,7 +2,7 @@
 the allocation-free pieces behind it: the front answers the plain call with what the numba kernel
 gives, runs no Python below the public function, and hands every other call (and every error) to the
 Python side; the kernel refuses scratch that is too small; the dense solves of the contact problem
-(algorithms/dense.py) against numpy's LAPACK; the reshape helper of the ahead-of-time library against
+(algorithms/tree/dense.py) against numpy's LAPACK; the reshape helper of the ahead-of-time library against
 numpy."""
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import urdfgen as ug
 
 import dynamics_node as dn
 from dynamics_node import _fast, _jit
-from dynamics_node.algorithms import contact as C
-from dynamics_node.algorithms import dense
+from dynamics_node.algorithms.contact import forward_dynamics as C
+from dynamics_node.algorithms.tree import dense
 
 MUS = (0.0, 0.3, 1.0, 2.0, math.inf)
 
@@ -48,7 +48,7 @@ def _problems(seed, n):
 
 def _numba_kernel(m, q, qd, tau, cs):
     """The same kernel through numba's dispatcher: (status, qdd, F, codes)."""
-    from dynamics_node.algorithms.contact_args import pack
+    from dynamics_node.algorithms.contact.args import pack
 
     p = pack(m, cs)
     qdd, F, codes = np.empty(m.nvt), np.empty((p.k, 3)), np.empty(p.k, dtype=np.int64)

@@ -225,7 +225,7 @@ def _wrap(x):
 
 @pytest.mark.parametrize("euler", ["zyx", "zyz"])
 def test_analytic_jacobian_by_differences_of_euler_angles(c, euler):
-    from dynamics_node.algorithms.jacobians import euler_angles
+    from dynamics_node.algorithms.tree.jacobians import euler_angles
 
     m = c.model
     for link in _deep_links(c, 2):
@@ -243,7 +243,7 @@ def test_analytic_jacobian_by_differences_of_euler_angles(c, euler):
 
 
 def test_euler_angle_conventions_rebuild_the_rotation():
-    from dynamics_node.algorithms.jacobians import euler_angles
+    from dynamics_node.algorithms.tree.jacobians import euler_angles
 
     def Rz(a):
         return np.array([[math.cos(a), -math.sin(a), 0], [math.sin(a), math.cos(a), 0], [0, 0, 1]])

@@ -12,9 +12,9 @@ CASES = ["arm7", "baxter_branched", "kinova_continuous", "random_0", "random_2",
 
 @pytest.mark.parametrize("name", ["arm7", "baxter_branched", "random_2", "solo12_floating"])
 def test_ltdl_reproduces_H_without_fill_in(name, dn):
-    from dynamics_node.algorithms._common import to_tree_q
-    from dynamics_node.algorithms.crba import mass_matrix_tree
-    from dynamics_node.algorithms.ltdl import dof_parents, ltdl_factor
+    from dynamics_node._kernel_io import to_tree_q
+    from dynamics_node.algorithms.tree.crba import mass_matrix_tree
+    from dynamics_node.algorithms.tree.ltdl import dof_parents, ltdl_factor
 
     c = get_case(name)
     m = c.model

@@ -6,7 +6,7 @@ import pytest
 
 import dynamics_node as dn
 from dynamics_node import _fast
-from dynamics_node.algorithms import aba, crba, rnea
+from dynamics_node.algorithms.tree import aba, crba, rnea
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +213,7 @@ def test_invoke3s_on_many_threads(dual):
 
 
 # ------------------------------------------------------------------------------- a link Route
-# the front of jacobian_derivative (algorithms/jacobians.py): the link origin of a link named by a str
+# the front of jacobian_derivative (algorithms/tree/jacobians.py): the link origin of a link named by a str
 # is answered in C, with the body and the point read from the model; everything else goes to Python
 
 def _jdot_slow(m, q, qd, link, point=None):
@@ -222,7 +222,7 @@ def _jdot_slow(m, q, qd, link, point=None):
 
 
 def test_link_route_equals_the_converting_route(arm):
-    from dynamics_node.algorithms import jacobians
+    from dynamics_node.algorithms.tree import jacobians
 
     assert isinstance(jacobians._JDOT, _fast.Route)
     rng = np.random.default_rng(11)
@@ -338,7 +338,7 @@ def test_matrices_route_equals_the_computing_side(arm):
     def same(a, b):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(b).max()))
 
-    from dynamics_node.algorithms import derivatives as D
+    from dynamics_node.algorithms.derivatives import dynamics_derivatives as D
 
     rng = np.random.default_rng(11)
     q, qd, x = rng.uniform(-2, 2, (3, arm.nv))

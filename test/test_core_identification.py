@@ -280,7 +280,7 @@ def test_inconsistent_results_are_flagged():
 
 
 def test_triangle_inequality_breach_is_flagged():
-    from dynamics_node.identification import _physical
+    from dynamics_node.algorithms.estimation.payload import _physical
     assert _physical(1.0, np.diag([1.0, 1.0, 3.0])) and "triangle" in _physical(1.0, np.diag([1.0, 1.0, 3.0]))[0]
     assert "semi-definite" in _physical(1.0, np.diag([1.0, -1.0, 1.0]))[0]
     assert _physical(1.0, np.diag([1.0, 1.0, 2.0])) == []

@@ -92,7 +92,7 @@ def test_xacro_errors_are_model_errors(dn, ament, tmp_path):
 # ------------------------------------------------------------------------------------------------
 def _check(*args, env=None):
     e = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "dynamics_node.summary", "--check", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "dynamics_node.cli.summary", "--check", *map(str, args)],
                           capture_output=True, text=True, timeout=120, env=e)
 
 

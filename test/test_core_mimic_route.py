@@ -1,5 +1,5 @@
 """Models with mimic joints (Featherstone §9.6) through the C front: inverse dynamics, gravity, the mass matrix,
-the Coriolis matrix and forward dynamics take user coordinates in compiled code (algorithms/mimic.py: the map to
+the Coriolis matrix and forward dynamics take user coordinates in compiled code (algorithms/tree/mimic.py: the map to
 the tree, G^T x and G^T D G in one pass, the reduced mass matrix by Cholesky) where the Python side maps with
 numpy and solves with numpy (dispatch.to_tree, ltdl.crba_forward_dynamics). The two are independent computations
 of the same numbers; the same call with lists takes the Python side."""

@@ -261,7 +261,7 @@ def test_the_compiled_step_equals_the_python_step_on_random_trees(floating):
     within 1e-12 of each field's scale."""
     import urdfgen as ug
 
-    from dynamics_node.algorithms.soft_contact import reference_step
+    from dynamics_node.algorithms.contact.soft import reference_step
 
     xml, _ = ug.random_urdf(40, n_links=6, n_mimic=0)
     m = dn.load_model(xml, floating_base=floating)
@@ -293,7 +293,7 @@ def test_the_compiled_step_equals_the_python_step_along_a_fall_onto_the_floor():
     """arm7 collapsing onto the floor (the contacts land, slide, stick and rest, each pressed surface
     following its point exactly): at each of 3000 steps the compiled step and the Python step, from the
     same state, agree within 1e-12 of each field's scale."""
-    from dynamics_node.algorithms.soft_contact import reference_step
+    from dynamics_node.algorithms.contact.soft import reference_step
 
     m = dn.load_model("urdf/arm7.urdf")
     cs = [dn.Contact(lk, friction=0.8) for lk in m.link_names if m.body_of(lk) >= 0]
@@ -387,7 +387,7 @@ def test_huge_inputs_give_a_finite_step_or_a_refusal():
 def test_the_c_front_reads_the_step_info_where_layout_puts_it():
     """What _step_route.c assumes of layout.py (its INFO_N and INFO_NF) and of sim_step.py (SCRATCH)."""
     from dynamics_node import layout as L
-    from dynamics_node.algorithms import sim_step
+    from dynamics_node.sim import step as sim_step
 
     assert (L.SIM_INFO_N, L.SI_NF, L.SI_NSEL) == (2, 1, 0) and sim_step.SCRATCH == -9
 
@@ -396,7 +396,7 @@ def test_without_the_c_shim_the_step_is_the_same(monkeypatch):
     """The route of an install without a C compiler (sim_route._slow on numba's dispatcher of the same
     kernel) gives the C front's step exactly: arm7 lying on the floor, two joints at a limit."""
     from dynamics_node import _fast
-    from dynamics_node.algorithms import sim_route
+    from dynamics_node.sim import route as sim_route
 
     m = dn.load_model("urdf/arm7.urdf")
     cs = [dn.Contact(lk, friction=0.8) for lk in m.link_names if m.body_of(lk) >= 0]

@@ -212,8 +212,8 @@ def test_simulation_energy_and_closure(model, q0, oracle):
 def test_dual_arm_api_is_exported_without_shadowing_the_core(model, q0):
     """The Unseren functions are dn.dual_arm_* (and friends), wrapped by the input/output contract of
     the closed-loop functions; dn.forward_dynamics stays the core's."""
-    from dynamics_node.algorithms.aba import forward_dynamics
-    from dynamics_node.algorithms.rnea import inverse_dynamics
+    from dynamics_node.algorithms.tree.aba import forward_dynamics
+    from dynamics_node.algorithms.tree.rnea import inverse_dynamics
 
     assert dn.forward_dynamics is forward_dynamics and dn.inverse_dynamics is inverse_dynamics
     for name in ("dual_arm_terms", "sphere_force", "delta_matrix", "dual_arm_forward_dynamics",

@@ -15,7 +15,7 @@ import pytest
 
 import dynamics_node as dn
 import urdfgen as ug
-from dynamics_node.equivalence import nonzero_parameters
+from dynamics_node.algorithms.tree.equivalence import nonzero_parameters
 
 ROBOTS = ug.erd(".")
 FILES = sorted(str(p.relative_to(ROBOTS)) for p in ROBOTS.rglob("*.urdf"))
@@ -132,7 +132,7 @@ def test_revolute_chain_keeps_the_base_parameters(n, seed):
     left are a basis of the identifiable combinations: as many as the rank of the regressor, their
     columns independent, and the base parameters of identification (p_base = B p, Gautier's QR)
     the same for both models."""
-    from dynamics_node.identify.params import setup
+    from dynamics_node.identify.fit_params import setup
 
     m = dn.load_model(_chain(n, seed))
     s = dn.simplify_inertias(m)

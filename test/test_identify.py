@@ -61,7 +61,7 @@ def _fit(case, *extra, name="out"):
 
 def _truth_base(case, out_path):
     """Base parameters of the truth and of the identified model (same base map: the nominal URDF's)."""
-    from dynamics_node.identify.params import setup
+    from dynamics_node.identify.fit_params import setup
 
     par = setup(case.model, dn.load_model(case.urdf, friction=True))
     B = par.base_map()

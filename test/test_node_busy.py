@@ -44,7 +44,7 @@ def busy_cores(n=2):
 def test_observer_estimates_every_joint_state_from_the_first_on_a_busy_machine():
     import dynamics_node as dn
     import test_observer_core as core
-    from dynamics_node import observer as obs
+    from dynamics_node.algorithms.estimation import observer as obs
     from geometry_msgs.msg import WrenchStamped
     from sensor_msgs.msg import JointState
 

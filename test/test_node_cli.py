@@ -29,7 +29,7 @@ def node():
 
 
 def cli(*args, node=f"/{NAME}", timeout=60):
-    p = subprocess.run([sys.executable, "-m", "dynamics_node.tools.cli", "--node", node, *map(str, args)],
+    p = subprocess.run([sys.executable, "-m", "dynamics_node.cli.dynamics_cli", "--node", node, *map(str, args)],
                        cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
 

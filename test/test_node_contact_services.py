@@ -24,7 +24,7 @@ ORDER = [6, 2, 0, 5, 1, 4, 3]  # the caller's joint order: a permutation of the 
 @pytest.fixture(scope="module")
 def st():
     from dynamics_node.ros.model_state import build_state, load
-    from dynamics_node.ros.params import validate
+    from dynamics_node.ros.node_params import validate
     c = validate({"urdf_path": str(ns.ARM7)})
     return build_state(load(c), c, {})
 
@@ -189,7 +189,7 @@ def test_dynamics_cli_calls_both_as_the_readme_shows(node):
     import sys
 
     def cli(*args):
-        p = subprocess.run([sys.executable, "-m", "dynamics_node.tools.cli", "--node", "/contact_srv", *args],
+        p = subprocess.run([sys.executable, "-m", "dynamics_node.cli.dynamics_cli", "--node", "/contact_srv", *args],
                            cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=60)
         return p.returncode, p.stdout + p.stderr
 

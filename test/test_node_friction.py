@@ -54,7 +54,7 @@ def out_files(tmp_path_factory):
     ({"effort_command_friction": 1.5}, ["effort_command_friction", "[0, 1]"]),
 ])
 def test_bad_values_are_refused_by_name(values, words):
-    from dynamics_node.ros.params import ConfigError, validate
+    from dynamics_node.ros.node_params import ConfigError, validate
     with pytest.raises(ConfigError) as e:
         validate(values)
     for w in words:
@@ -63,7 +63,7 @@ def test_bad_values_are_refused_by_name(values, words):
 
 def test_unknown_joint_is_refused_when_the_model_is_loaded():
     from dynamics_node.ros.model_state import load
-    from dynamics_node.ros.params import ConfigError, validate
+    from dynamics_node.ros.node_params import ConfigError, validate
     c = validate({"urdf_path": str(ns.ARM7), "friction": True, "friction_model.joints": ["joint1", "elbow"]})
     with pytest.raises(ConfigError) as e:
         load(c)
@@ -75,7 +75,7 @@ def test_out_yaml_keys_are_the_node_parameters(out_files):
     read them (the nested friction_model: flattened to friction_model.<field>)."""
     import yaml
 
-    from dynamics_node.ros.params import PARAMETERS, validate
+    from dynamics_node.ros.node_params import PARAMETERS, validate
     rp = yaml.safe_load(out_files[1].read_text())["dynamics_node"]["ros__parameters"]
     flat = {k: v for k, v in rp.items() if k != "friction_model"}
     flat.update({f"friction_model.{k}": v for k, v in rp["friction_model"].items()})
@@ -96,7 +96,7 @@ WHEEL = """<robot name="wheel">
 
 def _coast(v0, seconds, **law):
     from dynamics_node.ros.model_state import build_state, load
-    from dynamics_node.ros.params import validate
+    from dynamics_node.ros.node_params import validate
     from dynamics_node.ros.sim_world import World
     vals = {"robot_description": WHEEL, "simulation": True, "friction": True, "armature": [0.25],
             "friction_model.joints": ["spin"], **{f"friction_model.{k}": [v] for k, v in law.items()}}
@@ -187,7 +187,7 @@ def test_effort_command_adds_the_friction_fraction():
     import dynamics_node as dn
     from dynamics_node.ros.friction_params import command_friction
     from dynamics_node.ros.model_state import build_state, load
-    from dynamics_node.ros.params import validate
+    from dynamics_node.ros.node_params import validate
     from dynamics_node.ros.stream import JointStateMerger
     vals = {"urdf_path": str(ns.ARM7), "friction": True, "friction_model.joints": NAMES, "armature": ARM,
             "effort_command_topic": "/cmd", "command_joints": ["joint3", "joint1"], "effort_command_friction": 0.5,

@@ -65,7 +65,7 @@ def _check(res, tol=1e-8):
 # ------------------------------------------------------------------------------------ in-process
 def _state():
     from dynamics_node.ros.model_state import build_state, load, payload_table
-    from dynamics_node.ros.params import validate
+    from dynamics_node.ros.node_params import validate
     c = validate({"urdf_path": str(ns.ARM7)})
     payloads, _ = payload_table(c, {})
     return build_state(load(c), c, payloads)
@@ -129,7 +129,7 @@ def test_motionless_samples_are_refused_and_nothing_is_applied():
 def test_the_recorder_differentiates_irregular_stamps():
     """trajectory_from_recording on jittered stamps with a split publisher: velocities and
     accelerations of the Savitzky-Golay differentiator against the exact ones."""
-    from dynamics_node.tools.record import trajectory_from_recording
+    from dynamics_node.cli.record import trajectory_from_recording
     rng = np.random.default_rng(2)
     t = np.cumsum(rng.uniform(0.004, 0.006, 2000))
     Q, QD, QDD = _sines(t)
@@ -150,7 +150,7 @@ def test_the_recorder_differentiates_irregular_stamps():
 
 def test_the_recorder_unwraps_continuous_joints_and_needs_efforts():
     from dynamics_node.errors import InputError
-    from dynamics_node.tools.record import trajectory_from_recording
+    from dynamics_node.cli.record import trajectory_from_recording
     t = np.arange(0.0, 4.0, 0.004)
     q = 0.9 * t + 2.5  # a continuous joint turning through +-pi, reported wrapped
     wrapped = np.angle(np.exp(1j * q))
@@ -213,7 +213,8 @@ def test_cli_records_identifies_and_applies(node):
     th = threading.Thread(target=_publish_until, args=(stop,), daemon=True)
     th.start()
     try:
-        p = subprocess.run([sys.executable, "-m", "dynamics_node.tools.cli", "--node", f"/{NAME}", "--timeout", "30",
+        p = subprocess.run([sys.executable, "-m", "dynamics_node.cli.dynamics_cli", "--node", f"/{NAME}",
+                            "--timeout", "30",
                             "identify_payload", "--link", "tool0", "--record", "8", "--apply"],
                            cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=120)
     finally:

@@ -23,7 +23,7 @@ CONFIGS = sorted((ns.REPO / "config").glob("*.yaml"))
 def _declared():
     pytest.importorskip("rclpy")
     from rcl_interfaces.msg import ParameterType as T
-    from dynamics_node.ros.params import PARAMETERS
+    from dynamics_node.ros.node_params import PARAMETERS
     return {k: (v.default, getattr(T, "PARAMETER_" + v.type.upper())) for k, v in PARAMETERS.items()}
 
 
@@ -146,5 +146,6 @@ def test_node_runs_on_each_config(path):
 def test_console_scripts_exist_in_setup_py():
     tree = ast.parse((ns.REPO / "setup.py").read_text())
     text = ast.unparse(tree)
-    for script in ("dynamics_node = dynamics_node.ros.process:main", "dynamics_cli = dynamics_node.tools.cli:main"):
+    for script in ("dynamics_node = dynamics_node.ros.process:main",
+                   "dynamics_cli = dynamics_node.cli.dynamics_cli:main"):
         assert script in text

@@ -29,7 +29,7 @@ DT = 0.01
 
 def state(path=ARM7, **values):
     from dynamics_node.ros.model_state import build_state, load, payload_table
-    from dynamics_node.ros.params import validate
+    from dynamics_node.ros.node_params import validate
     c = validate({"urdf_path": str(path), **values})
     payloads, _ = payload_table(c, {})
     return build_state(load(c), c, payloads)
@@ -166,7 +166,7 @@ def node():
 
 
 def cli(*args, timeout=60):
-    p = subprocess.run([sys.executable, "-m", "dynamics_node.tools.cli", "--node", f"/{NAME}", *map(str, args)],
+    p = subprocess.run([sys.executable, "-m", "dynamics_node.cli.dynamics_cli", "--node", f"/{NAME}", *map(str, args)],
                        cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
 

@@ -33,7 +33,7 @@ def test_external_torques_wrench_collision_and_reset_through_the_node(node):
     import dynamics_node as dn
     import test_observer_core as core
     from diagnostic_msgs.msg import DiagnosticArray
-    from dynamics_node import observer as obs
+    from dynamics_node.algorithms.estimation import observer as obs
     from geometry_msgs.msg import WrenchStamped
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import JointState
@@ -80,7 +80,7 @@ def test_external_torques_wrench_collision_and_reset_through_the_node(node):
     assert [ns.stamp_ns(m) for m in ext] == stamps, f"{len(ext)} external torques for {len(sim)} joint states"
 
     # the same observer in this process, on the same samples (the stream passes its gravity torques)
-    from dynamics_node.ros.observer import default_wrench_link  # noqa: F401 - importable edge
+    from dynamics_node.ros.stream_observer import default_wrench_link  # noqa: F401 - importable edge
     ref = obs.MomentumObserver(model, K, timeout=1.0)
     for (t, q, qd, tau, jtf), st, m, w in zip(sim, stamps, ext, wr):
         r = ref.update((st - stamps[0]) * 1e-9, q, qd, tau)

@@ -81,7 +81,7 @@ class Log:
 
 def make(path=ns.ARM7, **values):
     from dynamics_node.ros.model_state import build_state, load, payload_table
-    from dynamics_node.ros.params import validate
+    from dynamics_node.ros.node_params import validate
     from dynamics_node.ros.stream import Stream
     c = validate({"urdf_path": str(path), **values})
     payloads, _ = payload_table(c, {})
@@ -109,7 +109,7 @@ def feed(s, samples, t0_ns=5_000_000_000, effort=True):
 
 def test_external_torques_follow_each_gravity_torque_and_equal_the_core_observer(sim):
     import dynamics_node as dn
-    from dynamics_node import observer as obs
+    from dynamics_node.algorithms.estimation import observer as obs
     s, node, _, st, c = make(observer_gain=200.0)
     feed(s, sim)
     grav, ext = node.of("~/gravity_torques"), node.of("~/external_torques")
@@ -201,7 +201,7 @@ def test_collision_is_published_on_change_and_logged_once(sim):
 
 
 def test_observer_parameters_are_checked():
-    from dynamics_node.ros.params import ConfigError, validate
+    from dynamics_node.ros.node_params import ConfigError, validate
     for values, words in (({"observer_gain": -1.0}, "observer_gain"), ({"observer_gain": 1e5}, "observer_gain"),
                           ({"collision_threshold": [1.0, -2.0]}, "collision_threshold"),
                           ({"collision_threshold": [math.nan]}, "collision_threshold")):
@@ -217,7 +217,7 @@ def test_observer_parameters_are_checked():
 
 def test_default_wrench_link_is_the_tip_of_the_longest_chain():
     import dynamics_node as dn
-    from dynamics_node.ros.observer import default_wrench_link
+    from dynamics_node.ros.stream_observer import default_wrench_link
     assert default_wrench_link(dn.load_model(str(ns.ARM7))) == "tool0"
     ur5 = dn.load_model(str(ns.erd("ur_description/urdf/ur5_robot.urdf")))
     assert default_wrench_link(ur5) in ("tool0", "ee_link")

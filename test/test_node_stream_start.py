@@ -19,7 +19,7 @@ J = [f"joint{i}" for i in range(1, 8)]
 
 
 def _cfg(**values):
-    from dynamics_node.ros.params import validate
+    from dynamics_node.ros.node_params import validate
     return validate(values)
 
 
@@ -162,7 +162,7 @@ def test_torques_before_the_observer_kernels_and_estimates_from_the_first_joint_
     then the core observer fed every sample from that one."""
     import dynamics_node as dn
     import test_observer_core as core
-    from dynamics_node import observer as obs
+    from dynamics_node.algorithms.estimation import observer as obs
     from dynamics_node.ros.model_state import build_state, load
     from dynamics_node.ros.stream import Stream
     from test_node_observer_inprocess import Log, Node

@@ -229,7 +229,7 @@ def test_a_start_that_fails_says_in_one_line_which_parameter_value_and_what_to_d
 
 def _cli(*args, timeout=60):
     cli = BIN / "dynamics_cli"
-    cmd = [str(cli)] if cli.exists() else [sys.executable, "-m", "dynamics_node.tools.cli"]
+    cmd = [str(cli)] if cli.exists() else [sys.executable, "-m", "dynamics_node.cli.dynamics_cli"]
     return subprocess.run(cmd + list(args), cwd=str(ns.REPO), env=ns.node_env(), capture_output=True,
                           text=True, timeout=timeout)
 
@@ -259,7 +259,7 @@ def test_robot_description_topic_route_as_the_readme_shows():
     model = dn.load_model(str(path))
     p = Started(_exe())
     cli = BIN / "dynamics_cli"
-    cmd = [str(cli)] if cli.exists() else [sys.executable, "-m", "dynamics_node.tools.cli"]
+    cmd = [str(cli)] if cli.exists() else [sys.executable, "-m", "dynamics_node.cli.dynamics_cli"]
     pub = Started(cmd + ["publish_description", str(path), "--duration", "60"])
     try:
         q = _random_q(model, 9)

@@ -1,5 +1,5 @@
-"""The momentum observer (dynamics_node/observer.py) against a simulation written here: the 7-DoF arm
-under a PD controller tracking a sine, pushed by a known wrench at a link for one second, integrated
+"""The momentum observer (dynamics_node/algorithms/estimation/observer.py) against a simulation written
+here: the 7-DoF arm under a PD controller tracking a sine, pushed by a known wrench at a link for one second, integrated
 with RK4 on the core's forward dynamics (f_ext). Also closed forms of the discretisation (a robot
 held still under a constant external torque), the resets, the wrench estimate and bad input."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dynamics_node as dn
-from dynamics_node import observer as obs
+from dynamics_node.algorithms.estimation import observer as obs
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ARM7 = str(REPO / "urdf" / "arm7.urdf")

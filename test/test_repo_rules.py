@@ -14,7 +14,7 @@ def test_no_module_of_the_package_is_over_500_lines():
 
 
 def test_the_core_imports_no_ros():
-    """The core knows nothing of ROS: only dynamics_node/ros/ (the node) and dynamics_node/tools/ (its
+    """The core knows nothing of ROS: only dynamics_node/ros/ (the node) and dynamics_node/cli/ (its
     ROS clients: dynamics_cli) may import rclpy or ROS messages. (ament_index_python, a plain Python
     package, may resolve package:// where it is installed.)"""
     ros_words = ("import rclpy", "from rclpy", "_msgs", "dynamics_interfaces")
@@ -130,7 +130,7 @@ def test_no_module_imports_another_that_imports_it_back():
 
 
 def test_the_node_and_the_tools_import_in_one_direction():
-    """dynamics_node/ros (the node's modules), dynamics_node/tools (dynamics_cli and what it needs)
+    """dynamics_node/ros (the node's modules), dynamics_node/cli (dynamics_cli and what it needs)
     and dynamics_node/identify (dynamics_identify): no module imports another that imports it back,
     directly or in a circle; the node's modules never import a tool; the core never imports any
     of them; the offline identification tool never imports ROS code."""

@@ -46,7 +46,7 @@ def test_the_rviz_config_shows_the_robot_tf_efforts_markers_and_wrench():
     assert 'name="robot_sim"' in launch and 'name="dynamics_node"' in launch
     edge = {p.name: p.read_text() for p in (ns.REPO / "dynamics_node" / "ros").glob("*.py")}
     assert '"~/markers"' in edge["diagnostics.py"] and '"~/contact_markers"' in edge["simulation.py"]
-    assert '"~/gravity_torques"' in edge["stream.py"] and '"~/external_wrench"' in edge["observer.py"]
+    assert '"~/gravity_torques"' in edge["stream.py"] and '"~/external_wrench"' in edge["stream_observer.py"]
     assert cfg["Visualization Manager"]["Global Options"]["Fixed Frame"] == "base_link"
 
 

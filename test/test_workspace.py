@@ -100,7 +100,7 @@ def test_first_launch_compiles_nothing_and_serves_pinocchios_gravity(ws):
     installed = ws.installed_package()
     assert installed.is_relative_to(ws.root / "install"), installed
     (hashdir,) = [p for p in (ws.cache / "dynamics_node").iterdir() if p.is_dir() and not p.name.startswith(".")]
-    for f in ("observer.py", "algorithms/rnea.py"):
+    for f in ("algorithms/estimation/observer.py", "algorithms/tree/rnea.py"):
         sub = _CacheLocator.get_suitable_cache_subpath(str(installed / f))
         assert any((hashdir / sub).glob("*.nbi")), f"no numba cache of the installed {f} in {hashdir / sub}"
     assert (hashdir / "aot" / "kernels.so").is_file()

@@ -41,8 +41,8 @@ GROUPS = [
 ARCHITECTURE = [
     ("user", "Python program", "import dynamics_node as dn",
      ["dynamics_node/__init__.py"], (3, 64, 48, 8), OUTSIDE),
-    ("client", "service clients", "controllers, ros2, dynamics_cli (tools/cli.py)",
-     ["dynamics_node/tools/cli.py"], (58, 64, 39, 8), OUTSIDE),
+    ("client", "service clients", "controllers, ros2, dynamics_cli (cli/dynamics_cli.py)",
+     ["dynamics_node/cli/dynamics_cli.py"], (58, 64, 39, 8), OUTSIDE),
     ("driver", "robot driver, controller", "/joint_states in;\n~/gravity_torques, effort command out",
      [], (58, 1, 39, 7), OUTSIDE),
     ("dispatch", "dispatch.py: the one call route", "checks and coerces inputs, refuses by name,\n"
@@ -61,7 +61,7 @@ ARCHITECTURE = [
     ("services", "services.py", "helper node\ndynamics_node_services:\none handler per service",
      ["dynamics_node/ros/services.py"], (58, 45, 19, 12), EDGE),
     ("node", "node.py, params.py", "node dynamics_node:\nparameters, model state,\n/diagnostics",
-     ["dynamics_node/ros/node.py", "dynamics_node/ros/params.py", "dynamics_node/ros/diagnostics.py"],
+     ["dynamics_node/ros/node.py", "dynamics_node/ros/node_params.py", "dynamics_node/ros/diagnostics.py"],
      (79, 45, 18, 12), EDGE),
     ("stream", "stream.py, stream_process.py", "node dynamics_node_stream,\nSCHED_FIFO, own rcl wait set\n"
      "(stream_executor.py): joint\nstates to torques, observer",

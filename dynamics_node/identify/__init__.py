@@ -15,15 +15,15 @@ The method, each choice with its source:
   not needed); parallel filtering and decimation as in Gautier, "Dynamic identification of robots
   with power model" (ICRA 1997): the only non-smooth regressor column, sign(qd), goes through the
   same filter as the efforts.
-- Regressor (stack.py, algorithms/regressor_batch.py): tau = Y(q, qd, qdd) pi + the joint law, pi the
+- Regressor (stack.py, algorithms/estimation/regressor_batch.py): tau = Y(q, qd, qdd) pi + the joint law, pi the
   ten inertial parameters per body (Atkeson, An & Hollerbach 1986) and per joint the law's linear
-  coefficients of the fit's class (issue 27, algorithms/friction.py: b qd + fc s(qd) [+ o + Ia qdd
+  coefficients of the fit's class (issue 27, joint_law.py: b qd + fc s(qd) [+ o + Ia qdd
   [+ fs exp(-(qd/vs)^2) s(qd)]], s = sign or tanh(qd / vc)). Stacked per joint as Gram matrices.
 - The class and the law's nonlinear velocity scales vc, vs (classes.py): per joint from grids, by
   cross-validation in contiguous time blocks of the training window, each held-out block scored on
   its recorded (unfiltered) efforts; ``auto`` keeps the simplest class no richer one beats by more
   than 1 %.
-- Base parameters (params.py): numerical reduction of the regressor's columns by QR with column
+- Base parameters (fit_params.py): numerical reduction of the regressor's columns by QR with column
   pivoting at random states (Gautier, "Numerical calculation of the base inertial parameters of
   robots", ICRA 1990; Gautier & Khalil 1990).
 - Weighted least squares (fit.py): OLS, per-joint residual variance, weights 1/sigma_j^2, WLS

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .params import CLASSES, calibrate, setup
+from .fit_params import CLASSES, calibrate, setup
 from .stack import _Kernel, friction_columns, law_shapes
 
 BLOCKS = 5

@@ -124,7 +124,7 @@ def _shrink(theta, nv, L, w, mid, half, vl, period):
 
 
 def excite_command(args, out=print):
-    from .params import setup
+    from .fit_params import setup
     from .run import load
 
     if not (args.period > 0 and math.isfinite(args.period)):

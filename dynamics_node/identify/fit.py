@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..algorithms.regressor import N_PARAMS
+from ..algorithms.estimation.regressor import N_PARAMS
 from ..errors import InputError, clip_names
-from .params import pseudo_inertia
+from .fit_params import pseudo_inertia
 from .stack import grams
 
 EIG_TOL = 1e-10
@@ -196,7 +196,7 @@ def _constrained(par, info, B, k, gamma, n_eq, hold=None, typical=None):
         Jref = T @ par.j_ref[i] @ T
         cons.append(0.5 * (J + J.T) >> EPS_LMI * Jref)
     nf = len(par.friction_joints)
-    for fl in ("viscous", "coulomb", "armature"):  # Ia, b, fc >= 0 (algorithms/friction.py)
+    for fl in ("viscous", "coulomb", "armature"):  # Ia, b, fc >= 0 (joint_law.py)
         if fl in par.fields:
             i0 = par.fidx(fl, 0)
             cons.append(x[i0:i0 + nf] >= 0)

@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from ..errors import InputError, clip
-from ..algorithms.friction import FIELDS, NONNEGATIVE, JointFriction
+from ..joint_law import FIELDS, NONNEGATIVE, JointFriction
 from .report import atomic_write
 
 NODE = "dynamics_node"

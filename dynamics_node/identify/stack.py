@@ -1,6 +1,6 @@
 """Stacking the regressor over many samples: per joint j the Gram matrix of [Y_j, tau_j] (rows: the
 samples where joint j's effort is usable), accumulated chunk by chunk with the batch regressor
-kernel (algorithms/regressor_batch.py) writing into one reused buffer. Everything the fit needs
+kernel (algorithms/estimation/regressor_batch.py) writing into one reused buffer. Everything the fit needs
 (least squares, residual per joint, weights, the constrained problem) follows from these
 (P + 1) x (P + 1) matrices, so memory does not grow with the recording's length.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..algorithms.regressor_batch import regressor_batch_kernel
+from ..algorithms.estimation.regressor_batch import regressor_batch_kernel
 from ..errors import InputError
 
 CHUNK = 1024
@@ -70,7 +70,7 @@ def grams(par, Q, QD, QDD, TAU, mask=None, shapes=None, chunk=CHUNK):
 
 def law_shapes(QD, vc, vs):
     """The nonlinear shapes of the joint law per column of QD (N x n): s(qd) = tanh(qd / vc) (sign where
-    vc = 0) and exp(-(qd / vs)^2) s(qd) (0 where vs = 0), algorithms/friction.py."""
+    vc = 0) and exp(-(qd / vs)^2) s(qd) (0 where vs = 0), joint_law.py."""
     sgn = np.sign(QD)
     vc = np.broadcast_to(np.asarray(vc, float), QD.shape[1:])
     vs = np.broadcast_to(np.asarray(vs, float), QD.shape[1:])
@@ -82,7 +82,7 @@ def law_shapes(QD, vc, vs):
 
 def friction_columns(par, QD, QDD, shapes=None):
     """F (N x nv x nfields nf): the friction part of the regressor, G^T of the tree dofs' joint law in
-    the class's fields (params.py). ``shapes``: {"sign", "coulomb", "stribeck"} (N x nv, per model
+    the class's fields (fit_params.py). ``shapes``: {"sign", "coulomb", "stribeck"} (N x nv, per model
     joint) as the efforts' filter left them (the nonlinear columns low-passed like the efforts:
     Gautier's parallel filtering of the columns that are not smooth), default the law's shapes of QD
     with par.vc, par.vs."""

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from ..algorithms.regressor import N_PARAMS
+from ..algorithms.estimation.regressor import N_PARAMS
 from ..errors import InputError, clip
 
 

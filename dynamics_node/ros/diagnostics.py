@@ -252,7 +252,7 @@ def diagnostics(node, rep):
                      _kv(f"{label}_time_us.all.max", f"{amax:.1f}")]
     s_srv.values = vals
     arr.status = [s_model, s_js, s_srv]
-    from .observer import diagnostic_status
+    from .stream_observer import diagnostic_status
     s_obs = diagnostic_status(name, hw, r.get("observer"))
     if s_obs is not None:
         arr.status.append(s_obs)

@@ -1,8 +1,8 @@
-"""The node's parameters of the joint law (issue 27; the law: dynamics_node/algorithms/friction.py), as
+"""The node's parameters of the joint law (issue 27; the law: dynamics_node/joint_law.py), as
 `dynamics_identify fit` writes them in OUT.yaml:
 
     friction: true
-    armature: [Ia_1, ..., Ia_n]            # the model's joint order (params.py)
+    armature: [Ia_1, ..., Ia_n]            # the model's joint order (node_params.py)
     friction_model.joints: [name_1, ...]   # joints of the model, each once
     friction_model.viscous / coulomb / coulomb_velocity / stribeck / stribeck_velocity / offset:
                                            # one value per friction_model.joints entry; missing = zeros
@@ -11,8 +11,8 @@
 The law acts with ``friction: true``; the joints not in friction_model.joints keep the URDF's
 <dynamics damping friction>. Values are checked against RANGES (a value outside names the parameter,
 the index and the range), the names against the model when it is loaded (model_state.py). No rclpy
-here, and no import of params.py (which imports this module): the entries are plain tuples that
-params.py turns into its Param.
+here, and no import of node_params.py (which imports this module): the entries are plain tuples that
+node_params.py turns into its Param.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ RANGES = {  # per entry, SI (N m, rad/s for revolute joints; N, m/s for prismati
 }
 UNITS = {"viscous": "N m s/rad (N s/m)", "coulomb": "N m (N)", "coulomb_velocity": "rad/s (m/s); 0 = sign(qd)",
          "stribeck": "N m (N)", "stribeck_velocity": "rad/s (m/s); 0 = no Stribeck term", "offset": "N m (N)"}
-# (default, type, description, range): params.py makes them Param entries of PARAMETERS
+# (default, type, description, range): node_params.py makes them Param entries of PARAMETERS
 FRICTION_PARAMETERS = {
     "friction_model.joints": ([], "string_array", "Joints the joint law's lists below are given for (each a "
                               "joint of the model, once); empty = the URDF's <dynamics> only. Used with "

@@ -50,7 +50,7 @@ def _horizon(c, traj):
 
 
 def linearized_dynamics(ctx, st, req, res):
-    from ..algorithms.linearize import CONVENTION   # here: the node loads the derivative kernels on first use
+    from ..algorithms.derivatives.linearize import CONVENTION  # here: the derivative kernels load on first use
 
     c = st.conv
     order = c.order(req.name)

@@ -26,7 +26,7 @@ import dynamics_node as dn
 from ..errors import clip, clip_names
 from .conversions import Conversions
 from .friction_params import joint_friction_option
-from .params import MODEL_KEYS, NODE_NAME, Config, ConfigError, check_model_terms
+from .node_params import MODEL_KEYS, NODE_NAME, Config, ConfigError, check_model_terms
 
 WAITING = "waiting for the robot description on the robot_description topic"
 
@@ -148,7 +148,7 @@ def warm_loader() -> "ModelState":
     arrives costs only its own loading. Numba is not imported (gravity of a tree needs none of it).
     Returns the two-link model state (its compiled code serves any model: kernels do not depend on
     the model)."""
-    from .params import validate
+    from .node_params import validate
     cfg = validate({"robot_description": PREWARM_URDF})
     st = build_state(load(cfg), cfg, {})
     dn.gravity(st.model, np.zeros(st.model.nq))
@@ -240,7 +240,7 @@ def build_state(loaded: Loaded, cfg: Config, payloads: dict) -> ModelState:
         lim = np.array([_effort_limit(model, j) for j in cmd], dtype=float) * cfg.effort_limit_scale
     else:
         cmd, cidx, lim = (), np.zeros(0, np.intp), np.zeros(0)
-    from .observer import check_config
+    from .stream_observer import check_config
     check_config(model, cfg)  # wrench_link and collision_threshold against this model
     from .sim_world import check_simulation
     check_simulation(cfg, model)  # the simulated robot's joints and links, with simulation on
@@ -336,7 +336,7 @@ def summary_lines(st: ModelState, cfg: Config) -> list:
         lines.append(f"effort command on {cfg.effort_command_topic}, joints in this order: "
                      f"{', '.join(st.command_names)}; saturated at {lim or 'no URDF limits'}")
     if cfg.simulation:
-        from .sim_shapes import shapes_of
+        from ..sim.shapes import shapes_of
         sh = shapes_of(m, cfg)
         n = len(sh.points) + len(sh.spheres)
         floor = f"floor through {list(cfg.simulation_floor[:3])} normal {list(cfg.simulation_floor[3:])}"

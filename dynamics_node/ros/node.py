@@ -5,7 +5,7 @@ rclpy's executor walks every entity of its node at each wake-up: `dynamics_node`
 the robot_description topic, /diagnostics, markers), `dynamics_node_stream` (joint states in,
 torques out: stream.py) and `dynamics_node_services` (services.py). Names are resolved by
 `dynamics_node`, so the topics and services are /dynamics_node/... and remaps apply to all.
-What the pieces do is in their modules: params.py (the parameter table, `validate`),
+What the pieces do is in their modules: node_params.py (the parameter table, `validate`),
 model_state.py (which description, loading, payloads), diagnostics.py.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from ..errors import DynamicsError, InputError, clip
 from . import diagnostics as diag
 from .conversions import check_payload
 from .model_state import WAITING, payload_table, plan, summary_lines, warm_loader, warm_up
-from .params import (MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, declare, plain,
-                     unknown_overrides, validate)
+from .node_params import (MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, declare, plain,
+                          unknown_overrides, validate)
 from .services import SERVICES, serve
 from .stream import LatestJointStates
 from .stream_process import StreamProcess
@@ -146,7 +146,7 @@ class DynamicsNode(Node):
         resolved = {"~/gravity_torques": self.resolve_topic_name("~/gravity_torques"),
                     cfg.joint_states_topic: self.resolve_topic_name(cfg.joint_states_topic)}
         resolved["~/model_terms"] = self.resolve_topic_name("~/model_terms")
-        for leaf in ("external_torques", "external_wrench", "collision"):  # the observer (ros/observer.py)
+        for leaf in ("external_torques", "external_wrench", "collision"):  # the observer (ros/stream_observer.py)
             resolved[f"~/{leaf}"] = self.resolve_topic_name(f"~/{leaf}")
         resolved["~/reset_observer"] = self.resolve_service_name("~/reset_observer")
         for leaf in ("/clock", "~/contact_markers", "~/base_pose", "~/base_twist"):  # simulation.py

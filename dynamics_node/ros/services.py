@@ -21,7 +21,7 @@ from .conversions import finite_or_raise, request_fields, to_float64_array, wren
 from .model_state import WAITING
 from .linearized import request_field, trajectory_field
 from .model_terms import jacobian_options, model_terms
-from .params import ConfigError
+from .node_params import ConfigError
 
 
 class Service(NamedTuple):
@@ -211,8 +211,8 @@ SERVICES = {
     "trajectory_inverse_dynamics": Service("TrajectoryInverseDynamics", trajectory_inverse_dynamics,
                                            "efforts along a JointTrajectory"),
 }
-# issue 10 §2: payload identification (its handler and the CLI's recorder live in identify.py)
-from .identify import identify_payload  # noqa: E402
+# issue 10 §2: payload identification (its handler and the CLI's recorder live in payload_services.py)
+from .payload_services import identify_payload  # noqa: E402
 
 SERVICES["identify_payload"] = Service("IdentifyPayload", identify_payload,
                                        "identify the payload on --link from recorded joint torques")

@@ -2,9 +2,9 @@
 
 `World(st, cfg)` holds, for one model state, what `simulation: true` simulates (simulation.py runs it
 at its rate and publishes it):
-- the environment (sim_env.py): the floor plane `simulation_floor` (a point and a normal in the root
+- the environment (sim/env.py): the floor plane `simulation_floor` (a point and a normal in the root
   link's frame, default z = 0, normal +z), the boxes of `simulation_obstacles`, and the collision
-  points of the links (sim_shapes.py: their URDF <collision> shapes; else a point at each moving
+  points of the links (sim/shapes.py: their URDF <collision> shapes; else a point at each moving
   link's origin; or `simulation_contact_points`), soft contacts of Featherstone §11.8 with
   `simulation_friction`, `simulation_stiffness` and `simulation_damping` (dn.Contact);
 - the joint limits (URDF <limit lower upper> of revolute and prismatic joints: hard constraints in
@@ -21,7 +21,7 @@ at its rate and publishes it):
 - `step()`: one step of dn.simulate_step's law (semi-implicit Euler, the contact forces implicit,
   contacts and limits speculative; the model's `friction` option decides whether the URDF's damping and
   friction act): the selection of the pairs and the step in one call of the compiled kernel
-  (algorithms/sim_step.py through _fastcall.step_into, on buffers made once), or, for a model with mimic
+  (sim/step.py through _fastcall.step_into, on buffers made once), or, for a model with mimic
   joints or without the C shim, sim_env.select and dn.simulate_step (`step_python`, the same step in
   Python; also what names the problem of a step the kernel refuses).
 `notes` are what the world says once (meshes as boxes, positions moved inside limits, ignored
@@ -37,7 +37,7 @@ import numpy as np
 import dynamics_node as dn
 from .. import _fast
 from ..errors import DynamicsError, clip
-from .params import ConfigError
+from .node_params import ConfigError
 
 ROOT_Q = ("root.x", "root.y", "root.z", "root.qx", "root.qy", "root.qz", "root.qw")
 
@@ -122,7 +122,7 @@ def sim_model(model, cfg):
 class World:
     def __init__(self, st, cfg):
         from .sim_commands import Commands
-        from .sim_env import Environment
+        from ..sim.env import Environment
         m = sim_model(st.model, cfg)
         self.st, self.cfg, self.model = st, cfg, m
         self.dt_ns = max(1, int(round(1e9 / cfg.simulation_rate)))
@@ -135,7 +135,7 @@ class World:
         if self.limits is not None:
             self.limits.flags.writeable = False  # checked once by simulate_step (joint_limits.limits_arg)
         self.notes = []
-        from .sim_shapes import shapes_of
+        from ..sim.shapes import shapes_of
         shapes = shapes_of(m, cfg)
         self.notes += shapes.notes
         self.env = Environment(m, cfg, shapes)
@@ -175,7 +175,7 @@ class World:
 
     @property
     def contacts(self):
-        """The contacts of the last step (sim_env.py)."""
+        """The contacts of the last step (sim/env.py)."""
         return self.env.contacts
 
     # ---------------------------------------------------------------- state
@@ -241,8 +241,8 @@ class World:
         """What the compiled step needs besides the state, made once: the kernel, the limits as one vector,
         its outputs but q and qd (which are new arrays at each step), a second state array and the
         scratch's sizes."""
-        from ..algorithms.sim_select import env_kmax
-        from ..algorithms.sim_step import sim_step_c, step_scratch
+        from ..sim.select import env_kmax
+        from ..sim.step import sim_step_c, step_scratch
         from ..layout import SE_MODE, SE_NBOX, SE_NPT, SE_NSPH, SIM_INFO_N
         e, nv = self.env.envi, self.model.nv
         k = env_kmax(int(e[SE_NPT]), int(e[SE_NSPH]), int(e[SE_NBOX]), int(e[SE_MODE]))

@@ -302,8 +302,8 @@ class Stream:
         from .model_terms import TermsStream
         self.terms = TermsStream(node, resolve, logger)  # ~/model_terms, after the torques
         self._gc = node.create_guard_condition(self._apply_pending)
-        from .observer import ObserverPublishers, reset_service
-        self.observer = None          # the momentum observer of the current model (ros/observer.py)
+        from .stream_observer import ObserverPublishers, reset_service
+        self.observer = None          # the momentum observer of the current model (ros/stream_observer.py)
         # The observer and ~/model_terms (numba kernels, loaded by a fresh stream process after its first
         # torques) run only while `extras` is set: a kernel loading in the callback would stall the stream
         self.extras, self.extras_running = True, False   # asked for, and in the configuration applied last
@@ -384,7 +384,7 @@ class Stream:
         if not extras or st is None:
             self.observer = None
         elif not same or self.observer is None:
-            from .observer import StreamObserver  # its kernels were loaded with the state (stream_process.py)
+            from .stream_observer import StreamObserver  # its kernels were loaded with the state (stream_process.py)
             self.observer = StreamObserver(st, cfg, self.merger)
 
     def _subscribe(self, cfg):

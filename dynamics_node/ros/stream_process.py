@@ -219,7 +219,7 @@ def prewarm():
     import numpy as np
 
     import dynamics_node as dn
-    from ..observer import MomentumObserver, external_wrench, link_jacobian
+    from ..algorithms.estimation.observer import MomentumObserver, external_wrench, link_jacobian
     from .model_state import PREWARM_URDF
     try:
         m = dn.load_model(PREWARM_URDF)
@@ -263,7 +263,7 @@ def warm_extras(st, cfg):
     if cfg.simulation:
         return
     from .model_terms import warm as warm_terms
-    from .observer import warm as warm_observer
+    from .stream_observer import warm as warm_observer
     warm_observer(st, cfg)
     warm_terms(st, cfg)
 

@@ -7,7 +7,7 @@ system is the tree's, with the loop-joint constraint forces added (Featherstone 
     H qdd + C = tau + K^T lambda,        K qdd = k + k_stab.
 
 One algorithm per module; the per-loop-joint constants are packed once in the Model
-(``model.loop_data``, data.py):
+(``model.loop_data``, loop_data.py):
 
     data         X_P, X_S, joint type, T_k as a selection of joint axes, bodies p(k), s(k) (§4.2)
     constraints  Table 8.1's delta, Table 8.4's K and k, Baumgarte (Eq. 8.22), loop_state,

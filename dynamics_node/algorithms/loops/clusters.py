@@ -35,8 +35,8 @@ def clustered_forward(model, q, qd, tau, alpha, f_ext):
     a pseudo-inverse when a planar loop makes it singular).  The minimum-norm lambda_c per block is
     the minimum-norm lambda of the whole (the null space of K^T is the direct sum of the blocks'), the
     choice of Eq. 8.41.  Returns (qdd, lambda) with lambda in K's row order."""
-    from ..crba import mass_matrix
-    from ..rnea import bias_forces, inverse_dynamics
+    from ..tree.crba import mass_matrix
+    from ..tree.rnea import bias_forces, inverse_dynamics
     from .constraints import terms
 
     cd = model.loop_data.clusters

@@ -5,7 +5,7 @@ k_stab, G and g of §8.8, and the mobility of §8.10.
 Inside, the book's convention: angular-first spatial vectors, transforms as plx(E, r) (Table A.3).
 Every loop's terms are computed in the coordinates of its *successor joint frame* (origin o, the
 local-z axes of Table 4.1), the remedy of §8.7 "The Rounding-Error Problem": there T_k is a
-selection of unit vectors (see data.py), so T_k^T m is m[dir] (t_dot: the helical joint's screw row
+selection of unit vectors (see loop_data.py), so T_k^T m is m[dir] (t_dot: the helical joint's screw row
 is (m[5] - h m[2]) / sqrt(1 + h^2)) and
 
     K_l = T_k^T ( ^J X_s J_s - ^J X_p J_p )                 (Eqs. 8.18-8.20, Table 8.4's while loop)
@@ -30,13 +30,13 @@ from ...errors import InputError, clip_names
 from ...layout import (BODY_F, BODY_I, DOF_F, H_NB, H_NVT, HEADER_F, HEADER_I, HF_GRAVITY, J_NV, J_PARENT, J_VI,
                        W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
 from ...spatial import crm_t, load6, xm_t
-from .._common import (A_Q, ARG_NAMES, FASTMATH, as_vec, coordinate_owner, new_work, raise_status, to_tree_q,
-                       to_tree_v)
-from ..rnea import rnea_kernel
-from .data import (SB_E0, SB_E0_N, SB_P0, SB_P0_N, SCRATCH_BODY, TS_D, t_dot, TS_EJ, TS_EP, TS_ES, TS_M, TS_OP, TS_OS,
-                   TS_RJ, TS_XB, TS_XE, scratch_size,
-                   LF_EP, LF_ES, LF_HEADER, LF_PITCH, LF_RP, LF_RS, LF_STRIDE, LI_HEADER, LI_NC, LI_NL, LJ_DIR, LJ_NC,
-                   LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC, LJ_TYPE)
+from ..._kernel_io import (A_Q, ARG_NAMES, FASTMATH, as_vec, coordinate_owner, new_work, raise_status, to_tree_q,
+                           to_tree_v)
+from ..tree.rnea import rnea_kernel
+from ...loop_data import (SB_E0, SB_E0_N, SB_P0, SB_P0_N, SCRATCH_BODY, TS_D, t_dot, TS_EJ, TS_EP, TS_ES, TS_M, TS_OP,
+                          TS_OS, TS_RJ, TS_XB, TS_XE, scratch_size, LF_EP, LF_ES, LF_HEADER, LF_PITCH, LF_RP, LF_RS,
+                          LF_STRIDE, LI_HEADER, LI_NC, LI_NL, LJ_DIR, LJ_NC, LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC,
+                          LJ_TYPE)
 
 # the packed model and what the RNEA leaves in the work array (X_i as W_E, W_R; v_i, a_i as W_V,
 # W_A; field X of body i at W_X nb + W_X_N i) are read by the names of dynamics_node/layout.py
@@ -150,7 +150,7 @@ def _position_error(code, s, g, h):
 
 @njit(cache=True, inline="always")
 def world_poses(mi, w, s):
-    """^iX_0 = ^iX_λ(i) ^λ(i)X_0 of every body into the scratch s (E0_i, p_i, see data.py) from the
+    """^iX_0 = ^iX_λ(i) ^λ(i)X_0 of every body into the scratch s (E0_i, p_i, see loop_data.py) from the
     ^iX_λ(i) the RNEA left in w: E0_i = E_i E0_λ, p_i = p_λ + E0_λ^T r_i."""
     nb = mi[H_NB]
     e0w = W_E * nb
@@ -303,7 +303,7 @@ def terms_entry(mi, mf, li, lf, q, qd, alpha, out):
 
 def vec(model, x, n, what):
     """x as n finite floats, or InputError naming ``what`` with the messages of every other function
-    (_common.as_vec and raise_status: the length with the joint order, the first non-finite entry
+    (_kernel_io.as_vec and raise_status: the length with the joint order, the first non-finite entry
     with the joint that owns it)."""
     if x is None:
         raise InputError(f"{what} must be {n} numbers, got None")

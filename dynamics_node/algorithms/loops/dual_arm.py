@@ -35,9 +35,9 @@ import numpy as np
 from ...errors import InputError, RangeError
 
 from ...spatial import skew
-from ..crba import mass_matrix
-from ..kinematics import bias_acceleration, jacobian, link_pose
-from ..rnea import bias_forces
+from ..tree.crba import mass_matrix
+from ..tree.kinematics import bias_acceleration, jacobian, link_pose
+from ..tree.rnea import bias_forces
 
 __all__ = ["DualArmTerms", "dual_arm_terms", "sphere_force", "dual_arm_forward_dynamics", "delta_matrix",
            "pseudovelocity_basis", "reduced_order_dynamics", "dual_arm_inverse_dynamics",

@@ -24,21 +24,21 @@ import numpy as np
 from ..._fast import invoke3s as _invoke3s
 from ..._jit import carray, cfunc, njit, types
 from ...errors import InputError, SingularMassMatrixError, clip
-from .._common import (A_TAU, F1, I1, SIG3S, SINGULAR, check, fext_array, model_from_pointers, new_work,
-                       raise_status)
-from ..aba import forward_dynamics
-from ..crba import crba_kernel, mass_matrix
-from ..kinematics import link_pose
-from ..ltdl import dl_solve, lt_solve, ltdl_factor
-from ..rnea import bias_forces, inverse_dynamics, rnea_kernel
+from ..._kernel_io import (A_TAU, F1, I1, SIG3S, SINGULAR, check, fext_array, model_from_pointers, new_work,
+                           raise_status)
+from ..tree.aba import forward_dynamics
+from ..tree.crba import crba_kernel, mass_matrix
+from ..tree.kinematics import link_pose
+from ..tree.ltdl import dl_solve, lt_solve, ltdl_factor
+from ..tree.rnea import bias_forces, inverse_dynamics, rnea_kernel
 from ...layout import BODY_I, H_NB, H_NVT, HEADER_I, J_VI
 from .constraints import check_stab, loop_terms, loop_wrench, terms, vec
-from .data import (LF_HEADER, LF_STRIDE, LF_TOL, LI_HEADER, LI_LAMBDA, LI_NC, LI_NL, LJ_STRIDE, WRENCH_N, out_size,
-                   scratch_size)
+from ...loop_data import (LF_HEADER, LF_STRIDE, LF_TOL, LI_HEADER, LI_LAMBDA, LI_NC, LI_NL, LJ_STRIDE, WRENCH_N,
+                          out_size, scratch_size)
 
 JACOBI_SWEEPS = 60  # cyclic Jacobi sweeps at most (it converges quadratically; A is n^c x n^c)
 
-# the C callback's signature is _common.SIG3S (_fastcall.invoke3s): the float after the third vector is
+# the C callback's signature is _kernel_io.SIG3S (_fastcall.invoke3s): the float after the third vector is
 # the Baumgarte gain alpha
 
 

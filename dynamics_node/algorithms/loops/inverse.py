@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError, clip, clip_names
-from ..kinematics import link_pose
-from ..rnea import inverse_dynamics
+from ..tree.kinematics import link_pose
+from ..tree.rnea import inverse_dynamics
 from .constraints import matrix_rank, names, rank_tol, terms, v_labels, vec
 
 

@@ -19,7 +19,7 @@ block of P T for joint j and body b is T_j^T ^jX_b, a motion transform's rows:
     8.1's delta and the constrained directions of each loop-joint type come from the type tables).
 The body rows' right-hand side is T_a tau of the body's own joint (T_a = S (S^T S)^-1, so
 S^T T_a = 1: Eq. 3.34) minus its children's, transformed, minus p_i = I_i a_i^vp + v_i x* I_i v_i -
-f^x_i.  The joint law (friction, offset: algorithms/friction.py) enters through tau; armature (rotor
+f^x_i.  The joint law (friction, offset: joint_law.py) enters through tau; armature (rotor
 inertia) is refused.
 Afterwards qdd_i = T_a,i^T (Δa_i - ^iX_λ Δa_λ), and f_l = T_l lambda_l is the loop joint's wrench.
 
@@ -55,12 +55,12 @@ from ...errors import InputError, RangeError
 from ...layout import (FEXT_N, BODY_F, BODY_I, DOF_F, D_ARMATURE, D_S, H_NB, H_NVT, HEADER_F,
                        HEADER_I, J_NV, J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N, B_RBI)
 from ...spatial import crf_t, load6, rbi_mul_t, xm_t, xtf_t
-from .._common import A_TAU, check, fext_array, new_work, raise_status
-from ..friction import friction_torque
-from ..rnea import rnea_kernel
+from ..._kernel_io import A_TAU, check, fext_array, new_work, raise_status
+from ...joint_law import friction_torque
+from ..tree.rnea import rnea_kernel
 from .constraints import _joint_from_body, loop_rows, loop_wrench, vec, world_poses
-from .data import (LF_HEADER, LF_PITCH, LF_STRIDE, LI_HEADER, LJ_DIR, LJ_NC, LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC,
-                   SB_P0, SCRATCH_BODY, TS_EJ, TS_RJ, scratch_size)
+from ...loop_data import (LF_HEADER, LF_PITCH, LF_STRIDE, LI_HEADER, LJ_DIR, LJ_NC, LJ_PRED, LJ_ROW, LJ_STRIDE, LJ_SUCC,
+                          SB_P0, SCRATCH_BODY, TS_EJ, TS_RJ, scratch_size)
 
 REFINE_MAX = 60       # refinement steps at most (rank-deficient matrices converge linearly)
 REFINE_TOL = 1e-15    # stop when the step is below this, relative to the solution

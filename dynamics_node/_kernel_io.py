@@ -1,0 +1,261 @@
+"""What every algorithm shares: the packed-model layout seen from compiled code, input checks done
+inside the kernels (one pass that tests length and finiteness as it reads, so validation costs
+next to nothing), and the Python side of arguments (coercion, mimic mapping, error messages).
+"""
+from __future__ import annotations
+
+import numpy as np
+from ._jit import carray, njit, types
+
+from .errors import InputError, SingularMassMatrixError, clip, clip_names
+from .joints import DBL_MIN, FREE, quat_scale
+from .layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU, J_QI, J_TYPE, MIMIC_HEAD,
+                      MIMIC_Q, MIMIC_V, V_U, V_UU,
+                      V_U_N, WORK_BODY, WORK_DOF, WORK_EXTRA, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E,
+                      W_E_N, W_F, W_F_N, W_IA, W_IA_N, W_PA, W_PA_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N,
+                      W_V, W_V_N)
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the model module does not import the kernels' plumbing
+    from .model import Model
+
+# explicit kernel signatures: compiled once (and cached), and anything else (a list, float32, a
+# strided view) is refused with TypeError, upon which the wrapper converts it (the slow path)
+I1 = types.int64[::1]
+F1 = types.float64[::1]
+F2 = types.float64[:, ::1]
+
+# Floating-point freedoms of the hot kernels: contraction into fused multiply-adds, reassociation,
+# reciprocals and the sign of zero; never 'nnan'/'ninf' (the kernels test inputs for finiteness,
+# which those would let the compiler delete). Callees without their own flags inherit these.
+FASTMATH = {"contract", "reassoc", "nsz", "arcp"}  # a set: what numba accepts
+
+# C callbacks (numba cfunc) called through dynamics_node/_fastcall.c: pointers and lengths
+P_I = types.CPointer(types.int64)
+P_F = types.CPointer(types.float64)
+SIG1 = types.int64(P_I, P_F, P_F, types.int64, P_F, P_F, types.int64)
+SIG3 = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, P_F, P_F, types.int64)
+# _fastcall.invoke3s: three vectors and one float after the third
+SIG3S = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, types.float64, P_F, P_F,
+                    types.int64)
+
+# status codes returned by kernels: KIND * 10**8 + ARG * 10**5 + INDEX
+BAD_LENGTH = 1
+NOT_FINITE = 2
+SINGULAR = 3
+BAD_QUAT = 4
+ARG_NAMES = ("q", "qd", "qdd", "tau", "f_ext")
+A_Q, A_QD, A_QDD, A_TAU, A_FEXT = 0, 1, 2, 3, 4
+
+
+@njit(cache=True, inline="always")
+def unpack(mi, mf):
+    """(nb, nvt, nqt, J, B, D): the packed model's per-body ints J (nb x BODY_I, columns J_*), per-body
+    floats B (nb x BODY_F, columns B_*) and per-dof floats D (nvt x DOF_F, columns D_*) as views."""
+    nb = mi[H_NB]
+    nvt = mi[H_NVT]
+    nqt = mi[H_NQT]
+    J = mi[HEADER_I:HEADER_I + BODY_I * nb].reshape((nb, BODY_I))
+    B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape((nb, BODY_F))
+    D = mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt].reshape((nvt, DOF_F))
+    return nb, nvt, nqt, J, B, D
+
+
+@njit(cache=True, inline="always")
+def model_from_pointers(mip, mfp):
+    """(mi, mf, nvt) as arrays over the packed model behind two C pointers (header first), mf with its mimic
+    section if it has one."""
+    hdr = carray(mip, (HEADER_I,))
+    nb = hdr[H_NB]
+    nvt = hdr[H_NVT]
+    nf = HEADER_F + BODY_F * nb + DOF_F * nvt
+    if hdr[H_NVU] != nvt:   # mimic joints: their section follows (layout.MODEL_MIMIC_*)
+        nf += MIMIC_HEAD + MIMIC_Q * hdr[H_NQT] + MIMIC_V * nvt
+    return carray(mip, (HEADER_I + BODY_I * nb,)), carray(mfp, (nf,)), nvt
+
+
+@njit(cache=True, inline="always")
+def new_work(mi):
+    """The work array of a call, allocated in compiled code (cheaper than a numpy call from Python,
+    and private to the call, so concurrent calls never share one)."""
+    return np.empty(WORK_BODY * mi[H_NB] + WORK_DOF * mi[H_NVT] + WORK_EXTRA)
+
+
+@njit(cache=True, inline="always")
+def check(x, n, arg):
+    """0 if x has length n and finite entries, else a status code naming arg and index."""
+    if x.shape[0] != n:
+        return BAD_LENGTH * 100000000 + arg * 100000 + min(x.shape[0], 99999)
+    for k in range(n):
+        if not (x[k] - x[k] == 0.0):
+            return NOT_FINITE * 100000000 + arg * 100000 + k
+    return 0
+
+
+@njit(cache=True, inline="always")
+def check_q(q, mi):
+    """check(q) plus: every free joint's quaternion must be usable, i.e. not zero or subnormal (it is
+    normalised on use, by joints.unit_quaternion, at any finite magnitude above that)."""
+    st = check(q, mi[H_NQT], A_Q)
+    if st != 0:
+        return st
+    for i in range(mi[H_NB]):
+        ii = HEADER_I + BODY_I * i
+        if mi[ii + J_TYPE] == FREE:
+            k = mi[ii + J_QI] + 3
+            if quat_scale(q, k) < DBL_MIN:
+                return BAD_QUAT * 100000000 + A_Q * 100000 + k
+    return 0
+
+
+@njit(cache=True, inline="always")
+def check_q_qd(q, qd, mi):
+    """check_q(q), then qd: length nvt and finite."""
+    st = check_q(q, mi)
+    if st == 0:
+        st = check(qd, mi[H_NVT], A_QD)
+    return st
+
+
+@njit(cache=True, inline="always")
+def check_state(q, qd, qdd, mi):
+    """check_q_qd(q, qd), then qdd: length nvt and finite."""
+    st = check_q_qd(q, qd, mi)
+    if st == 0:
+        st = check(qdd, mi[H_NVT], A_QDD)
+    return st
+
+
+@njit(cache=True, inline="always")
+def work_views(w, nb, nvt):
+    """The per-body fields of the work array (layout.WORK_PER_BODY) as nb x size views, the per-dof ones
+    (WORK_PER_DOF) as nvt x size views, and the scratch: (E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d,
+    tmp); d (no longer used by any kernel) is empty."""
+    E = w[W_E * nb:(W_E + W_E_N) * nb].reshape((nb, W_E_N))
+    r = w[W_R * nb:(W_R + W_R_N) * nb].reshape((nb, W_R_N))
+    v = w[W_V * nb:(W_V + W_V_N) * nb].reshape((nb, W_V_N))
+    a = w[W_A * nb:(W_A + W_A_N) * nb].reshape((nb, W_A_N))
+    f = w[W_F * nb:(W_F + W_F_N) * nb].reshape((nb, W_F_N))
+    c = w[W_C * nb:(W_C + W_C_N) * nb].reshape((nb, W_C_N))
+    IA = w[W_IA * nb:(W_IA + W_IA_N) * nb].reshape((nb, W_IA_N))
+    pA = w[W_PA * nb:(W_PA + W_PA_N) * nb].reshape((nb, W_PA_N))
+    Rw = w[W_RW * nb:(W_RW + W_RW_N) * nb].reshape((nb, W_RW_N))
+    pw = w[W_PW * nb:(W_PW + W_PW_N) * nb].reshape((nb, W_PW_N))
+    Dinv = w[W_DINV * nb:(W_DINV + W_DINV_N) * nb].reshape((nb, W_DINV_N))
+    o = WORK_BODY * nb
+    U = w[o + V_U * nvt:o + V_U * nvt + V_U_N * max(nvt, 1)].reshape((max(nvt, 1), V_U_N))  # 1 row if nvt = 0
+    u = w[o + V_UU * nvt:o + V_UU * nvt + nvt]
+    d = w[0:0]
+    tmp = w[o + WORK_DOF * nvt:o + WORK_DOF * nvt + WORK_EXTRA]
+    return E, r, v, a, f, c, IA, pA, Rw, pw, Dinv, U, u, d, tmp
+
+
+# ---------------------------------------------------------------------------------------------
+# Python side
+
+
+def as_vec(x, name: str) -> np.ndarray:
+    """A contiguous float64 1-D array from any sequence (the slow path; the fast path hands numpy
+    float64 arrays straight to the kernel)."""
+    try:
+        a = np.ascontiguousarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a sequence of numbers, got {type(x).__name__}") from None
+    if a.ndim != 1:
+        a = a.reshape(-1) if a.size == a.shape[0] or a.ndim == 0 else a
+        if a.ndim != 1:
+            raise InputError(f"{name} must be 1-D, got shape {np.shape(x)}")
+    return a
+
+
+def fast_vec(x, name):
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.ndim == 1 and x.flags.c_contiguous:
+        return x
+    return as_vec(x, name)
+
+
+def coordinate_owner(model: Model, arg: int, index: int, tree: bool) -> str:
+    """Name of the joint that owns coordinate ``index`` of argument ``arg``."""
+    if tree:
+        src = model.q_src if arg == A_Q else model.v_src
+        if 0 <= index < len(src):
+            index = int(src[index])
+    slices = model._q_slices if arg == A_Q else model._v_slices
+    for name, sl in slices.items():
+        if sl.start <= index < sl.stop:
+            return name
+    return "?"
+
+
+def raise_status(model: Model, st: int, tree: bool = False, what: str = "") -> None:
+    kind, rest = divmod(int(st), 100000000)
+    arg, index = divmod(rest, 100000)
+    name = ARG_NAMES[arg] if arg < len(ARG_NAMES) else f"argument {arg}"
+    if kind == BAD_LENGTH:
+        if arg == A_FEXT:
+            n = 6 * model.nb
+        elif tree:
+            n = model.nqt if arg == A_Q else model.nvt
+        else:
+            n = model.nq if arg == A_Q else model.nv
+        raise InputError(f"{name} has length {index}, expected {n} (joint order: "
+                         f"{clip_names(model.joint_names, quote=False)})")
+    if kind == NOT_FINITE:
+        owner = coordinate_owner(model, arg, index, tree)
+        raise InputError(f"{name}[{index}] (joint '{owner}') is not finite (NaN or inf)")
+    if kind == BAD_QUAT:
+        owner = coordinate_owner(model, arg, index, tree)
+        raise InputError(f"q[{index}:{index + 4}] (joint '{owner}') is zero (or below 2.2e-308 in every "
+                         "component): a rotation needs a non-zero quaternion, which is normalised")
+    if kind == SINGULAR:
+        raise SingularMassMatrixError(
+            f"{what or 'this computation'} needs to invert the mass matrix, which is singular at "
+            f"{model.body_label[index]}: that body and the links it carries have no inertia about its joint axis")
+    raise InputError(f"invalid input (status {st})")
+
+
+def to_tree_q(model: Model, q):
+    q = fast_vec(q, "q")
+    if q.shape[0] != model.nq:
+        raise InputError(f"q has length {q.shape[0]}, expected {model.nq} (joint order: "
+                         f"{clip_names(model.joint_names, quote=False)})")
+    return q[model.q_src] * model.q_mul + model.q_off
+
+
+def to_tree_v(model: Model, x, name: str, arg: int):
+    x = fast_vec(x, name)
+    if x.shape[0] != model.nv:
+        raise InputError(f"{name} has length {x.shape[0]}, expected {model.nv} (joint order: "
+                         f"{clip_names(model.joint_names, quote=False)})")
+    return x[model.v_src] * model.v_mul
+
+
+def fext_array(model: Model, f_ext) -> np.ndarray:
+    """{link: (fx fy fz tx ty tz) in the link frame about its origin} -> per-body spatial forces
+    (angular-first, body frame) as a flat array; empty when there are none."""
+    if not f_ext:
+        return EMPTY
+    out = np.zeros(6 * model.nb)
+    for link, w in f_ext.items():
+        k = model.link_index(link)
+        w = np.asarray(w, dtype=float).reshape(-1)
+        if w.shape != (6,):
+            raise InputError(f"f_ext[{clip(link)!r}] must have 6 numbers (fx fy fz tx ty tz), got {w.size}")
+        if not np.all(np.isfinite(w)):
+            raise InputError(f"f_ext[{clip(link)!r}] is not finite (NaN or inf)")
+        b = int(model.link_body[k])
+        if b < 0:
+            continue  # acts on the fixed base: no effect on joint torques
+        R = model.link_R[9 * k:9 * k + 9].reshape(3, 3)
+        p = model.link_p[3 * k:3 * k + 3]
+        f = R @ w[:3]
+        n = R @ w[3:] + np.cross(p, f)
+        out[6 * b:6 * b + 3] += n
+        out[6 * b + 3:6 * b + 6] += f
+    return out
+
+
+EMPTY = np.zeros(0)
+
+EMPTY_I = np.zeros(0, dtype=np.int64)
+

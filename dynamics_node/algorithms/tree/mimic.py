@@ -1,0 +1,167 @@
+"""Mimic joints inside the kernels: the map between user and tree coordinates (Featherstone §9.6, Eq. 3.19:
+q_t = G q + offset, qd_t = G qd, and a tree quantity D seen in user coordinates as G^T D G), read from the
+packed model's mimic section (layout.MODEL_MIMIC_*), and the dense Cholesky factor of the reduced mass matrix
+G^T H G (which has no branch-induced sparsity left: the L^T D L of ltdl.py does not apply).
+
+G has one entry per tree coordinate (row k: MUL at column SRC), so each product below is one pass over the
+tree coordinates, never a matrix product with G. The C fronts of the derivatives call these for a model
+with mimic joints (rnea_derivatives_c, gravity_derivatives_c, aba_derivatives_c); the Python side keeps its
+own numpy route (algorithms/derivatives/dynamics_derivatives.py), which the tests hold them against.
+"""
+from __future__ import annotations
+
+from ..._jit import njit
+from ...layout import (BODY_F, DOF_F, HEADER_F, H_NB, H_NQT, H_NVT, MH_NQ, MH_NV, MIMIC_HEAD, MIMIC_Q, MIMIC_V, MQ_MUL,
+                       MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, WORK_BODY, WORK_DOF, WORK_EXTRA)
+from ..._kernel_io import A_Q, A_QD, BAD_LENGTH
+
+
+@njit(cache=True, inline="always")
+def mimic_at(mi):
+    """The offset of the mimic section in mf."""
+    return HEADER_F + BODY_F * mi[H_NB] + DOF_F * mi[H_NVT]
+
+
+@njit(cache=True, inline="always")
+def scratch_at(mi, nw, need):
+    """Where `need` floats of a C front's scratch start at the end of its work array of nw (the model's work
+    array first, layout.WORK_*), or -1 if it is too short."""
+    b = nw - need
+    return b if b >= WORK_BODY * mi[H_NB] + WORK_DOF * mi[H_NVT] + WORK_EXTRA else -1
+
+
+@njit(cache=True, inline="always")
+def user_sizes(mi, mf):
+    """(nq, nv) of the user coordinates."""
+    o = mimic_at(mi)
+    return int(mf[o + MH_NQ]), int(mf[o + MH_NV])
+
+
+@njit(cache=True, inline="always")
+def q_to_tree(mi, mf, q, qt, arg):
+    """qt = G q + offset (the tree's position coordinates); a status if q is not nq long."""
+    nq, _ = user_sizes(mi, mf)
+    if q.shape[0] != nq:
+        return BAD_LENGTH * 100000000 + arg * 100000 + min(q.shape[0], 99999)
+    o = mimic_at(mi) + MIMIC_HEAD
+    for k in range(mi[H_NQT]):
+        r = o + MIMIC_Q * k
+        qt[k] = mf[r + MQ_MUL] * q[int(mf[r + MQ_SRC])] + mf[r + MQ_OFF]
+    return 0
+
+
+@njit(cache=True, inline="always")
+def v_to_tree(mi, mf, v, vt, arg):
+    """vt = G v (velocities, accelerations); a status if v is not nv long."""
+    _, nv = user_sizes(mi, mf)
+    if v.shape[0] != nv:
+        return BAD_LENGTH * 100000000 + arg * 100000 + min(v.shape[0], 99999)
+    o = mimic_at(mi) + MIMIC_HEAD + MIMIC_Q * mi[H_NQT]
+    for k in range(mi[H_NVT]):
+        r = o + MIMIC_V * k
+        vt[k] = mf[r + MV_MUL] * v[int(mf[r + MV_SRC])]
+    return 0
+
+
+@njit(cache=True, inline="always")
+def state_to_tree(mi, mf, q, qd, qt, qdt):
+    """q_to_tree and v_to_tree of a state (q, qd): the first status, or 0."""
+    st = q_to_tree(mi, mf, q, qt, A_Q)
+    return st if st != 0 else v_to_tree(mi, mf, qd, qdt, A_QD)
+
+
+@njit(cache=True, inline="always")
+def gt_vec(mi, mf, xt, x):
+    """x = G^T xt (a tree force to user coordinates)."""
+    _, nv = user_sizes(mi, mf)
+    o = mimic_at(mi) + MIMIC_HEAD + MIMIC_Q * mi[H_NQT]
+    for a in range(nv):
+        x[a] = 0.0
+    for k in range(mi[H_NVT]):
+        r = o + MIMIC_V * k
+        x[int(mf[r + MV_SRC])] += mf[r + MV_MUL] * xt[k]
+
+
+@njit(cache=True, inline="always")
+def gtdg(mi, mf, Dt, D):
+    """D = G^T Dt G (nv x nv from nvt x nvt): D[SRC_k, SRC_l] += MUL_k MUL_l Dt[k, l]."""
+    _, nv = user_sizes(mi, mf)
+    nvt = mi[H_NVT]
+    o = mimic_at(mi) + MIMIC_HEAD + MIMIC_Q * mi[H_NQT]
+    for a in range(nv):
+        for b in range(nv):
+            D[a, b] = 0.0
+    for k in range(nvt):
+        a = int(mf[o + MIMIC_V * k + MV_SRC])
+        mk = mf[o + MIMIC_V * k + MV_MUL]
+        for m in range(nvt):
+            D[a, int(mf[o + MIMIC_V * m + MV_SRC])] += mk * mf[o + MIMIC_V * m + MV_MUL] * Dt[k, m]
+
+
+@njit(cache=True, inline="always")
+def g_vec(mi, mf, x, xt):
+    """xt = G x."""
+    o = mimic_at(mi) + MIMIC_HEAD + MIMIC_Q * mi[H_NQT]
+    for k in range(mi[H_NVT]):
+        r = o + MIMIC_V * k
+        xt[k] = mf[r + MV_MUL] * x[int(mf[r + MV_SRC])]
+
+
+@njit(cache=True, inline="always")
+def cholesky(A, n, tol):
+    """In place A = L L^T (lower triangle; the reduced mass matrix, symmetric positive definite). Returns -1,
+    or the first column whose pivot is <= tol."""
+    for j in range(n):
+        d = A[j, j]
+        for k in range(j):
+            d -= A[j, k] * A[j, k]
+        if d <= tol:
+            return j
+        d = d ** 0.5
+        A[j, j] = d
+        for i in range(j + 1, n):
+            t = A[i, j]
+            for k in range(j):
+                t -= A[i, k] * A[j, k]
+            A[i, j] = t / d
+    return -1
+
+
+@njit(cache=True, inline="always")
+def cholesky_solve_rows(L, X, n, scale):
+    """X <- scale L^-T L^-1 X, every column of X at once (row operations over contiguous memory)."""
+    if scale != 1.0:
+        for i in range(n):
+            for c in range(X.shape[1]):
+                X[i, c] *= scale
+    for i in range(n):                 # L y = x
+        for k in range(i):
+            a = L[i, k]
+            for c in range(X.shape[1]):
+                X[i, c] -= a * X[k, c]
+        d = 1.0 / L[i, i]
+        for c in range(X.shape[1]):
+            X[i, c] *= d
+    for i in range(n - 1, -1, -1):     # L^T x = y
+        for k in range(i + 1, n):
+            a = L[k, i]
+            for c in range(X.shape[1]):
+                X[i, c] -= a * X[k, c]
+        d = 1.0 / L[i, i]
+        for c in range(X.shape[1]):
+            X[i, c] *= d
+
+
+@njit(cache=True, inline="always")
+def cholesky_solve(L, x, n):
+    """x <- L^-T L^-1 x."""
+    for i in range(n):
+        t = x[i]
+        for k in range(i):
+            t -= L[i, k] * x[k]
+        x[i] = t / L[i, i]
+    for i in range(n - 1, -1, -1):
+        t = x[i]
+        for k in range(i + 1, n):
+            t -= L[k, i] * x[k]
+        x[i] = t / L[i, i]
