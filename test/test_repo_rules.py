@@ -1,4 +1,5 @@
-"""Rules of the house that a reviewer would otherwise check by hand (issue 12)."""
+"""Rules of the house that a reviewer would otherwise check by hand: module size, the floor plan
+(docs/design.md: folders, layers, import direction, unique names), the evidence index."""
 import pathlib
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -21,7 +22,7 @@ def test_the_core_imports_no_ros():
     offenders = []
     for p in sorted((REPO / "dynamics_node").rglob("*.py")):
         rel = p.relative_to(REPO / "dynamics_node")
-        if rel.parts[0] in ("ros", "tools"):
+        if rel.parts[0] in ("ros", "cli"):
             continue
         for k, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             code = line.split("#")[0]
@@ -65,7 +66,9 @@ def test_the_evidence_index_names_real_tests_and_every_public_function():
 
 def _import_graph():
     """{module: {modules of this package it imports}} over dynamics_node's .py files, every import
-    statement counted (those inside functions too: a lazy import is still a dependency)."""
+    statement counted (those inside functions too: a lazy import is still a dependency). Importing
+    a.b.c also runs the package a.b's __init__: a module outside a subpackage that imports one of its
+    modules depends on that __init__ too (not on the root package's, which loads everything lazily)."""
     import ast
 
     root = REPO / "dynamics_node"
@@ -88,7 +91,15 @@ def _import_graph():
                 targets = [a.name for a in n.names]
             else:
                 continue
-            edges[m].update(t for t in targets if t in mods and t != m)
+            for t in targets:
+                if t not in mods or t == m:
+                    continue
+                edges[m].add(t)
+                parts = t.split(".")
+                for k in range(2, len(parts)):  # the subpackages the import runs, root excluded
+                    parent = ".".join(parts[:k])
+                    if parent in mods and not (m == parent or m.startswith(parent + ".")):
+                        edges[m].add(parent)
     return edges
 
 
@@ -136,16 +147,82 @@ def test_the_node_and_the_tools_import_in_one_direction():
     of them; the offline identification tool never imports ROS code."""
     edges = _import_graph()
     layers = {p: {m for m in edges if m == f"dynamics_node.{p}" or m.startswith(f"dynamics_node.{p}.")}
-              for p in ("ros", "tools", "identify")}
+              for p in ("ros", "cli", "identify")}
     for name, mods in layers.items():
         assert mods, f"no modules found under dynamics_node/{name}"
         assert not _cycles(edges, mods), f"import circles in dynamics_node/{name}: {_cycles(edges, mods)}"
     edge_list = [(a, b) for a, bs in edges.items() for b in bs]
-    bad = [(a, b) for a, b in edge_list if a in layers["ros"] and (b in layers["tools"] or b in layers["identify"])]
+    bad = [(a, b) for a, b in edge_list if a in layers["ros"] and (b in layers["cli"] or b in layers["identify"])]
     assert not bad, f"the node's modules import tools: {bad}"
     outside = set().union(*layers.values())
     core = set(edges) - outside
     bad = [(a, b) for a, b in edge_list if a in core and b in outside]
     assert not bad, f"the core imports the ROS edge or a tool: {bad}"
-    bad = [(a, b) for a, b in edge_list if a in layers["identify"] and (b in layers["ros"] or b in layers["tools"])]
+    bad = [(a, b) for a, b in edge_list if a in layers["identify"] and (b in layers["ros"] or b in layers["cli"])]
     assert not bad, f"dynamics_identify imports ROS code: {bad}"
+
+
+MAX_MODULES = 20
+# the core: what a model is made of and read from (docs/design.md); the algorithms, the simulator, the
+# node and the tools are built on it. _jit_build and _jit_warm (the kernel build, which imports every
+# kernel) are not part of it.
+CORE = ("spatial", "joints", "layout", "model", "urdf", "urdf_source", "urdf_xml", "loop_joints", "joint_law",
+        "topology", "loop_data", "errors", "_jit", "_views", "_fast", "_kernel_io", "dispatch", "batch_errors")
+ABOVE_CORE = ("algorithms", "sim", "ros", "cli", "identify")
+
+
+def test_no_folder_holds_more_than_20_modules():
+    """Each folder of the package holds at most 20 modules directly (its __init__ and __main__ aside):
+    a new module finds its room, or a new room is made (docs/design.md)."""
+    crowded = {}
+    for d in [REPO / "dynamics_node", *sorted(p for p in (REPO / "dynamics_node").rglob("*") if p.is_dir())]:
+        n = len([p for p in d.glob("*.py") if p.name not in ("__init__.py", "__main__.py")])
+        if n > MAX_MODULES:
+            crowded[str(d.relative_to(REPO))] = n
+    assert not crowded, f"folders with more than {MAX_MODULES} modules: {crowded}"
+
+
+def test_the_core_imports_nothing_built_on_it():
+    """The core's modules (the model, the URDF reader, joints, spatial algebra, the joint law, the
+    topology, the loops' packed data, the kernels' plumbing) import nothing from algorithms/, sim/,
+    ros/, cli/ or identify/, directly or through another module, imports inside functions included;
+    the algorithms import neither the simulator nor ROS; the simulator does not import ROS."""
+    edges = _import_graph()
+    core = {f"dynamics_node.{n}" for n in CORE}
+    assert core <= set(edges), f"core modules not found: {sorted(core - set(edges))}"
+
+    def reach(start):
+        seen, todo = set(), [start]
+        while todo:
+            for b in edges[todo.pop()] - seen:
+                seen.add(b)
+                todo.append(b)
+        return seen
+
+    def inside(m, *pkgs):
+        return any(m == f"dynamics_node.{p}" or m.startswith(f"dynamics_node.{p}.") for p in pkgs)
+
+    bad = {m: sorted(b for b in reach(m) if inside(b, *ABOVE_CORE)) for m in sorted(core)}
+    bad = {m: b for m, b in bad.items() if b}
+    assert not bad, f"core modules that reach above the core: {bad}"
+    algorithms = [m for m in edges if inside(m, "algorithms")]
+    assert algorithms
+    bad = [(a, b) for a in algorithms for b in edges[a] if inside(b, "sim", "ros", "cli", "identify")]
+    assert not bad, f"algorithms importing the simulator, ROS or a tool: {bad}"
+    bad = [(a, b) for a in edges if inside(a, "sim") for b in edges[a] if inside(b, "ros", "cli", "identify")]
+    assert not bad, f"the simulator imports ROS or a tool: {bad}"
+
+
+def test_module_names_are_unique_across_the_package():
+    """One name, one module: no two modules of dynamics_node (__init__ and __main__ aside) share a
+    file name, and no module is named as a package of dynamics_node (tools/ at the repository's top is
+    outside it)."""
+    from collections import defaultdict
+
+    where = defaultdict(list)
+    for p in sorted((REPO / "dynamics_node").rglob("*.py")):
+        if p.name not in ("__init__.py", "__main__.py"):
+            where[p.stem].append(str(p.relative_to(REPO)))
+    packages = {p.parent.name for p in (REPO / "dynamics_node").rglob("__init__.py")}
+    clash = {n: ps for n, ps in where.items() if len(ps) > 1 or n in packages}
+    assert not clash, f"module names used twice (or as a package's): {clash}"

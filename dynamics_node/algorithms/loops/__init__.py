@@ -45,14 +45,20 @@ Public functions
 """
 from __future__ import annotations
 
-from .closure import close_loop_velocities, close_loops
-from .basis import constraint_basis
-from .constraints import LoopState, loop_constraints, loop_position_errors, loop_state, mobility
-from .dual_arm import (DualArmTerms, decoupled_control, delta_matrix, dual_arm_forward_dynamics,
-                       dual_arm_inverse_dynamics, dual_arm_terms, pseudovelocity_basis, reduced_order_dynamics,
-                       sphere_force)
-from .forward import closed_loop_forward_dynamics
-from .inverse import closed_loop_gravity, closed_loop_inverse_dynamics
+# The names load on first use (PEP 562), each from its module: importing the package runs none of them.
+# tree/aba.py's method="sparse" imports sparse.py and forward.py imports tree/aba.py; loading them
+# eagerly here would make the two packages import each other in a circle.
+_WHERE = {
+    "close_loop_velocities": "closure", "close_loops": "closure",
+    "constraint_basis": "basis",
+    "LoopState": "constraints", "loop_constraints": "constraints", "loop_position_errors": "constraints",
+    "loop_state": "constraints", "mobility": "constraints",
+    "DualArmTerms": "dual_arm", "decoupled_control": "dual_arm", "delta_matrix": "dual_arm",
+    "dual_arm_forward_dynamics": "dual_arm", "dual_arm_inverse_dynamics": "dual_arm", "dual_arm_terms": "dual_arm",
+    "pseudovelocity_basis": "dual_arm", "reduced_order_dynamics": "dual_arm", "sphere_force": "dual_arm",
+    "closed_loop_forward_dynamics": "forward",
+    "closed_loop_gravity": "inverse", "closed_loop_inverse_dynamics": "inverse",
+}
 
 __all__ = [
     "LoopState", "loop_state", "loop_constraints", "constraint_basis", "mobility",
@@ -61,3 +67,18 @@ __all__ = [
     "DualArmTerms", "dual_arm_terms", "sphere_force", "delta_matrix", "dual_arm_forward_dynamics",
     "pseudovelocity_basis", "reduced_order_dynamics", "dual_arm_inverse_dynamics", "decoupled_control",
 ]
+
+
+def __getattr__(name):
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module("." + where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))
