@@ -6,7 +6,7 @@
    at each call, joint damping DAMPING as efforts) against `mujoco.mj_step` on the same URDF (damping as
    dof_damping) (MuJoCo's own loader; its link cylinders as
    geoms, no floor, so no contacts), timed in alternating batches, minimum over 9 rounds (bench.paired);
-   then with contacts: the simulated robot's step (`sim_world.World.step`: the pairs near the floor and a
+   then with contacts: the simulated robot's step (`sim.world.World.step`: the pairs near the floor and a
    table selected, the step, its efforts; arm7 with a cylinder on every link, 128 points, its limits, the
    table of `simulation_obstacles` 0.8 0 0.15 0.6 1.0 0.3), fallen onto the table and resting there after
    4 s, against mj_step on arm7 with its cylinders on a floor and the same table, resting after 4 s.
@@ -171,7 +171,7 @@ def main(argv=None):
     print("one step of arm7 at 1 kHz, in-process, ours against mujoco.mj_step in the same run (module docstring):")
     print(f"  no contacts:   dn.simulate_step {free[0] * 1e6:7.2f} us, mj_step {free[1] * 1e6:7.2f} us "
           f"(MuJoCo contacts: {free_ncon}): ratio {free[0] / free[1]:.2f}")
-    print(f"  on the table:  sim_world.World.step {touch[0] * 1e6:7.2f} us ({pairs[0]} pairs near a surface, "
+    print(f"  on the table:  sim.world.World.step {touch[0] * 1e6:7.2f} us ({pairs[0]} pairs near a surface, "
           f"{pairs[1]} touching), mj_step {touch[1] * 1e6:7.2f} us ({ncon} contacts): ratio "
           f"{touch[0] / touch[1]:.2f}", flush=True)
     if args.only_step:

@@ -16,7 +16,7 @@
  *       arguments, which checks them, recomputes and names the problem.
  *   step_into(addr, model, q, qd, tau, fx, dt, envi, envf, state_in, limits, restitution, speculative, q1,
  *             qd1, qdd, limit_tau, state_out, F, P, info, floats, ints) -> int status
- *       the same kernel into the caller's arrays (the simulated robot, ros/sim_world.py, whose environment
+ *       the same kernel into the caller's arrays (the simulated robot, sim/world.py, whose environment
  *       and buffers are made once): every array checked for dtype, layout and the lengths the kernel cannot
  *       check itself (q1 nq, qd1 qdd limit_tau nv, P as long as F; fx: per body, or empty), a TypeError
  *       when one is not as it must be; the status is the kernel's (0: done).

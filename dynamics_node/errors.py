@@ -1,6 +1,11 @@
 """Exceptions of the dynamics core. Every message names what is wrong (file, element, joint, link, field)."""
 
 
+class ConfigError(Exception):
+    """A parameter value of the node or the simulator is invalid; the message names the parameter, the
+    value and what to do."""
+
+
 class DynamicsError(Exception):
     """Base class of every error raised by dynamics_node."""
 

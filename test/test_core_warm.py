@@ -183,7 +183,7 @@ def _node_calls(arm):
     model_terms) and the simulated robot's steps."""
     from dynamics_node.ros.model_state import build_state, load, warm_up
     from dynamics_node.ros.node_params import validate
-    from dynamics_node.ros.sim_world import World
+    from dynamics_node.sim.world import World
     from dynamics_node.ros.stream_process import warm
 
     for values in ({"observer_gain": 10.0, "model_terms_links": ["tool0"]}, {"simulation": True}):

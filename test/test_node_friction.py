@@ -97,7 +97,7 @@ WHEEL = """<robot name="wheel">
 def _coast(v0, seconds, **law):
     from dynamics_node.ros.model_state import build_state, load
     from dynamics_node.ros.node_params import validate
-    from dynamics_node.ros.sim_world import World
+    from dynamics_node.sim.world import World
     vals = {"robot_description": WHEEL, "simulation": True, "friction": True, "armature": [0.25],
             "friction_model.joints": ["spin"], **{f"friction_model.{k}": [v] for k, v in law.items()}}
     c = validate(vals)

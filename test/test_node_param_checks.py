@@ -6,7 +6,7 @@ known name; strict: true refuses it.
 
 In-process (hypothesis): every set of the simulation's parameters that the callback's check accepts
 (params.validate, then model_state.build_state) builds the simulated robot the stream process runs
-(sim_world.World) without a ConfigError, for arm7 and a floating base. On a running simulated arm: the
+(sim.world.World) without a ConfigError, for arm7 and a floating base. On a running simulated arm: the
 issue's `simulation_pd_gains [1.0, 2.0, 3.0, 4.0]`, and a parameter file with `friction_model.viscosity`.
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _values(draw):
 def test_what_the_check_accepts_the_simulated_robot_takes(loaded, data):
     from dynamics_node.ros.model_state import build_state
     from dynamics_node.ros.node_params import ConfigError, validate
-    from dynamics_node.ros.sim_world import World
+    from dynamics_node.sim.world import World
     fb = data.draw(st.booleans(), label="floating base")
     values = {"urdf_path": str(ns.ARM7), "floating_base": fb, **_values(data.draw)}
     try:

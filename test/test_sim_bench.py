@@ -1,4 +1,4 @@
-"""The simulated robot as a controller test bench (issue 30), in-process (sim_world.World, no ROS
+"""The simulated robot as a controller test bench (issue 30), in-process (sim.world.World, no ROS
 context): joint limits (hard constraints in joint space, restitution), collision shapes, box obstacles,
 default damping, position / velocity / trajectory commands; each against a closed form or an
 independent reference (MuJoCo: test_node_sim_mujoco.py). The node as a subprocess:
@@ -37,7 +37,7 @@ IZZ = 0.5
 def world(urdf=None, **values):
     from dynamics_node.ros.model_state import build_state, load
     from dynamics_node.ros.node_params import validate
-    from dynamics_node.ros.sim_world import World
+    from dynamics_node.sim.world import World
     src = {"robot_description": urdf} if urdf else {"urdf_path": str(ns.ARM7)}
     c = validate({**src, "simulation": True, **values})
     return World(build_state(load(c), c, {}), c)

@@ -1,4 +1,4 @@
-"""The simulated robot's world in-process (dynamics_node/ros/sim_world.py, no ROS context): parameters,
+"""The simulated robot's world in-process (dynamics_node/sim/world.py, no ROS context): parameters,
 the environment it builds, commands (Float64MultiArray order, JointState names, refusals, timeout in
 simulated time, clipping at the URDF limits), waiting for the first command, continuity across a
 change, halting instead of a non-finite state. The node as a subprocess: test_node_simulation.py."""
@@ -26,7 +26,7 @@ IZZ = 0.5
 def world(urdf=None, **values):
     from dynamics_node.ros.model_state import build_state, load
     from dynamics_node.ros.node_params import validate
-    from dynamics_node.ros.sim_world import World
+    from dynamics_node.sim.world import World
     src = {"robot_description": urdf} if urdf else {"urdf_path": str(ns.ARM7)}
     c = validate({**src, "simulation": True, **values})
     return World(build_state(load(c), c, {}), c)
@@ -135,7 +135,7 @@ def test_waiting_for_the_first_command_holds_the_state_and_the_clock():
 
 
 def test_a_change_continues_the_motion_unless_the_start_changed():
-    from dynamics_node.ros.sim_world import World
+    from dynamics_node.sim.world import World
     w = world(simulation_initial_positions=["joint2:=0.5"])
     for _ in range(50):
         w.step()

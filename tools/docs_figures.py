@@ -67,8 +67,8 @@ ARCHITECTURE = [
      "(stream_executor.py): joint\nstates to torques, observer",
      ["dynamics_node/ros/stream_process.py", "dynamics_node/ros/stream.py", "dynamics_node/ros/stream_executor.py"],
      (58, 13, 23, 22), EDGE),
-    ("sim", "simulation.py", "or the simulated\nrobot (sim_world.py)",
-     ["dynamics_node/ros/simulation.py", "dynamics_node/ros/sim_world.py"], (84, 25, 13, 10), EDGE),
+    ("sim", "simulation.py", "or the simulated\nrobot (sim/world.py)",
+     ["dynamics_node/ros/simulation.py", "dynamics_node/sim/world.py"], (84, 25, 13, 10), EDGE),
     ("latest", "latest.py", "shared memory:\nlatest joint state", ["dynamics_node/ros/latest.py"],
      (84, 13, 13, 10), EDGE),
 ]

@@ -242,7 +242,7 @@ def build_state(loaded: Loaded, cfg: Config, payloads: dict) -> ModelState:
         cmd, cidx, lim = (), np.zeros(0, np.intp), np.zeros(0)
     from .stream_observer import check_config
     check_config(model, cfg)  # wrench_link and collision_threshold against this model
-    from .sim_world import check_simulation
+    from ..sim.world import check_simulation
     check_simulation(cfg, model)  # the simulated robot's joints and links, with simulation on
     return ModelState(model, Conversions(model), loaded.source, loaded.warnings, torque, tq, tv,
                       cmd, cidx, lim, loops, dict(payloads))

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
-from ..errors import clip
+from ..errors import ConfigError, clip  # noqa: F401 (ConfigError: the node's modules import it from here)
 
 NODE_NAME = "dynamics_node"
 
@@ -110,7 +110,7 @@ PARAMETERS.update({  # the model_terms topic (model_terms.py)
     "model_terms_points": Param([], "double_array", "Points of the model_terms_links in their link "
                                 "frames [m], x y z per link; empty = the link origins."),
 })
-PARAMETERS.update({  # the simulated robot (simulation.py, sim_world.py)
+PARAMETERS.update({  # the simulated robot (simulation.py, sim/world.py)
     "simulation": Param(False, "bool", "True: the node is a simulated robot: it owns the state, integrates "
                         "forward dynamics with the contacts of its environment at simulation_rate, applies the "
                         "efforts commanded on effort_command_topic and publishes joint_states_topic and /clock "
@@ -143,7 +143,7 @@ PARAMETERS.update({  # the simulated robot (simulation.py, sim_world.py)
     "simulation_damping": Param(100.0, "double", "Damping of the floor per contact [N s/m], 0.01 to 1e7.",
                                 (0.01, 1.0e7)),
 })
-PARAMETERS.update({  # the simulated robot as a controller test bench (issue 30: sim_world, sim_env, sim_shapes)
+PARAMETERS.update({  # the simulated robot as a controller test bench (sim/world.py, env.py, shapes.py)
     "simulation_limit_restitution": Param(0.0, "double", "Restitution e of the joint limits (URDF <limit lower "
                                           "upper> of revolute and prismatic joints, hard constraints in joint "
                                           "space): a joint hitting its stop leaves it at e times its speed; 0 to 1.",
@@ -200,10 +200,6 @@ PAYLOAD_KEYS = frozenset(("payload.link", "payload.mass", "payload.center_of_mas
 from .friction_params import FRICTION_KEYS, FRICTION_PARAMETERS, validate_friction  # noqa: E402
 PARAMETERS.update({k: Param(*p) for k, p in FRICTION_PARAMETERS.items()})
 MODEL_KEYS = MODEL_KEYS | FRICTION_KEYS
-
-
-class ConfigError(Exception):
-    """A parameter value is invalid; the message names the parameter, the value and what to do."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ the model loader, a lean rcl wait set (stream_executor.py) and a thread that loa
 kernels at ordinary priority. So in simulation mode its one real-time thread runs `Simulation.run`:
 at absolute deadlines (CLOCK_MONOTONIC: Python's time.sleep is clock_nanosleep with an absolute
 time on Linux) spaced 1/(simulation_rate x real_time_factor) s apart, it steps the world
-(sim_world.World: dn.simulate_step) and publishes joint_states_topic (every joint, position and
+(sim.world.World: dn.simulate_step) and publishes joint_states_topic (every joint, position and
 velocity, stamped with the simulated time) and /clock (from 0); between two steps it serves its
 entities through the same executor: the effort commands, configuration changes (a guard condition)
 and ~/reset_simulation (at least once a period, however short: at real_time_factor 5 a period is
@@ -21,7 +21,7 @@ The simulated robot never publishes on the command topic; it subscribes to it wi
 publishers use: std_msgs/Float64MultiArray (command_joints order, what the dynamics node sends)
 unless only sensor_msgs/JointState publishers are there (by name), or only
 trajectory_msgs/JointTrajectory ones (a joint_trajectory_controller's); the type is looked up in the
-graph twice a second. What the values are (effort, position, velocity): sim_commands.py.
+graph twice a second. What the values are (effort, position, velocity): sim/commands.py.
 
 Also published: ~/contact_markers (visualization_msgs/MarkerArray at markers_rate while someone
 subscribes: the box obstacles, each contact point near a surface, green while it touches, and its
@@ -38,7 +38,7 @@ import numpy as np
 
 from .conversions import to_float64_array
 from .diagnostics import Timings
-from .sim_world import World
+from ..sim.world import World
 
 SPIN_MARGIN_NS = 150_000      # wake from the wait set this long before a deadline, then sleep to it
 GRAPH_PERIOD_NS = 500_000_000  # how often the command topic's publishers' type is looked up

@@ -239,12 +239,12 @@ def warm(st, cfg):
 
 def warm_torques(st, cfg):
     """The kernels of st's torques: gravity (or closed-loop gravity), or the simulated robot's step
-    on its environment (sim_world.py), run once."""
+    on its environment (sim/world.py), run once."""
     import numpy as np
 
     from .stream import gravity_effort
     if cfg.simulation:
-        from .sim_world import World
+        from ..sim.world import World
         try:
             w = World(st, cfg)
             w.started = True  # even when it will wait for a command

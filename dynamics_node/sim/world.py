@@ -13,7 +13,7 @@ at its rate and publishes it):
 - the state q, qd (start: `simulation_initial_positions` by name, the rest at zero, at rest, inside
   the limits; a floating base at its neutral pose unless root.x .. root.qw are named), the surfaces'
   state, and the simulated time in integer nanoseconds (steps of 1/simulation_rate s);
-- the commands (sim_commands.py): efforts, or positions / velocities through a PD loop
+- the commands (commands.py): efforts, or positions / velocities through a PD loop
   (`simulation_command_interface`), from a Float64MultiArray in command_joints order
   (`command_array`), a JointState by name (`command_named`) or a JointTrajectory
   (`command_trajectory`); effort and velocity commands older than `simulation_command_timeout`
@@ -37,7 +37,7 @@ import numpy as np
 import dynamics_node as dn
 from .. import _fast
 from ..errors import DynamicsError, clip
-from .node_params import ConfigError
+from ..errors import ConfigError
 
 ROOT_Q = ("root.x", "root.y", "root.z", "root.qx", "root.qy", "root.qz", "root.qw")
 
@@ -66,7 +66,7 @@ def check_simulation(cfg, model) -> None:
                               f"joints: {_names(model.joint_names)}"
                               f"{'; the base: root.x .. root.qw' if model.floating_base else ''})")
     n, ng = len(model.joint_names), len(cfg.simulation_pd_gains)
-    if ng not in (0, 2, 2 * n):  # refused with the parameter, not later by the stream (sim_commands.py)
+    if ng not in (0, 2, 2 * n):  # refused with the parameter, not later by the stream (commands.py)
         raise ConfigError(f"simulation_pd_gains: expected 0, 2 or {2 * n} values (kp kd for every joint, or per "
                           f"joint in the model's order {_names(model.joint_names)}), got {ng}")
     moving = set(moving_links(model))
@@ -121,8 +121,8 @@ def sim_model(model, cfg):
 
 class World:
     def __init__(self, st, cfg):
-        from .sim_commands import Commands
-        from ..sim.env import Environment
+        from .commands import Commands
+        from .env import Environment
         m = sim_model(st.model, cfg)
         self.st, self.cfg, self.model = st, cfg, m
         self.dt_ns = max(1, int(round(1e9 / cfg.simulation_rate)))
@@ -135,7 +135,7 @@ class World:
         if self.limits is not None:
             self.limits.flags.writeable = False  # checked once by simulate_step (joint_limits.limits_arg)
         self.notes = []
-        from ..sim.shapes import shapes_of
+        from .shapes import shapes_of
         shapes = shapes_of(m, cfg)
         self.notes += shapes.notes
         self.env = Environment(m, cfg, shapes)
@@ -217,13 +217,13 @@ class World:
         return why
 
     def command_trajectory(self, names, points) -> str:
-        """A JointTrajectory: [(time_from_start s, positions, velocities)] (sim_commands.py)."""
+        """A JointTrajectory: [(time_from_start s, positions, velocities)] (commands.py)."""
         why = self.commands.trajectory(list(names), points, self.t_ns)
         self.started = self.started or not why
         return why
 
     def effort(self) -> np.ndarray:
-        """The efforts applied now (sim_commands.py): effort commands, or the PD loop's."""
+        """The efforts applied now (commands.py): effort commands, or the PD loop's."""
         if self.commands.mode == "effort":  # the joints' positions and gravity are the PD loop's
             return self.commands.torque(None, self.qd, self.t_ns)
         qv = np.zeros(self.model.nv)
@@ -241,8 +241,8 @@ class World:
         """What the compiled step needs besides the state, made once: the kernel, the limits as one vector,
         its outputs but q and qd (which are new arrays at each step), a second state array and the
         scratch's sizes."""
-        from ..sim.select import env_kmax
-        from ..sim.step import sim_step_c, step_scratch
+        from .select import env_kmax
+        from .step import sim_step_c, step_scratch
         from ..layout import SE_MODE, SE_NBOX, SE_NPT, SE_NSPH, SIM_INFO_N
         e, nv = self.env.envi, self.model.nv
         k = env_kmax(int(e[SE_NPT]), int(e[SE_NSPH]), int(e[SE_NBOX]), int(e[SE_MODE]))

@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 import dynamics_node as dn
-from .node_params import ConfigError
+from ..errors import ConfigError
 
 OMEGA = 2 * math.pi * 10.0
 
