@@ -24,12 +24,12 @@ A route owns, once for every function, what used to be copied into each of them:
    'qd[3] (joint 'elbow') = 1e+154 is out of range'), not the symptom; without such an entry the
    symptom's own error stands (the model's gravity or a payload out of range are named then).
 
-The contract (issue 14 §1): any real array layout and dtype (big-endian, float32, read-only,
+The contract: any real array layout and dtype (big-endian, float32, read-only,
 unaligned, strided, Fortran order, broadcast, lists, tuples) gives the result of its contiguous
 native float64 copy; a complex array, a 0-d value or one of several dimensions where a vector is
 expected, a str, None, a mapping, an object is refused with InputError naming the argument.
 
-``data=``: kept and made real (issue 12's decision). ``dn.Data(model)`` holds the work array of
+``data=``: kept and made real. ``dn.Data(model)`` holds the work array of
 one model with named views of what the last computation left in it (``Data.v``, ``.a``, ``.f``, per
 body); it is used instead of the thread's buffer on every route, the C callback's included, and is
 refused with InputError when it was made for a model of another tree (it would be written past its

@@ -1,6 +1,6 @@
-"""The joint law (issue 27): the torque a joint's drive spends on friction, and its derivative, in one
+"""The joint law: the torque a joint's drive spends on friction, and its derivative, in one
 place. Every kernel that adds the model's joint terms (rnea.py, rnea_batch.py, aba.py, hybrid.py
-through aba's kernel) calls ``friction_torque``; issue 29's derivatives call ``friction_slope``.
+through aba's kernel) calls ``friction_torque``; the derivatives call ``friction_slope``.
 
 For one degree of freedom with velocity v (rad/s or m/s) the measured effort is
 

@@ -1,4 +1,4 @@
-"""The commands that README.md and docs/*.md show, and the test that runs each (issue 31).
+"""The commands that README.md and docs/*.md show, and the test that runs each.
 
 How the docs hold code: fenced blocks with a language. ```sh blocks hold commands a reader types
 and a test runs; ```python blocks are run as they are by test_docs.py (every block of a page in one

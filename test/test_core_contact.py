@@ -1,4 +1,4 @@
-"""Issue 23, the library part: contact forward dynamics with Coulomb friction (Featherstone §11.3-11.5),
+"""The library part of contacts: contact forward dynamics with Coulomb friction (Featherstone §11.3-11.5),
 impact (§11.7), soft contact (§11.8).
 
 Oracles:

@@ -1,4 +1,4 @@
-"""Issue 23: bad input to the contact functions is an InputError naming the argument, nothing else
+"""Bad input to the contact functions is an InputError naming the argument, nothing else
 is raised, nothing non-finite is returned."""
 from __future__ import annotations
 

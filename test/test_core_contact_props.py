@@ -1,4 +1,4 @@
-"""Issue 23: property tests of contact forward dynamics and impact on random trees (test/urdfgen.py:
+"""Property tests of contact forward dynamics and impact on random trees (test/urdfgen.py:
 fixed and floating bases, prismatic and continuous joints, mimic joints), random contacts (links,
 points, normals, mu in {0, 0.3, 1, inf}) and random states, some with the contact points at rest.
 

@@ -1,4 +1,4 @@
-"""The input/output contract of every public function (issue 14 §1, §2, §4; dynamics_node/dispatch.py).
+"""The input/output contract of every public function (dynamics_node/dispatch.py).
 
 * Arrays as callers hand them (big-endian, float32, integers, read-only, unaligned, strided,
   reversed, broadcast, lists, tuples, long double; Fortran order for the batch functions) give
@@ -38,7 +38,7 @@ EXEMPT = {  # public names that are not computations on arrays, with the reason
     "SingularMassMatrixError": "exception class", "ModelWarning": "warning class",
     "Model": "class (built by load_model)",
     "Data": "class (its check is tested here through data=)", "ROOT_JOINT": "a constant (str)",
-    "load_model": "takes a description, not arrays: its contract is the loader's (issue 14 §3)",
+    "load_model": "takes a description, not arrays: its contract is the loader's",
     "inertial_parameters": "takes the model alone (no arrays)", "Payload": "class (identify_payload's result)",
     "MomentumObserver": "a stateful class (samples in stamp order): its input checks are in test_observer_core",
     "external_wrench": "a least-squares solve on the observer's r (no data=): its checks are in test_observer_core",
@@ -115,14 +115,14 @@ CALLS = {
     "link_regressor": ("mimic", "qvv", lambda m, q, qd, qdd: dn.link_regressor(m, q, qd, qdd, _link(m))),
     "regressor_batch": ("mimic", "QVV", lambda m, Q, QD, QDD: dn.regressor_batch(m, Q, QD, QDD)),
     "identify_payload": ("arm", "QVVV", lambda m, Q, QD, QDD, TAU: dn.identify_payload(m, _link(m), Q, QD, QDD, TAU)),
-    # issue 11 ('p': a point, 3 numbers in the link frame)
+    # ('p': a point, 3 numbers in the link frame)
     "coriolis_matrix": ("arm", "qv", lambda m, q, qd: dn.coriolis_matrix(m, q, qd)),
     "jacobian_derivative": ("arm", "qvp", lambda m, q, qd, p: dn.jacobian_derivative(m, q, qd, _link(m), p, "link")),
     "operational_space_inertia": ("arm", "qp", lambda m, q, p: dn.operational_space_inertia(m, q, _link(m), p)),
     "manipulability": ("arm", "q", lambda m, q: dn.manipulability(m, q, _link(m))),
     "jacobian_singular_values": ("arm", "q", lambda m, q: dn.jacobian_singular_values(m, q, _link(m))),
     "analytic_jacobian": ("arm", "q", lambda m, q: dn.analytic_jacobian(m, q, _link(m), "zyz")),
-    # issue 23: contact and impact
+    # contact and impact
     "contact_forward_dynamics": ("arm", "qvv", lambda m, q, qd, tau: dn.contact_forward_dynamics(
         m, q, qd, tau, [dn.Contact(_link(m), (0, 0, 0.05), friction=0.5)])),
     "impact": ("arm", "qv", lambda m, q, qd: dn.impact(m, q, qd, [dn.Contact(_link(m), friction=0.5)], 0.5)),
@@ -130,7 +130,7 @@ CALLS = {
         m, q, qd, [dn.Contact(_link(m), surface_point=(0, 0, 2.0))])),
     "simulate_step": ("arm", "qvv", lambda m, q, qd, tau: dn.simulate_step(
         m, q, qd, tau, [dn.Contact(_link(m), surface_point=(0, 0, 2.0))], 1e-3)),
-    # issue 29: derivatives, the linearised step, the configuration space's group operations
+    # derivatives, the linearised step, the configuration space's group operations
     "inverse_dynamics_derivatives": ("mimic", "qvv", lambda m, q, qd, qdd: dn.inverse_dynamics_derivatives(
         m, q, qd, qdd)),
     "forward_dynamics_derivatives": ("arm", "qvv", lambda m, q, qd, tau: dn.forward_dynamics_derivatives(
@@ -142,7 +142,7 @@ CALLS = {
     "linearize_batch": ("arm", "QVV", lambda m, Q, QD, TAU: dn.linearize_batch(m, Q, QD, TAU, 0.01)),
     "integrate": ("mimic", "qv", lambda m, q, v: dn.integrate(m, q, v)),
     "difference": ("mimic", "qq", lambda m, q0, q1: dn.difference(m, q0, q1)),
-    # issue 27: the joint law
+    # the joint law
     "joint_friction": ("arm", "v", lambda m, qd: dn.joint_friction(m, qd)),
     "joint_friction_slope": ("arm", "v", lambda m, qd: dn.joint_friction_slope(m, qd)),
 }

@@ -1,4 +1,4 @@
-"""Issue 11, the core: Coriolis matrix, Jacobians of any point in world or link axes, J̇, the
+"""The controllers' terms in the core: Coriolis matrix, Jacobians of any point in world or link axes, J̇, the
 operational-space inertia, manipulability, singular values and the analytic Jacobian.
 
 Oracles: Pinocchio (test-only; computeCoriolisMatrix, getFrameJacobian(TimeVariation) on a frame

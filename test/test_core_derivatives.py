@@ -1,4 +1,4 @@
-"""The analytic derivatives of the dynamics (issue 29) against independent references:
+"""The analytic derivatives of the dynamics against independent references:
 
 * Pinocchio (test-only): computeRNEADerivatives, computeABADerivatives, computeGeneralizedGravityDerivatives
   and their f_ext variants, on the conftest cases (real robots fixed and floating, random trees, mimic

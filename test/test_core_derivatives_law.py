@@ -1,4 +1,4 @@
-"""The derivatives (issue 29) with the whole joint law of issue 27 (armature, viscous, tanh Coulomb, Stribeck,
+"""The derivatives with the whole joint law (armature, viscous, tanh Coulomb, Stribeck,
 offset), against central finite differences of the functions they differentiate: inverse dynamics in qd, and
 forward dynamics in qd and tau. The law enters only through the velocity (its slope is diagonal); the offset is
 a constant and must leave every derivative unchanged."""

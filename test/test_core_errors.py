@@ -139,8 +139,8 @@ def _model_warning(dn, source, *names):
 
 
 def test_inertia_triangle_inequality(dn):
-    """Issue 9: a triangle-inequality violation (CAD exports) loads with a warning saying by how much
-    (0.05 - 0.01 - 0.01 = 0.03 kg m^2); strict=True refuses it (this replaced issue 2's error)."""
+    """A triangle-inequality violation (CAD exports) loads with a warning saying by how much
+    (0.05 - 0.01 - 0.01 = 0.03 kg m^2); strict=True refuses it (a warning, not an error: CAD exports are common)."""
     bad = ('<inertial><origin xyz="0 0 0" rpy="0 0 0"/><mass value="1.0"/>'
            '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.05"/></inertial>')
     src = robot(link("base"), link("l1"), link("triangle_link", bad),
@@ -205,7 +205,7 @@ def test_garbage_number(dn):
 
 
 def test_unknown_mimic_master(dn):
-    """Issue 9: a <mimic> naming an unknown joint is ignored with a warning naming both joints."""
+    """A <mimic> naming an unknown joint is ignored with a warning naming both joints."""
     src = robot(link("base"), link("l1"), link("l2"), joint("j1", "base", "l1"),
                 joint("follower_j", "l1", "l2", extra='<mimic joint="no_such_master" multiplier="1" offset="0"/>'))
     m, msg = _model_warning(dn, src, "no_such_master")
@@ -369,7 +369,7 @@ def test_batch_bad_shapes(dn, good):
     Q[2, 1] = np.nan
     with pytest.raises(dn.InputError) as ei:
         dn.gravity_batch(good, Q)
-    assert "Q[2, 1]" in str(ei.value), ei.value   # the sample and the field (issue 29)
+    assert "Q[2, 1]" in str(ei.value), ei.value   # the sample and the field
     QDD = np.zeros((70, 2))  # in the second group of states computed side by side
     QDD[40, 0] = np.inf
     with pytest.raises(dn.InputError) as ei:

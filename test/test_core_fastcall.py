@@ -293,7 +293,7 @@ def test_link_route_on_many_threads(arm):
         assert all(ex.map(run, range(16)))
 
 
-# ------------------------------------------------------------------ the matrices route (issue 29)
+# ------------------------------------------------------------------ the matrices route
 def _derivative_calls(arm, q, qd, x):
     return ((dn.inverse_dynamics_derivatives, (q, qd, x)), (dn.forward_dynamics_derivatives, (q, qd, x)),
             (dn.gravity_derivatives, (q,)))

@@ -1,4 +1,4 @@
-"""The joint law of issue 27 (dynamics_node/joint_law.py) in the core: inverse, forward and
+"""The joint law (dynamics_node/joint_law.py) in the core: inverse, forward and
 hybrid dynamics, the batch and trajectory forms, the momentum observer, against the law written out
 independently here (numpy) on top of Pinocchio's RNEA / CRBA (not the core), and its refusals."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10 §1-2: the inertial-parameter regressor and payload identification.
+"""The inertial-parameter regressor and payload identification.
 
 * Y(q, qd, qdd) pi == inverse dynamics, and Y and pi equal Pinocchio's computeJointTorqueRegressor
   and Inertia.toDynamicParameters (body by body, matched by joint name) on the oracle robots and
@@ -65,7 +65,7 @@ def test_regressor_equals_pinocchio_and_reproduces_inverse_dynamics(name):
 
 @pytest.mark.parametrize("name", ALL_CASES)
 def test_regressor_batch_equals_pinocchio_state_by_state(name):
-    """Issue 22: the batch kernel (ancestors' S carried outward, closed-form body force columns) gives
+    """The batch kernel (ancestors' S carried outward, closed-form body force columns) gives
     Pinocchio's computeJointTorqueRegressor for every row, mimic joints through G^T too."""
     case = get_case(name)
     m = case.model

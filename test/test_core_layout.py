@@ -1,5 +1,5 @@
-"""The kernels are written against dynamics_node/layout.py's names, not against hand-computed offsets
-(issue 12): the layout tables are consistent with what the C shim and the packer assume, and a scan of
+"""The kernels are written against dynamics_node/layout.py's names, not against hand-computed offsets:
+the layout tables are consistent with what the C shim and the packer assume, and a scan of
 every compiled function's source finds none of the patterns the offsets used to take (`9 * nb`,
 `mi[ii + 3]`, a literal 126 or 172)."""
 import ast

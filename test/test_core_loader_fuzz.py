@@ -1,4 +1,4 @@
-"""Time-bounded property-based fuzz of the loader on mutated real URDFs (issue 14, "Done when"):
+"""Time-bounded property-based fuzz of the loader on mutated real URDFs:
 whatever the mutation, load_model either returns a model whose gravity and inverse dynamics at the
 neutral configuration are finite, or raises a DynamicsError subclass; never another exception.
 Derandomized (a fixed sequence of examples), 200 examples."""

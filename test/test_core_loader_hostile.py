@@ -1,4 +1,4 @@
-"""Hostile and odd descriptions (issue 14 §2 "Models" and §3, issue 9 §1): every one loads or is refused
+"""Hostile and odd descriptions: every one loads or is refused
 with a ModelError naming the problem; nothing blocks, eats memory, overflows silently or crashes."""
 import os
 import subprocess
@@ -178,7 +178,7 @@ def test_messages_are_cut(dn):
 
 
 def test_visual_only_content_never_stops_a_load(dn):
-    """issue 9: <texture> without filename, unknown geometry, a bad mesh scale, <gazebo><material value>
+    """<texture> without filename, unknown geometry, a bad mesh scale, <gazebo><material value>
     (pr2), ros2_control and unknown elements: dynamics does not read them."""
     junk = ('<visual><geometry><mesh filename="m.stl" scale="a b"/></geometry><material name="x"><texture/>'
             '</material></visual><collision><geometry><blob size="nan"/></geometry></collision><sensor value="v"/>')
@@ -237,7 +237,7 @@ def test_floating_joint_inside_the_tree(dn):
 
 
 # ------------------------------------------------------------------------------------------------
-# overflow of derived quantities (issue 14 §2 "Models")
+# overflow of derived quantities
 # ------------------------------------------------------------------------------------------------
 def _inertial(mass="1", xyz="0 0 0", ixx="0.01"):
     return (f'<inertial><origin xyz="{xyz}"/><mass value="{mass}"/>'

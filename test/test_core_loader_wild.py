@@ -2,7 +2,7 @@
 and its inverse dynamics, gravity, mass matrix, forward dynamics (where H is well conditioned) and
 Jacobians match Pinocchio (test-only oracle, urdfgen.PinOracle) to 1e-9 relative at seeded random
 states. Parametrised per file, so a failure names it. Inconsistent inertias, unknown transmission
-joints and visual-only problems load with ModelWarnings (issue 9 §1)."""
+joints and visual-only problems load with ModelWarnings."""
 import pathlib
 import warnings
 import zlib

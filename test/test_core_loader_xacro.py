@@ -1,4 +1,4 @@
-"""xacro files, package:// and $(find pkg) through ament's index (issue 9 §1), and
+"""xacro files, package:// and $(find pkg) through ament's index, and
 `dynamics_summary --check` as a user runs it (a subprocess): exit 0 clean, 1 warnings, 2 no load."""
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""Messages of refusals (issue 21.4): every echoed value is clipped and says its length; wrong types
+"""Messages of refusals: every echoed value is clipped and says its length; wrong types
 are InputError everywhere; the closed-loop functions check q, qd, qdd, tau like every other
 function (same messages), loops or not; xacro's $(find) names the package it could not find."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""A floating base's quaternion is normalised on use (joints.unit_quaternion), at any finite magnitude
-(issue 14 §2): q with the quaternion scaled by 1e160 or 1e-160 gives what the unit quaternion gives
+"""A floating base's quaternion is normalised on use (joints.unit_quaternion), at any finite magnitude:
+q with the quaternion scaled by 1e160 or 1e-160 gives what the unit quaternion gives
 (the sum of squares of 1e160 overflows, of 1e-160 underflows: the normalisation scales by the
 largest component first). A quaternion of norm 0, or one whose components are all subnormal, is
 refused by name."""

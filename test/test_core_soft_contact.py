@@ -1,4 +1,4 @@
-"""Issue 23: soft contact with Coulomb friction (Featherstone §11.8, Eqs. 11.73-11.79) and the
+"""Soft contact with Coulomb friction (Featherstone §11.8, Eqs. 11.73-11.79) and the
 simulation step built on it.
 
 Oracles: the book's equations evaluated by hand on known positions and velocities (the contact point's
@@ -184,7 +184,7 @@ def test_step_obeys_the_equation_of_motion_on_random_trees(floating, n_mimic):
         assert np.any(np.linalg.norm(s.forces, axis=1) > 0)
 
 
-# ----------------------------------------------------------------------------- joint limits (issue 30)
+# ----------------------------------------------------------------------------- joint limits
 @pytest.mark.parametrize("floating,n_mimic", [(False, 0), (True, 0), (True, 1)])
 def test_core_step_with_limits_obeys_the_equation_of_motion(floating, n_mimic):
     """simulate_step with joint limits around the current positions, every joint moving into one of
@@ -242,7 +242,7 @@ def test_core_limits_are_refused_by_name():
         dn.simulate_step(m, q, z, z, [], 1e-3, limits=lim, restitution=1.5)
 
 
-# ----------------------------------------------------------------------------- the compiled step (issue 36)
+# ----------------------------------------------------------------------------- the compiled step
 def _agree(fast, ref, tol, where):
     """Every field of two SimulationSteps within tol of the field's scale (max(1, its largest entry))."""
     for name, a, b in zip(ref._fields, fast, ref):
@@ -334,7 +334,7 @@ BIG_CASES = [  # (what, arguments beyond the model, the words the refusal must h
 @pytest.mark.parametrize("what,case,words", BIG_CASES, ids=[c[0] for c in BIG_CASES])
 @pytest.mark.parametrize("extra", ["plain", "limits", "contacts"])
 def test_a_step_that_would_not_be_finite_is_refused_naming_the_input(what, case, words, extra):
-    """Issue 36 §5: finite inputs whose step overflows (forward_dynamics refuses the same state) are
+    """Finite inputs whose step overflows (forward_dynamics refuses the same state) are
     refused with one line naming the input and its index (and the model's friction law when it is
     at fault), with limits and contacts too; nothing non-finite is returned."""
     from dynamics_node.errors import InputError

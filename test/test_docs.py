@@ -1,4 +1,4 @@
-"""README.md and docs/ kept true (issue 31): every command they show is run by a test (doc_commands.py
+"""README.md and docs/ kept true: every command they show is run by a test (doc_commands.py
 maps each to the test that runs it, and the runners here run, as written, the commands mapped to
 them), every ```python block runs, every relative link and anchor resolves, every page is reachable
 from the README, the README stays a door of at most 200 lines, and the pictures are made by

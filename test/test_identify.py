@@ -1,4 +1,4 @@
-"""dynamics_identify (issue 22) on simulated recordings with a known truth: a perturbed, physically
+"""dynamics_identify on simulated recordings with a known truth: a perturbed, physically
 consistent copy of the robot plus friction; torques from Pinocchio's RNEA on the truth URDF (not the
 core) plus friction; bags written with the rosbags writer, with noise. The identified URDF must
 load strictly (and in Pinocchio), predict the truth's torques on a fresh trajectory within a few %
@@ -138,7 +138,7 @@ def test_evaluate_against_independent_figures(arm7):
                  "--plot", str(arm7.tmp / "eval.png")]) == 0
     ev = json.loads(rep.read_text())
     assert set(ev) >= {"joints", "rms", "max", "samples"} and ev["joints"] == list(arm7.model.joint_names)
-    assert ev["samples"] == np.sum(arm7.t >= 30 - 1e-9)  # every message (issue 27: none dropped at the edges)
+    assert ev["samples"] == np.sum(arm7.t >= 30 - 1e-9)  # every message (none dropped at the edges)
     # independent: the exact states of the simulation, Pinocchio-free core ID of the same URDF and its
     # OUT.yaml, on a window inside the recording (at its very end the differentiated velocity of a
     # sign()-friction joint may have the wrong sign near a zero crossing: 2 fc at that sample)

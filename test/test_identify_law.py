@@ -1,4 +1,4 @@
-"""dynamics_identify and the joint law of issue 27 on simulated recordings with a known truth: a
+"""dynamics_identify and the joint law on simulated recordings with a known truth: a
 perturbed arm7 with armature, offsets, smooth (tanh) Coulomb and Stribeck friction (written out in
 numpy, identify_sim.law_torque) on Pinocchio's RNEA, with noise. The fit from the nominal URDF must
 predict a fresh trajectory's torques from OUT.urdf + OUT.yaml, evaluated here by the same independent

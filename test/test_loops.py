@@ -68,7 +68,7 @@ BAD = {
                    '</predecessor><successor link="c"/></loop_joint>', ["lj", "NaN", "predecessor"]),
     "unknown_type": ('<loop_joint name="lj" type="screw"><predecessor link="b"/><successor link="c"/>'
                      '<axis xyz="0 0 1"/></loop_joint>', ["lj", "screw"]),
-    # issue 28 §4: the helical joint's pitch
+    # the helical joint's pitch
     "helical_no_pitch": ('<loop_joint name="lj" type="helical"><predecessor link="b"/><successor link="c"/>'
                          '<axis xyz="0 0 1"/></loop_joint>', ["lj", "pitch", "helical"]),
     "helical_pitch_text": ('<loop_joint name="lj" type="helical" pitch="fine"><predecessor link="b"/>'
@@ -185,7 +185,7 @@ def test_transmissions():
     assert parse_transmissions(root, {"j1", "j2", "j3", "j4"}, "f") == ("j3", "j4")
     assert parse_transmissions(ET.fromstring(BASE.format(loop="")), {"ja", "jb"}, "f") is None
     bad = BASE.format(loop='<transmission name="t"><joint name="weld"/></transmission>')
-    rep = SimpleNamespace(ignored=[], warnings=[])  # issue 9: an unknown joint is ignored with a warning
+    rep = SimpleNamespace(ignored=[], warnings=[])  # an unknown joint is ignored with a warning
     assert parse_transmissions(ET.fromstring(bad), {"ja", "jb"}, "f", rep) is None
     assert "weld" in rep.warnings[0] and "weld" in rep.ignored[0]
     ghost = BASE.format(loop='<transmission name="t"><joint name="ghost_joint"/></transmission>')
@@ -197,7 +197,7 @@ def test_transmissions():
     assert m.loop_joints == ("j5",)
 
 
-MALFORMED_TRANSMISSIONS = {  # issue 28 §6: each loaded in silence before; (fragment, words of the warning)
+MALFORMED_TRANSMISSIONS = {  # each loaded in silence before; (fragment, words of the warning)
     "no_joint": ('<transmission name="t_diff"><actuator name="m1"><mechanicalReduction>50</mechanicalReduction>'
                  '</actuator></transmission>', ["t_diff", "no <joint>"]),
     "nameless_joint": ('<transmission name="t_anon"><joint><hardwareInterface>E</hardwareInterface></joint>'

@@ -1,4 +1,4 @@
-"""The contact services (issue 23 §2): ~/contact_dynamics and ~/impact.
+"""The contact services: ~/contact_dynamics and ~/impact.
 
 In-process (the handlers with real request messages, through services.serve as the node calls
 them): the answers satisfy the physics they claim, checked with other functions of the library

@@ -158,7 +158,7 @@ def test_bad_parameters_are_rejected_with_a_reason(node):
     assert not failures, "\n".join(failures)
     assert c.get_parameter(NAME, "gravity") == [0.0, 0.0, -9.81]
     assert c.get_parameter(NAME, "urdf_path") == str(ns.ARM7)
-    # inert settings are not checked against the model (issue 16); they are once they act
+    # inert settings are not checked against the model; they are once they act
     assert c.set_parameters(NAME, **{"payload.link": "gripper"}) == [(True, "")]
     (ok, reason), = c.set_parameters(NAME, **{"payload.mass": 1.0})
     assert not ok and "payload.link" in reason and "'gripper'" in reason, reason

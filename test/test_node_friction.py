@@ -1,4 +1,4 @@
-"""The joint law of issue 27 in the node: the parameters friction_model.* and effort_command_friction
+"""The joint law in the node: the parameters friction_model.* and effort_command_friction
 (refused by name), OUT.yaml alone starting the node (`dynamics_node --ros-args --params-file OUT.yaml`
 and `make run ARGS="--params-file OUT.yaml"`), whose inverse_dynamics and
 forward_dynamics answer as the law says (Pinocchio plus the formula in numpy), the effort command's

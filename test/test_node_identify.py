@@ -1,4 +1,4 @@
-"""Issue 10 §2 at the ROS edge: the identify_payload handler in-process, the service through a real
+"""Payload identification at the ROS edge: the identify_payload handler in-process, the service through a real
 node (with apply), and `dynamics_cli identify_payload --record` against a publisher of synthetic
 joint states whose efforts are the inverse dynamics of the arm carrying a known payload."""
 from __future__ import annotations

@@ -134,7 +134,7 @@ def test_no_model_yet_is_answered_with_the_reason():
 
 
 def test_stream_survives_topic_changes_under_load_and_implausible_values_are_refused():
-    """Parameters changed while joint states stream (issue 14 §5): the stream thread goes on."""
+    """Parameters changed while joint states stream: the stream thread goes on."""
     import dynamics_node as dn
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
@@ -220,7 +220,7 @@ print("done", r is not None and r.success and len(r.trajectory.points), flush=Tr
 
 
 def test_a_huge_service_request_loses_no_joint_state():
-    """Issue 14 §5: one 100,000-point trajectory_inverse_dynamics request used to hold the stream
+    """One 100,000-point trajectory_inverse_dynamics request used to hold the stream
     back for ~100 ms (one interpreter, one GIL) and lose joint states. The stream has a process of
     its own now: every joint state sent at 1 kHz while another process's request is served gets
     its torque (the request comes from a process of its own, so this one publishes evenly)."""

@@ -1,8 +1,8 @@
-"""The LinearizedDynamics service and dynamics_cli linearized_dynamics (issue 29 §2) against the library,
+"""The LinearizedDynamics service and dynamics_cli linearized_dynamics against the library,
 as docs/node.md states it: in one process the service (its handler through services.serve, with a horizon:
 dn.linearize_batch) is dn.linearize bit for bit; a running node, another process, agrees to 1e-12 (it may
 run other machine code for the same kernels). And the refusals over ROS naming the request's field
-(velocity[2], trajectory.points[3].velocities[2], issue 29 §1)."""
+(velocity[2], trajectory.points[3].velocities[2])."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""Refusals at the ROS edge (issue 21.4), in-process: a 100,000-character name in any request field
+"""Refusals at the ROS edge, in-process: a 100,000-character name in any request field
 comes back clipped with its length, whatever service is asked; parameters that echo values do the
 same; a joint state that names no joint of the model (empty, or other robots' joints only) is
 dropped and counted, and no torque is published for it."""

@@ -1,4 +1,4 @@
-"""The model terms over ROS (issue 11, "Over ROS"): the ModelTerms service, the Jacobian service's
+"""The model terms over ROS: the ModelTerms service, the Jacobian service's
 point and axes, the model_terms topic and dynamics_cli model_terms, checked against Pinocchio
 (test-only) on urdf/arm7.urdf: H = crba, C = computeCoriolisMatrix, g = computeGeneralizedGravity,
 J and dJ/dt of a point = getFrameJacobian / getFrameJacobianTimeVariation of a frame added at that

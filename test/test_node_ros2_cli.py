@@ -1,4 +1,4 @@
-"""The real `ros2 launch` and `ros2` CLI (issue 21.5), as the README shows them, on every launch file of
+"""The real `ros2 launch` and `ros2` CLI, as the README shows them, on every launch file of
 launch/ and on robots of example-robot-data: `make setup` installs launch, launch_ros and ros2cli
 from the kit ../shared/ros2-python (no wheels exist) and lays dynamics_node out in .venv as colcon
 would (tools/install_ament_layout.sh), so that nothing but ROS_DOMAIN_ID and

@@ -1,4 +1,4 @@
-"""The resting pose of a dropped arm: the node's simulated robot against MuJoCo (test-only), issue 23 §4.
+"""The resting pose of a dropped arm: the node's simulated robot against MuJoCo (test-only).
 
 A two-link arm (shoulder and elbow about y, links of 0.4 m, shoulder 0.5 m above the floor, joint
 damping 1.5 N m s from the URDF's <dynamics>, which the model's `friction` option turns on) starts
@@ -82,7 +82,7 @@ def test_the_dropped_arm_comes_to_rest_where_mujoco_puts_it():
     assert np.abs(st[-1][2]).max() < 1e-3
 
 
-# ----------------------------------------------------------------------------- issue 30: shapes on a table
+# ----------------------------------------------------------------------------- shapes on a table
 ARM_ON_TABLE = """<robot name="two_link_shapes">
   <link name="base_link"/>
   <link name="upper"><inertial><origin xyz="0.2 0 0"/><mass value="1.0"/>
@@ -133,7 +133,7 @@ def _mujoco_rest_on_table():
 
 
 def test_an_arm_with_collision_shapes_dropped_on_a_table_rests_where_mujoco_puts_it():
-    """Issue 30: the same two-link arm with cylinder links and a sphere at its tip, released straight out
+    """The same two-link arm with cylinder links and a sphere at its tip, released straight out
     above a table (a box obstacle, top at 5 cm): frictionless contacts and joint damping, so the rest
     pose is decided by statics (the upper link hanging, the lower one leaning on its tip sphere on the
     table). MuJoCo collides the URDF's own cylinder and sphere geoms with a box; the simulated robot

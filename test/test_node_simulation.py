@@ -1,4 +1,4 @@
-"""The node as a simulated robot (`simulation: true`, issue 23 §3-4), as subprocesses.
+"""The node as a simulated robot (`simulation: true`), as subprocesses.
 
 - /clock starts at 0 and advances in steps of 1/simulation_rate at real_time_factor times the wall
   clock; /joint_states carries every joint, stamped with the same simulated time.
@@ -125,7 +125,7 @@ def _pin_free_motion(times, names):
 
 def arm7_without_limits():
     """urdf/arm7.urdf with its joint limits out of reach (a file: the node takes it by path), for the tests
-    of issue 23 written before the simulated robot enforced limits (issue 30)."""
+    of free motion (the simulated robot enforces joint limits)."""
     import tempfile
     path = pathlib.Path(tempfile.gettempdir()) / f"arm7_no_limits_{os.getpid()}.urdf"
     if not path.exists():
@@ -134,7 +134,8 @@ def arm7_without_limits():
 
 
 def _free_motion_error(name, rate, rtf, until=0.5):
-    # arm7 with its joint limits out of reach: the reference integrates free motion (issue 30 enforces limits)
+    # arm7 with its joint limits out of reach: the reference integrates free motion (the simulated robot
+    # enforces limits)
     sim = Sim(name, {"urdf_path": arm7_without_limits(), "simulation_floor": [], "simulation_rate": rate,
                      "real_time_factor": rtf, "simulation_initial_positions": [f"{k}={v}" for k, v in Q0.items()],
                      "simulation_wait_for_command": True, "effort_command_topic": f"/{name}/commands"},
@@ -329,7 +330,7 @@ def test_the_dropped_arm_lands_and_its_links_come_to_rest_above_the_floor():
     import dynamics_node as dn
     links = [lk for lk in dn.load_model(str(ns.ARM7)).link_names if lk != "base_link"]
     sim = Sim("sim_drop", {"urdf_path": arm7_without_limits(), "simulation_initial_positions": ["joint2=0.3"],
-                           # issue 23's robot: no limits, points at the link origins on the soft floor of 1e4 N/m
+                           # no limits, points at the link origins on the soft floor of 1e4 N/m
                            "simulation_contact_links": links, "simulation_contact_points": [0.0] * (3 * len(links)),
                            "simulation_stiffness": 1e4})
     try:
@@ -437,7 +438,7 @@ def test_the_simulation_parameter_switches_the_stream_process_at_run_time():
 
 
 def test_a_joint_trajectory_controllers_topic_drives_the_position_commanded_robot():
-    """Issue 30: with simulation_command_interface position, the command topic's publishers sending
+    """With simulation_command_interface position, the command topic's publishers sending
     trajectory_msgs/JointTrajectory (a joint_trajectory_controller's ~/joint_trajectory) make the
     simulated robot subscribe with that type and follow the trajectory in simulated time: the wheel
     ends at the last point, 1.2 rad; a point beyond its limit (3 rad) is clipped and reported in

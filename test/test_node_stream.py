@@ -136,7 +136,7 @@ def test_joint_state_edge_cases(node, io, model):
 
 
 def test_only_the_stream_subscribes_to_the_joint_states_best_effort(node, io):
-    """Issue 21.2/21.3: the joint states have one subscriber in the node, its stream process, best effort
+    """The joint states have one subscriber in the node, its stream process, best effort
     (it hears reliable and best-effort publishers from their first message); the node's own process no
     longer takes every joint state a second time (it reads the stream's merge: ros/latest.py)."""
     from rclpy.qos import ReliabilityPolicy

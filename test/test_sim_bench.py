@@ -1,4 +1,4 @@
-"""The simulated robot as a controller test bench (issue 30), in-process (sim.world.World, no ROS
+"""The simulated robot as a controller test bench, in-process (sim.world.World, no ROS
 context): joint limits (hard constraints in joint space, restitution), collision shapes, box obstacles,
 default damping, position / velocity / trajectory commands; each against a closed form or an
 independent reference (MuJoCo: test_node_sim_mujoco.py). The node as a subprocess:

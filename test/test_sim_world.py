@@ -71,7 +71,7 @@ def test_simulation_parameters_are_checked_against_the_model_only_with_simulatio
 
 
 def test_the_default_environment_is_the_floor_z0_with_the_collision_shapes_else_the_link_origins():
-    """arm7: every moving link has a <collision> cylinder, so each brings its 16 rim points (issue 30);
+    """arm7: every moving link has a <collision> cylinder, so each brings its 16 rim points;
     a robot without <collision> has a point at each moving link's origin, as before."""
     import dynamics_node as dn
     from dynamics_node.sim.shapes import cylinder_rims

@@ -190,7 +190,7 @@ def test_sparse_helical_loop_joint_equals_spanning_tree(seed, h):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_sparse_tree_follows_the_joint_law(seed):
-    """The joint law of issue 27 (viscous, tanh Coulomb, Stribeck, offset) in Eq. 8.64's right-hand side, against
+    """The joint law (viscous, tanh Coulomb, Stribeck, offset) in Eq. 8.64's right-hand side, against
     the articulated-body route (itself tested against the law written out: test_core_friction)."""
     text, _ = ug.random_urdf(seed, n_links=6 + seed, dynamics=True)
     law = dn.JointFriction(coulomb_velocity=0.05, stribeck=0.8, stribeck_velocity=0.1, offset=0.3)

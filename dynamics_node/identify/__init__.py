@@ -1,5 +1,5 @@
 """dynamics_identify: a robot's inertial parameters and joint friction from a rosbag2 recording of its
-joint states (issue 22), offline and without ROS. ``python -m dynamics_node.identify`` or the console
+joint states, offline and without ROS. ``python -m dynamics_node.identify`` or the console
 script ``dynamics_identify`` (fit, evaluate, excite; see __main__). Nothing here imports rclpy or
 dynamics_node.ros.
 
@@ -17,7 +17,7 @@ The method, each choice with its source:
   same filter as the efforts.
 - Regressor (stack.py, algorithms/estimation/regressor_batch.py): tau = Y(q, qd, qdd) pi + the joint law, pi the
   ten inertial parameters per body (Atkeson, An & Hollerbach 1986) and per joint the law's linear
-  coefficients of the fit's class (issue 27, joint_law.py: b qd + fc s(qd) [+ o + Ia qdd
+  coefficients of the fit's class (joint_law.py: b qd + fc s(qd) [+ o + Ia qdd
   [+ fs exp(-(qd/vs)^2) s(qd)]], s = sign or tanh(qd / vc)). Stacked per joint as Gram matrices.
 - The class and the law's nonlinear velocity scales vc, vs (classes.py): per joint from grids, by
   cross-validation in contiguous time blocks of the training window, each held-out block scored on

@@ -1,5 +1,5 @@
 """The class of the joint law and its velocity scales, by cross-validation in contiguous time blocks
-(issue 27): ``--friction {coulomb, smooth, stribeck, auto}``.
+: ``--friction {coulomb, smooth, stribeck, auto}``.
 
 The classes (params.CLASSES): ``coulomb`` b qd + fc sign(qd); ``smooth`` b qd + fc tanh(qd / vc) + o +
 Ia qdd; ``stribeck`` adds fs exp(-(qd / vs)^2) tanh(qd / vc). vc and vs enter nonlinearly: per joint

@@ -1,4 +1,4 @@
-"""OUT.yaml: the identified joint law as a parameter file of the node (issue 27), and reading it back
+"""OUT.yaml: the identified joint law as a parameter file of the node, and reading it back
 (``evaluate``). Beside OUT.urdf, with the same stem:
 
     dynamics_node:

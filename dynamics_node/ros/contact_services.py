@@ -1,4 +1,4 @@
-"""The contact services (issue 23): `~/contact_dynamics` (dn.contact_forward_dynamics) and `~/impact`
+"""The contact services: `~/contact_dynamics` (dn.contact_forward_dynamics) and `~/impact`
 (dn.impact), with the request's contacts (dynamics_interfaces/msg/Contact) turned into dn.Contact.
 
 Conventions as every service of services.py: `name` lists the joints in the caller's order (empty =

@@ -311,7 +311,7 @@ def simulation_status(name, hw, r, stream, DiagnosticStatus):
     elif not sim.get("running"):
         s.level = DiagnosticStatus.WARN
         s.message = "waiting for the first effort command" if sim.get("waiting") else "no model yet"
-    elif sim.get("over_velocity_limit"):  # issue 30: the simulated joint is not clipped, but said
+    elif sim.get("over_velocity_limit"):  # the simulated joint is not clipped, but said
         s.level = DiagnosticStatus.WARN
         s.message = f"over the URDF <limit velocity>: {sim['over_velocity_limit']}"
     else:

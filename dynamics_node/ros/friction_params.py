@@ -1,4 +1,4 @@
-"""The node's parameters of the joint law (issue 27; the law: dynamics_node/joint_law.py), as
+"""The node's parameters of the joint law (the law: dynamics_node/joint_law.py), as
 `dynamics_identify fit` writes them in OUT.yaml:
 
     friction: true

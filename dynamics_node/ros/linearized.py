@@ -1,4 +1,4 @@
-"""The LinearizedDynamics service (issue 29 §2) and the batch refusals' field names over ROS.
+"""The LinearizedDynamics service and the batch refusals' field names over ROS.
 
 A and B of dn.linearize for the request's state and, optionally, each point of its horizon, in the
 request's joint order (rows and columns of dq and of dqd permuted alike), flattened row-major state

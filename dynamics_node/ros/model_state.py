@@ -105,7 +105,7 @@ def load(cfg: Config, topic_text: Optional[str] = None, topic_name: str = "robot
                                   f"the model's order {', '.join(names)}), got {len(arm)}")
             extra["armature"] = dict(zip(names, arm))
         law = joint_friction_option(cfg.friction_model, names, ConfigError) if cfg.friction else None
-        if law is not None:  # issue 27: the joint law of friction_model.* (OUT.yaml)
+        if law is not None:  # the joint law of friction_model.* (OUT.yaml)
             extra["friction"] = law
         if extra:
             model = dn.load_model(source, **{**kw, **extra})
@@ -165,7 +165,7 @@ def warm_up(st, rest=True):
     calls = ((dn.forward_dynamics, (q, z, z)), (dn.mass_matrix, (q,)), (dn.jacobian, (q, m.link_names[-1])),
              (dn.inverse_dynamics_batch, (q[None, :], z[None, :], z[None, :])), (dn.center_of_mass, (q,)),
              (dn.coriolis_matrix, (q, z)), (dn.jacobian_derivative, (q, z, m.link_names[-1])),
-             (dn.operational_space_inertia, (q, m.link_names[-1])))  # model_terms' (issue 11)
+             (dn.operational_space_inertia, (q, m.link_names[-1])))  # model_terms'
     if not rest:
         calls = ((dn.gravity, (q,)), (dn.inverse_dynamics, (q, z, z)))
         if st.loops:

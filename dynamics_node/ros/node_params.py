@@ -196,7 +196,7 @@ MAX_TERMS_POINT = 10.0  # m from the link origin, as a payload's centre of mass
 MODEL_KEYS = frozenset(("robot_description", "urdf_path", "xacro_args", "strict", "floating_base",
                         "armature", "friction"))
 PAYLOAD_KEYS = frozenset(("payload.link", "payload.mass", "payload.center_of_mass", "payload.inertia"))
-# issue 27: the joint law's parameters (friction_params.py); a change of them loads the model again
+# the joint law's parameters (friction_params.py); a change of them loads the model again
 from .friction_params import FRICTION_KEYS, FRICTION_PARAMETERS, validate_friction  # noqa: E402
 PARAMETERS.update({k: Param(*p) for k, p in FRICTION_PARAMETERS.items()})
 MODEL_KEYS = MODEL_KEYS | FRICTION_KEYS
@@ -247,7 +247,7 @@ class Config:
     simulation_default_damping: float = 0.0
     simulation_command_interface: str = "effort"
     simulation_pd_gains: tuple = ()
-    friction_model: tuple = ()                   # issue 27: ((joint, ((field, value), ...)), ...)
+    friction_model: tuple = ()                   # ((joint, ((field, value), ...)), ...)
     effort_command_friction: float = 0.0
 
 

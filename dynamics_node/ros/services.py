@@ -211,20 +211,20 @@ SERVICES = {
     "trajectory_inverse_dynamics": Service("TrajectoryInverseDynamics", trajectory_inverse_dynamics,
                                            "efforts along a JointTrajectory"),
 }
-# issue 10 §2: payload identification (its handler and the CLI's recorder live in payload_services.py)
+# payload identification (its handler and the CLI's recorder live in payload_services.py)
 from .payload_services import identify_payload  # noqa: E402
 
 SERVICES["identify_payload"] = Service("IdentifyPayload", identify_payload,
                                        "identify the payload on --link from recorded joint torques")
 SERVICES["model_terms"] = Service("ModelTerms", model_terms,
                                   "H, C, g, C qd + g and per link J, dJ/dt, Lambda at one state")
-# issue 23 §2: contacts (their handlers and the Contact.msg conversion live in contact_services.py)
+# contacts (their handlers and the Contact.msg conversion live in contact_services.py)
 from .contact_services import contact_dynamics, impact  # noqa: E402
 
 SERVICES["contact_dynamics"] = Service("ContactDynamics", contact_dynamics,
                                        "forward dynamics with point contacts: accelerations and contact forces")
 SERVICES["impact"] = Service("Impact", impact, "velocities after an impact at point contacts, and the impulses")
-# issue 29 §2: A and B of the linearised step (the handler and its CLI lines live in linearized.py)
+# A and B of the linearised step (the handler and its CLI lines live in linearized.py)
 from .linearized import linearized_dynamics  # noqa: E402
 
 SERVICES["linearized_dynamics"] = Service("LinearizedDynamics", linearized_dynamics,

@@ -1,4 +1,4 @@
-"""The simulated robot (`simulation: true`, issue 23 §3): what the stream process runs instead of the
+"""The simulated robot (`simulation: true`): what the stream process runs instead of the
 joint-state stream.
 
 Why there: the stream process (stream_process.py) already has what a real-time loop needs: its own

@@ -477,7 +477,7 @@ class Stream:
         if pub is not None and st.command_names:
             cmd = self._cmd_msg
             ctau = tau[st.command_index]
-            if cfg.effort_command_friction > 0.0:  # friction compensation (issue 27), saturated with the rest
+            if cfg.effort_command_friction > 0.0:  # friction compensation, saturated with the rest
                 ctau = ctau + cfg.effort_command_friction * command_friction(st, merger, now, cfg, self.log)
             cmd.data = to_float64_array(self.saturation.apply(ctau, self.log))
             pub.publish(cmd)

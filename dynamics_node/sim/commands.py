@@ -1,4 +1,4 @@
-"""The simulated robot's commands (no rclpy), as ros2_control sends them (issue 30 §5).
+"""The simulated robot's commands (no rclpy), as ros2_control sends them.
 
 `simulation_command_interface` says what the commands on effort_command_topic are:
 - effort: the joint efforts [N m or N], applied as they are (clipped to the URDF <limit effort>);

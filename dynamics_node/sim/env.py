@@ -1,5 +1,5 @@
 """The simulated robot's environment (no rclpy): the floor, the box obstacles, and which collision
-points touch them at a step (issue 30 §2-3).
+points touch them at a step.
 
 Surfaces: the floor plane `simulation_floor` and the boxes of `simulation_obstacles` (x y z sx sy sz:
 centre and size in the root link's frame, axis-aligned: a table, a wall). Points: the collision

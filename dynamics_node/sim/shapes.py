@@ -1,5 +1,5 @@
 """The simulated robot's collision points (no rclpy): what of each link's URDF <collision> touches the
-floor and the obstacles (issue 30 §2).
+floor and the obstacles.
 
 Each <collision> element (its <origin> in the link frame) becomes points in the link frame:
 - box: its eight corners;

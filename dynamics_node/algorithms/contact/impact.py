@@ -2,7 +2,7 @@
 contacts on a rigid-body system: Eqs. 11.57-11.59 with T of forward_dynamics.py): an impulse iota changes qd
 by H^-1 T iota, the contact velocities by A iota (A = T^T H^-1 T, forward_dynamics.py).
 
-The law (issue 23): Newton's restitution on the normal component and Coulomb friction on the
+The law: Newton's restitution on the normal component and Coulomb friction on the
 tangential velocity after the impact. With xi = A iota + b, b = ((v_t-), (1 + e) v_n-), the contact
 problem of ncp.py holds on (iota, xi): xi_n = v_n+ + e v_n- >= 0, iota_n >= 0,
 xi_n iota_n = 0 (so v_n+ >= -e v_n-, complementary), friction in the cone, sticking xi_t = v_t+ = 0

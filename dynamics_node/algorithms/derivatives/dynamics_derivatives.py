@@ -1,4 +1,4 @@
-"""The public derivatives of the dynamics (issue 29): inverse, forward and gravity, one state or a batch.
+"""The public derivatives of the dynamics: inverse, forward and gravity, one state or a batch.
 
 The inverse dynamics' derivatives come from the analytic RNEA derivatives (rnea_derivatives.py,
 Carpentier & Mansard 2018); the forward dynamics' from them by implicit differentiation of

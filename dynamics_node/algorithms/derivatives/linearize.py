@@ -1,4 +1,4 @@
-"""Linearised discrete dynamics for model-predictive control (issue 29): A and B of one semi-implicit
+"""Linearised discrete dynamics for model-predictive control: A and B of one semi-implicit
 (symplectic) Euler step of the forward dynamics, in the tangent space of x = (q, qd):
 
     qd+ = qd + dt FD(q, qd, tau)          q+ = q ⊕ (dt qd+)

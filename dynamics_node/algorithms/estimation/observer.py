@@ -97,7 +97,7 @@ class MomentumObserver:
         self.timeout = float(timeout)
         from ...joint_law import has_friction
 
-        self._friction = has_friction(model)  # the joint law's tau_f(qd) is taken off tau (issue 27)
+        self._friction = has_friction(model)  # the joint law's tau_f(qd) is taken off tau
         self.reset("first sample")
 
     def reset(self, why: str = "reset"):

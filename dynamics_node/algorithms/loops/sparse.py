@@ -113,7 +113,7 @@ def assemble(mi, mf, li, lf, nl, q, qd, tau, fx, alpha, Tt, tto, Ta, vals, rhs, 
         vi = mi[HEADER_I + BODY_I * i + J_VI]
         for dof in range(vi, vi + mi[HEADER_I + BODY_I * i + J_NV]):
             d = do0 + DOF_F * dof
-            t = tau[dof] - friction_torque(mf, d, qd[dof])   # the joint law (issue 27; zero with friction off)
+            t = tau[dof] - friction_torque(mf, d, qd[dof])   # the joint law (zero with friction off)
             for k in range(6):
                 fa[k] += Ta[SV * dof + k] * t          # T_a tau (Eq. 3.73)
         for k in range(6):

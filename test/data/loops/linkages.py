@@ -1,5 +1,5 @@
-"""URDF generators of closed-loop mechanisms for the loop-cluster and sparse-method tests and benches
-(issue 28): a chain carrying k four-bar linkages (k independent loops, §8.9), coupled linkages (loops
+"""URDF generators of closed-loop mechanisms for the loop-cluster and sparse-method tests and benches:
+a chain carrying k four-bar linkages (k independent loops, §8.9), coupled linkages (loops
 that share tree joints), and Fig. 8.4's ladder (every loop coupled to the next: one cluster).
 
 Each generator returns (urdf_text, expected_clusters), the clusters written down from the
