@@ -239,8 +239,8 @@ class Model:
         scale = 1.0 + float(np.sum(mass)) + float(np.sum(np.abs(Ib)))
         self.singular_tol = 1e-11 * scale
         mf[HF_TOL] = self.singular_tol
-        # The kernels get private writable copies: numba dispatches read-only arrays through a slow
-        # path (measured +0.25 us per call). Nothing writes them; the public views are read-only.
+        # The kernels get private writable copies: numba dispatches read-only arrays through a slower
+        # path. Nothing writes them; the public views are read-only.
         self._kmi = mi
         self._kmf = mf
         self.mi = _ro(mi.view())

@@ -17,9 +17,9 @@ import os
 import sys
 
 # The fit's linear algebra is on small matrices (some 100 x 100, hundreds of times while the friction
-# class is chosen), where OpenBLAS's threads cost more than they give: on this project's 2-core machine
-# shared with other processes an 80 x 80 eigen-decomposition took 45 ms with the default threads and
-# 1.3 ms with one. Before numpy is first imported (the console script), unless the user chose.
+# class is chosen), where OpenBLAS's threads cost more than they give on a machine shared with other
+# processes (an 80 x 80 eigen-decomposition: tens of times slower with the default threads than with one).
+# Before numpy is first imported (the console script), unless the user chose.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 

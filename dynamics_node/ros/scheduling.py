@@ -66,10 +66,11 @@ def set_process_priority(priority: int):
     Python helper thread (the reports) holding the GIL at ordinary priority would hold the
     real-time thread back behind every busy process of the machine (priority inversion). The thread
     that loads models stays ordinary: it holds the GIL only while a configuration changes, when the
-    stream waits for the new model anyway. Measured
-    with `make bench` under service load on a 2-core machine: joint state published -> torques
-    published p99 about 80 ms with only the executor thread at SCHED_FIFO, 2-20 ms with all, and
-    0.5-1.7 ms once the stream's outputs lost their QoS-event handlers (stream_executor.output_events)."""
+    stream waits for the new model anyway. `make bench` measures the
+    latency (joint state published -> torques published) under service load: with only the executor
+    thread at SCHED_FIFO its p99 is an order of magnitude above what it is with every thread
+    (docs/performance.md), lower still once the stream's outputs lost their QoS-event handlers
+    (stream_executor.output_events)."""
     param = os.sched_param(priority)
     try:
         policy = os.SCHED_FIFO if priority > 0 else os.SCHED_OTHER
@@ -89,10 +90,10 @@ def set_process_nice(nice: int):
     Linux's autogroup (sched_autogroup_enabled, for processes outside a cgroup of their own) shares
     the CPU between sessions before nice values count within one, so a node started in a session of
     its own (a terminal of its own, `setsid`) says its nice value to its autogroup as well; under
-    `ros2 launch` it shares launch's session and leaves that group alone. Measured with
-    bench/bench_stream.py under service load on a 2-core machine (a never-sleeping client in another
-    session): end-to-end p99 4.4-8.9 ms at nice 0, 1.8-5.5 ms with the autogroup at 19. What remains
-    of that tail is not this node's doing: in bench_stream's controls the same load served by a
+    `ros2 launch` it shares launch's session and leaves that group alone.
+    bench/bench_stream.py measures the end-to-end p99 under service load (a never-sleeping client in
+    another session) at nice 0 and with the autogroup at 19 (bench/README.md). What remains of that tail
+    is not this node's doing: in bench_stream's controls the same load served by a
     second node gives the client the same p99, and the load processes' CPU bursts alone, without ROS
     and with no service called, double it (bench/README.md)."""
     why = _each_thread(_thread_ids(), lambda tid: os.setpriority(os.PRIO_PROCESS, tid, nice))

@@ -1,11 +1,11 @@
 """The stream process's executor: one rcl wait set over the stream node's few entities.
 
 rclpy's SingleThreadedExecutor rebuilds its wait set in Python at every wake-up (an ExitStack, a
-generator and a task per callback, every entity of every node walked): measured on the 2-core
-machines, an rclpy node that only echoes joint states at 1 kHz cost its process 0.39 ms of CPU per
-message with it, and 0.16 ms when it waits on rcl's wait set directly (same messages, same
-publisher). At 1 kHz the difference is 23 % of a core, which on a two-core machine whose other core
-runs a busy controller is the margin between torques on time and a queue.
+generator and a task per callback, every entity of every node walked): an rclpy node that only
+echoes joint states costs its process more than twice the CPU per message that waiting on rcl's wait
+set directly costs (bench/bench_stream.py, docs/performance.md). At 1 kHz the difference is a fifth of
+a core, which on a two-core machine whose other core runs a busy controller is the margin between
+torques on time and a queue.
 
 So the stream node (and only it: the main node keeps rclpy's executors) is served by `StreamExecutor`:
 its subscriptions, timers, guard conditions and services are put in one `rcl` wait set (rclpy's
@@ -165,9 +165,8 @@ class StreamExecutor:
 def output_events():
     """Event callbacks of the stream node's publishers: none. rclpy's defaults (a warning on an
     incompatible QoS or type) add two entities per publisher to every wait of the stream's executor,
-    about 17 us each per joint state; measured with the node's five publishers, 0.2 ms of the 0.9 ms
-    a joint state cost its process at 1 kHz. A subscriber with an incompatible QoS is warned by its
-    own side; the joint-state subscription keeps its defaults."""
+    with the node's five publishers, about a fifth of what a joint state costs its process. A subscriber with an
+    incompatible QoS is warned by its own side; the joint-state subscription keeps its defaults."""
     from rclpy.event_handler import PublisherEventCallbacks
     return PublisherEventCallbacks(use_default_callbacks=False)
 

@@ -326,8 +326,8 @@ def method2_dense(H, rhs, K, kk, qdd, lam):
 
 
 #: the block route (§8.9) is taken with two or more clusters and at least this many loop constraints;
-#: below, the one compiled Method 2 kernel on the whole K is faster (bench/bench_loop_scaling.py: a
-#: chain with k four-bars, n^c = 5k: 0.4 ms against 0.9 ms at n^c = 40, 8.6 ms against 1.8 ms at 80)
+#: below, the one compiled Method 2 kernel on the whole K is faster (bench/bench_loop_scaling.py measures
+#: both on a chain of k four-bars, n^c = 5k; docs/performance.md)
 CLUSTER_MIN_NC = 48
 _STAB_DEFAULT = 0.1  # s; the default object is recognised by identity, any other value is checked
 _ALPHA_DEFAULT = 1.0 / _STAB_DEFAULT

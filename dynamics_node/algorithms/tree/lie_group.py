@@ -148,7 +148,7 @@ def _difference(model, data, w, q0, q1):
 @njit(types.void(F1, F2, F2), cache=True)
 def free_joint_jacobians(v, Jq, Jv):
     """Jq = d(q ⊕ v)/dq and Jv = d(q ⊕ v)/dv (6 x 6) of one free joint at its v = (u, w) (module docstring), in
-    scalars (the numpy form of these small products cost 40 us a call): exp(v) = (E, t), E = 1 + A W + B W^2,
+    scalars (numpy's calls would cost more than these small products): exp(v) = (E, t), E = 1 + A W + B W^2,
     t = V u, V = 1 + a W + b W^2 (W = w x; A, B, a, b and a's, b's derivatives over θ as _coefficients)."""
     u0, u1, u2, w0, w1, w2 = v[0], v[1], v[2], v[3], v[4], v[5]
     t2 = w0 * w0 + w1 * w1 + w2 * w2

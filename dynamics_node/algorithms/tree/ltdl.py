@@ -20,7 +20,7 @@ def ltdl_factor(H, lam, tol):
     """In-place L^T D L of H (Table 6.3, LTDL). On return the strict lower triangle holds L and the
     diagonal holds D. Returns -1, or the first index k whose pivot D_kk <= tol (H singular). The innermost
     loop walks the ancestors of i as runs of consecutive dofs (a chain: λ'(m) = m - 1), so that it reads
-    contiguous memory rather than one pointer chase per entry (TALOS: 6.6 -> 3.9 us)."""
+    contiguous memory rather than one pointer chase per entry."""
     n = H.shape[0]
     for k in range(n - 1, -1, -1):
         if H[k, k] <= tol:
