@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The pictures of docs/ (issue 31), made by the project's own tools, never by hand: `make docs-figures`.
+"""The pictures of docs/, made by the project's own tools, never by hand: `make docs-figures`.
 
   architecture.svg         the boxes and arrows of ARCHITECTURE below, drawn with matplotlib; every
                            module a box names must exist (test_docs.py checks it)
@@ -34,7 +34,7 @@ BIN = pathlib.Path(sys.executable).parent
 # drawing. Groups: (title, (x, y, w, h)). Arrows: (from, to, label).
 CORE, EDGE, OUTSIDE = "#dbe9f6", "#fde7c8", "#e8e8e8"
 GROUPS = [
-    ("core: dynamics_node/ (no ROS; import dynamics_node as dn)", (1, 11, 52, 50)),
+    ("library: dynamics_node/ (no ROS; import dynamics_node as dn)", (1, 11, 52, 50)),
     ("ROS edge (dynamics_node/ros/): the main process", (56, 43, 43, 18)),
     ("ROS edge: the stream process", (56, 11, 43, 29)),
 ]
@@ -45,30 +45,37 @@ ARCHITECTURE = [
      ["dynamics_node/cli/dynamics_cli.py"], (58, 64, 39, 8), OUTSIDE),
     ("driver", "robot driver, controller", "/joint_states in;\n~/gravity_torques, effort command out",
      [], (58, 1, 39, 7), OUTSIDE),
-    ("dispatch", "dispatch.py: the one call route", "checks and coerces inputs, refuses by name,\n"
-     "mimic mapping, data=, finite results only", ["dynamics_node/dispatch.py"], (3, 48, 48, 9), CORE),
-    ("fast", "_fastcall.c, _routes.c", "C front: the hot path,\nper-thread work buffer",
-     ["dynamics_node/_fastcall.c", "dynamics_node/_routes.c"], (3, 35, 22, 10), CORE),
-    ("kernels", "algorithms/", "numba kernels, one per algorithm\n(Featherstone's tables)",
-     ["dynamics_node/algorithms"], (28, 35, 23, 10), CORE),
-    ("jit", "_jit.py", "ahead-of-time kernels.so,\nnumba's cache", ["dynamics_node/_jit.py"], (3, 23, 22, 9), CORE),
-    ("model", "model.py, layout.py", "Model (packed, immutable), Data;\nnamed offsets of every array",
-     ["dynamics_node/model.py", "dynamics_node/layout.py"], (28, 23, 23, 9), CORE),
-    ("urdf", "urdf.py, urdf_source.py", "URDF / xacro / robot_description\nto a Model",
-     ["dynamics_node/urdf.py", "dynamics_node/urdf_source.py"], (3, 13, 22, 8), CORE),
-    ("identify", "identify/", "dynamics_identify: fit and\nevaluate on rosbag2, offline",
-     ["dynamics_node/identify"], (28, 13, 23, 8), CORE),
+    ("dispatch", "dispatch.py, _kernel_io.py: the one call route", "checks and coerces inputs, refuses by name,\n"
+     "mimic mapping, data=, finite results only", ["dynamics_node/dispatch.py", "dynamics_node/_kernel_io.py"],
+     (3, 50, 48, 8), CORE),
+    ("fast", "_fastcall.c", "C front (_routes.c):\nthe hot path, per-\nthread work buffer",
+     ["dynamics_node/_fastcall.c", "dynamics_node/_routes.c"], (3, 37, 15, 10), CORE),
+    ("kernels", "algorithms/", "numba kernels by chapter: tree/ (Ch. 5-7, 9),\nloops/ (Ch. 8), contact/ (Ch. 11),\n"
+     "derivatives/, estimation/",
+     ["dynamics_node/algorithms/tree", "dynamics_node/algorithms/loops", "dynamics_node/algorithms/contact",
+      "dynamics_node/algorithms/derivatives", "dynamics_node/algorithms/estimation"], (20, 37, 31, 10), CORE),
+    ("jit", "_jit.py", "ahead-of-time\nkernels.so,\nnumba's cache", ["dynamics_node/_jit.py"], (3, 25, 15, 9), CORE),
+    ("simcore", "sim/", "simulation step,\nthe simulated\nrobot's world",
+     ["dynamics_node/sim/step.py", "dynamics_node/sim/world.py"], (20, 25, 14, 9), CORE),
+    ("identify", "identify/", "dynamics_identify:\nfit on rosbag2,\noffline", ["dynamics_node/identify"],
+     (37, 25, 14, 9), CORE),
+    ("model", "the core: model.py, layout.py", "Model (packed, immutable), Data; spatial.py,\njoints.py, "
+     "joint_law.py, topology.py, loop_data.py",
+     ["dynamics_node/model.py", "dynamics_node/layout.py", "dynamics_node/spatial.py", "dynamics_node/joints.py",
+      "dynamics_node/joint_law.py", "dynamics_node/topology.py", "dynamics_node/loop_data.py"], (20, 13, 31, 9), CORE),
+    ("urdf", "urdf.py", "URDF, xacro,\n<loop_joint> to a Model", ["dynamics_node/urdf.py", "dynamics_node/urdf_source.py",
+                                                            "dynamics_node/loop_joints.py"], (3, 13, 15, 9), CORE),
     ("services", "services.py", "helper node\ndynamics_node_services:\none handler per service",
      ["dynamics_node/ros/services.py"], (58, 45, 19, 12), EDGE),
-    ("node", "node.py, params.py", "node dynamics_node:\nparameters, model state,\n/diagnostics",
+    ("node", "node.py", "node dynamics_node:\nparameters (node_params),\nmodel state, /diagnostics",
      ["dynamics_node/ros/node.py", "dynamics_node/ros/node_params.py", "dynamics_node/ros/diagnostics.py"],
      (79, 45, 18, 12), EDGE),
     ("stream", "stream.py, stream_process.py", "node dynamics_node_stream,\nSCHED_FIFO, own rcl wait set\n"
      "(stream_executor.py): joint\nstates to torques, observer",
      ["dynamics_node/ros/stream_process.py", "dynamics_node/ros/stream.py", "dynamics_node/ros/stream_executor.py"],
      (58, 13, 23, 22), EDGE),
-    ("sim", "simulation.py", "or the simulated\nrobot (sim/world.py)",
-     ["dynamics_node/ros/simulation.py", "dynamics_node/sim/world.py"], (84, 25, 13, 10), EDGE),
+    ("rossim", "simulation.py", "or the simulated\nrobot (sim/),\npublished",
+     ["dynamics_node/ros/simulation.py"], (84, 25, 13, 10), EDGE),
     ("latest", "latest.py", "shared memory:\nlatest joint state", ["dynamics_node/ros/latest.py"],
      (84, 13, 13, 10), EDGE),
 ]
@@ -79,8 +86,10 @@ ARROWS = [
     ("stream", "driver", ""),
     ("dispatch", "fast", ""),
     ("dispatch", "kernels", ""),
-    ("fast", "kernels", "C callbacks"),
+    ("fast", "kernels", ""),
     ("jit", "fast", ""),
+    ("simcore", "kernels", ""),
+    ("identify", "kernels", ""),
     ("kernels", "model", ""),
     ("urdf", "model", ""),
     ("services", "dispatch", "dn.*"),
