@@ -12,9 +12,10 @@ import dynamics_node as dn
 from dynamics_node import layout as L
 
 PKG = pathlib.Path(dn.__file__).resolve().parent
-# every file of algorithms/ and its sub-packages (algorithms/loops/), so that a new kernel file is scanned too
-KERNEL_FILES = ["joints.py", "spatial.py",
-                *sorted(p.relative_to(PKG).as_posix() for p in (PKG / "algorithms").rglob("*.py"))]
+# the core's kernel files and every file of algorithms/ and sim/ and their sub-packages, so that a new
+# kernel file is scanned too
+KERNEL_FILES = ["joints.py", "spatial.py", "joint_law.py", "loop_data.py", "topology.py", "_kernel_io.py",
+                *sorted(p.relative_to(PKG).as_posix() for d in ("algorithms", "sim") for p in (PKG / d).rglob("*.py"))]
 ALLOWED_BIG = {99999, 100000, 100000000}  # status codes (_kernel_io.py)
 
 
