@@ -12,7 +12,7 @@
  * float64[9k], mu float64[k], floats, ints): the packed contacts and the sizes of the kernel's scratch.
  * The kernel at addr (contact.contact_fd_c) runs on the thread's work buffer, followed by its scratch;
  * status 0 gives result(qdd, forces (k x 3), states) with states the tuple of names[code] (result: a
- * tuple subclass, contact_args.ContactResult). Anything else, a cache entry of another shape and any
+ * tuple subclass, contact.args.ContactResult). Anything else, a cache entry of another shape and any
  * status included, goes to slow(...) with the same arguments, which recomputes and names the problem.
  */
 #define NO_IMPORT_ARRAY

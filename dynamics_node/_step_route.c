@@ -1,5 +1,5 @@
 /* _step_route.c: the simulation step's fronts (dynamics_node/sim/step.py, sim/route.py): the
- * kernel sim_step.sim_step_c reached in one call.
+ * kernel sim.step.sim_step_c reached in one call.
  *
  *   StepRoute(addr, cache, prepare, result, slow)
  *   route(model, q, qd, tau, contacts, dt, state, f_ext, limits, restitution, speculative)
@@ -12,7 +12,7 @@
  *       floats, ints): the contacts as an explicit environment (layout.SIM_*) and the sizes of the
  *       kernel's scratch before its contact problem. The kernel runs on the thread's work buffer followed
  *       by its scratch; status 0 gives result(q, qd, state, forces, qdd, limit_tau) (a tuple subclass,
- *       soft_contact.SimulationStep). Anything else, any status included, goes to slow(...) with the same
+ *       contact.soft.SimulationStep). Anything else, any status included, goes to slow(...) with the same
  *       arguments, which checks them, recomputes and names the problem.
  *   step_into(addr, model, q, qd, tau, fx, dt, envi, envf, state_in, limits, restitution, speculative, q1,
  *             qd1, qdd, limit_tau, state_out, F, P, info, floats, ints) -> int status
@@ -29,7 +29,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#define SCRATCH_STATUS (-9) /* sim_step.SCRATCH */
+#define SCRATCH_STATUS (-9) /* sim.step.SCRATCH */
 #define INFO_N 2            /* layout.SIM_INFO_N: info = [NSEL, NF, a slot per contact] */
 #define INFO_NF 1           /* layout.SI_NF */
 
@@ -177,7 +177,7 @@ static PyObject *step_call(PyObject *op, PyObject *const *args, size_t nargsf, P
     if (st != 0) goto done; /* a status: the slow side names it */
     PyTypeObject *t = (PyTypeObject *)r->result;
     res = t->tp_alloc(t, 6);
-    if (res) { /* q, qd, state, forces, qdd, limit_tau (soft_contact.SimulationStep) */
+    if (res) { /* q, qd, state, forces, qdd, limit_tau (contact.soft.SimulationStep) */
         PyObject *order[6] = {o[0], o[1], o[4], o[5], o[2], o[3]};
         for (int j = 0; j < 6; j++) PyTuple_SET_ITEM(res, j, Py_NewRef(order[j]));
     }

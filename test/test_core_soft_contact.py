@@ -254,8 +254,8 @@ def _agree(fast, ref, tol, where):
 
 @pytest.mark.parametrize("floating", [False, True])
 def test_the_compiled_step_equals_the_python_step_on_random_trees(floating):
-    """dn.simulate_step (one compiled kernel through its C front, sim_step.py) against
-    soft_contact.reference_step (the step in Python over the kernels of its parts, as it was before),
+    """dn.simulate_step (one compiled kernel through its C front, sim/step.py) against
+    contact.soft.reference_step (the step in Python over the kernels of its parts, as it was before),
     from the same state: contacts with surface states, speculative or not, joint limits about to be
     hit with and without restitution, external forces (the Python side's route to the kernel), all
     within 1e-12 of each field's scale."""
@@ -385,7 +385,7 @@ def test_huge_inputs_give_a_finite_step_or_a_refusal():
 
 
 def test_the_c_front_reads_the_step_info_where_layout_puts_it():
-    """What _step_route.c assumes of layout.py (its INFO_N and INFO_NF) and of sim_step.py (SCRATCH)."""
+    """What _step_route.c assumes of layout.py (its INFO_N and INFO_NF) and of sim/step.py (SCRATCH)."""
     from dynamics_node import layout as L
     from dynamics_node.sim import step as sim_step
 
@@ -393,7 +393,7 @@ def test_the_c_front_reads_the_step_info_where_layout_puts_it():
 
 
 def test_without_the_c_shim_the_step_is_the_same(monkeypatch):
-    """The route of an install without a C compiler (sim_route._slow on numba's dispatcher of the same
+    """The route of an install without a C compiler (sim.route._slow on numba's dispatcher of the same
     kernel) gives the C front's step exactly: arm7 lying on the floor, two joints at a limit."""
     from dynamics_node import _fast
     from dynamics_node.sim import route as sim_route

@@ -218,7 +218,7 @@ def test_the_loop_steps_at_its_rate_and_ends_when_the_executor_is_stopped_from_a
 
 
 def _compiled_and_python_steps(w, n):
-    """n steps of w, each taken from the same state by the compiled kernel (step) and by sim_env.select
+    """n steps of w, each taken from the same state by the compiled kernel (step) and by sim.env.select
     with dn.simulate_step (step_python); the world goes on from the compiled one. Yields both states."""
     for _ in range(n):
         s0 = (w.q.copy(), w.qd.copy(), w.env.state.copy(), w.t_ns, w.steps)
@@ -235,8 +235,8 @@ def _compiled_and_python_steps(w, n):
 
 @pytest.mark.parametrize("robot", ["arm7 shapes+table", "two links with a tip sphere"])
 def test_the_compiled_world_step_equals_the_python_one(robot):
-    """The simulated robot's step in one compiled call (the pairs selected in compiled code, sim_select.py)
-    against the Python world (sim_env.select and dn.simulate_step's Python step), from the same state at
+    """The simulated robot's step in one compiled call (the pairs selected in compiled code, sim/select.py)
+    against the Python world (sim.env.select and dn.simulate_step's Python step), from the same state at
     each of 2000 steps: arm7 with its cylinders, limits and a table falling onto it (the bench's robot),
     and a two-link arm with cylinders and a tip sphere landing on a table with friction and restitution.
     Same pairs in the same order; q, qd, the surface states and the limits' torques within 1e-12 of their

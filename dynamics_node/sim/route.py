@@ -1,5 +1,5 @@
 """dn.simulate_step's route: the C front (_fastcall.StepRoute, dynamics_node/_step_route.c) takes the
-plain call straight to the compiled step (sim_step.sim_step_c) on the thread's buffer; the Python side
+plain call straight to the compiled step (step.sim_step_c) on the thread's buffer; the Python side
 (_slow) answers everything else: the arguments checked and each refused by name (as algorithms/contact/checks.py
 does for the contact functions), then the same kernel through _fastcall.step_into (through numba's
 dispatcher without the C shim), or contact/soft.reference_step for a model with mimic joints (the tree
@@ -40,7 +40,7 @@ def simulate_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None, limit
 
 
 def explicit_env(packed):
-    """(envi, envf): a packed list of contacts (contact_args.pack) as an EXPLICIT environment."""
+    """(envi, envf): a packed list of contacts (contact.args.pack) as an EXPLICIT environment."""
     k = packed.k
     envi = np.zeros(SIM_HEAD_I + SIM_PT_I * k, dtype=np.int64)
     envi[SE_MODE], envi[SE_NPT] = SIM_EXPLICIT, k

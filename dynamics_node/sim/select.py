@@ -8,7 +8,7 @@ packed as the model is (layout.SIM_*).
   floor when it lies less than MARGIN above it, with a box when it is less than MARGIN outside the face
   it is nearest to leaving through (the axis where it is farthest out) and within that face's extent
   along the other two axes; a sphere by its lowest point toward that surface (its centre MARGIN + radius
-  away). The pairs are taken in sim_env.select's order (points against the floor, then against each box,
+  away). The pairs are taken in env.select's order (points against the floor, then against each box,
   then each sphere against the floor and the boxes); each pair's surface state lives in a slot of the
   state array (layout.py).
 """

@@ -2,7 +2,7 @@
 
 The law is algorithms/contact/soft.py's (Featherstone §11.8 made implicit in the springs and dampers, semi-implicit
 Euler; its docstring) with joint_limits.py's rows, computed here in the same order with the same
-arithmetic as soft_contact.reference_step, the Python form the tests hold this kernel to, and without
+arithmetic as contact.soft.reference_step, the Python form the tests hold this kernel to, and without
 allocation: step_core runs on the work array and scratch arrays of step_scratch's sizes (the contact
 problem's part, problem_floats, known once the contacts are), so that its C callback (sim_step_c) serves
 the C front of dn.simulate_step (_fastcall.StepRoute, _step_route.c) and the simulated robot
@@ -14,7 +14,7 @@ the rigid terms (contact.rigid_terms: H = L^T D L, qdd0) and the contacts' rows 
 which contacts touch (p <= z, or speculatively p + dt (v_n + dt b_n) <= 0); the rows of the joints near a
 limit (joint_limits.limit_rows' rule); the contact problem with the springs taken at the end of the step
 (A + 1/(dt (D + dt K)) on the contacts' diagonal, the limits as 3-row blocks with mu = 0) solved by
-contact_ncp.solve_in; qdd = qdd0 + H^-1 (T f + E lam); qd and q by semi-implicit Euler (a free joint by
+contact.ncp.solve_in; qdd = qdd0 + H^-1 (T f + E lam); qd and q by semi-implicit Euler (a free joint by
 the exponential map of its body angular velocity); the surface states; the forces in world axes. A
 result that is not finite returns OVERFLOW and writes no state.
 """
@@ -94,7 +94,7 @@ def _limit_rows(mi, q, qd, qdd0, lim, qi, dt, e, lidx, lsg, ltg):
 
 @njit(cache=True)
 def _integrate(mi, q, v, dt, out):
-    """soft_contact.integrate: joints linearly, a free joint on SE(3) (p += R v dt, the quaternion times
+    """contact.soft.integrate: joints linearly, a free joint on SE(3) (p += R v dt, the quaternion times
     exp(omega dt / 2))."""
     for i in range(mi[H_NB]):
         ii = HEADER_I + BODY_I * i

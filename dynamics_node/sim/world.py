@@ -22,7 +22,7 @@ at its rate and publishes it):
   contacts and limits speculative; the model's `friction` option decides whether the URDF's damping and
   friction act): the selection of the pairs and the step in one call of the compiled kernel
   (sim/step.py through _fastcall.step_into, on buffers made once), or, for a model with mimic
-  joints or without the C shim, sim_env.select and dn.simulate_step (`step_python`, the same step in
+  joints or without the C shim, env.select and dn.simulate_step (`step_python`, the same step in
   Python; also what names the problem of a step the kernel refuses).
 `notes` are what the world says once (meshes as boxes, positions moved inside limits, ignored
 <safety_controller>). A step that fails or whose result is not finite is not taken: the world halts
@@ -273,7 +273,7 @@ class World:
         return self.step_python()  # also what names the problem of a step the kernel refused
 
     def step_python(self) -> bool:
-        """step() by sim_env.select and dn.simulate_step (module docstring)."""
+        """step() by env.select and dn.simulate_step (module docstring)."""
         if not self.started or self.halted:
             return False
         try:

@@ -361,7 +361,7 @@ _C_CACHE: dict = {}  # (model, *contacts) -> the C front's entry (_c_entry)
 def _c_entry(model, contacts):
     """What the C front needs of a list of contacts on a model, made on its first call with them and
     kept in _C_CACHE (at most 256 entries; the keys hold the model and the contacts): (body, point,
-    frame, mu, floats, ints) with the packing of contact_args.pack and the sizes of contact_fd_core's
+    frame, mu, floats, ints) with the packing of args.pack and the sizes of contact_fd_core's
     scratch. None when the list does not pack (the Python route then says why)."""
     p = cached_pack(model, contacts)
     if p is None:

@@ -17,7 +17,7 @@ f the impulse, every contact "at rest" (SEP, STICK, SLIP).
 
 Method (one place, three steps):
 1. projected block Gauss-Seidel: each contact in turn solved exactly against the others' forces
-   (contact_single.single: §11.1's single contact with friction), a few sweeps;
+   (single.single: §11.1's single contact with friction), a few sweeps;
 2. the modes that sweep settled on are solved exactly (``mode_solve``: Newton on the mode's
    equations, least-squares steps of minimum norm (dense.lstsq_minnorm), so with a singular A, as for a box on four
    corners, the solution nearest the sweep's, or the minimum-norm one when that is valid, is taken)

@@ -246,7 +246,7 @@ def dl_apply(Hm, lam, y):
 
 def reference_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None, limits=None, restitution=0.0,
                    speculative=False):
-    """dn.simulate_step (sim/route.py) in Python over the kernels of its parts (contact_terms, contact_ncp.solve,
+    """dn.simulate_step (sim/route.py) in Python over the kernels of its parts (contact_terms, ncp.solve,
     joint_limits): the route of a model with mimic joints (dense terms in its own coordinates), and the
     form the tests hold the compiled step (sim/step.py) to. Its result is not checked for finiteness
     (sim/route.py does that)."""

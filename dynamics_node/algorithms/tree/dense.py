@@ -8,7 +8,7 @@ says (entries beyond those are not touched).
                    several contacts share the arm's few degrees of freedom (four corners of a box)
     lstsq_minnorm  the minimum-norm least-squares solution of a square system of any rank (Householder
                    QR with column pivoting, then a QR of the trapezoid's transpose: the complete
-                   orthogonal decomposition of LAPACK's gelsy): the Newton steps of contact_ncp.mode_solve
+                   orthogonal decomposition of LAPACK's gelsy): the Newton steps of contact.ncp.mode_solve
 """
 from __future__ import annotations
 

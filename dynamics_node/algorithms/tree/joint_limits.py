@@ -7,7 +7,7 @@ contact problem is exactly that of a point contact: T = s e_i (s = +1 lower, -1 
 
     A_ll = s s' (H^-1)_{ii'},   A_cl = T_c^T H^-1 E,   b_l = s qdd0_i        (Eqs. 11.35-11.36)
 
-and the step solves it with the contacts (contact_ncp.solve: a 3-row block with mu = 0, whose two
+and the step solves it with the contacts (contact.ncp.solve: a 3-row block with mu = 0, whose two
 tangential rows are inert). With Y_E = L^-T E (Table 6.5) these are A_ll = Y_E D^-1 Y_E^T and
 A_cl = Y D^-1 Y_E^T, the same factorisation the contacts use.
 
