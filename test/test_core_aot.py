@@ -143,7 +143,7 @@ dispatcher.Dispatcher.compile = compile
 
 import dynamics_node as dn
 from dynamics_node import _jit
-from dynamics_node.algorithms import rnea
+from dynamics_node.algorithms.tree import rnea
 m = dn.load_model(sys.argv[1])
 assert _jit.aot_loaded() and not _jit.numba_loaded()
 dn.jacobian(m, [0.1] * 7, "tool0")  # not in the library: materialize()
