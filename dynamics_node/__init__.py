@@ -13,9 +13,16 @@ derivatives, estimation), the simulator's physics under ``sim/``. See docs/API.m
 conventions (SI units, joint order, angular-first spatial vectors inside the core, [linear; angular] at
 the API edge).
 """
+# the files the compiled kernels are made from, beside algorithms/ (dispatch.py, the URDF reader and the
+# ROS edge are not: their edits keep the cache)
+_KERNEL_SOURCES = ("spatial.py", "joints.py", "model.py", "layout.py", "joint_law.py", "topology.py", "loop_data.py",
+                  "_kernel_io.py", "_jit.py", "_jit_build.py", "_views.py", "sim/step.py", "sim/select.py",
+                  "sim/route.py")
+
+
 def _numba_cache_dir():
     """Compiled kernels are cached (numba cache=True) in a folder named after a hash of the sources
-    they are compiled from (the core's modules at this level, algorithms/ and sim/; not ros/, cli/, identify/):
+    they are compiled from (_KERNEL_SOURCES, algorithms/ and sim/'s compiled step; not the call route, ros/...):
     numba invalidates a cached kernel when its own file changes but not when a function it inlines
     from another file does, so any edit here starts a fresh cache instead of reusing stale machine
     code. NUMBA_CACHE_DIR set by the user wins."""
@@ -28,8 +35,7 @@ def _numba_cache_dir():
         return
     here = pathlib.Path(__file__).resolve().parent
     h = hashlib.sha1()
-    kernel_sources = [p for p in here.glob("*.py") if p.name not in ("__init__.py", "_jit_warm.py")]
-    for p in sorted(kernel_sources + [*here.glob("algorithms/**/*.py"), *here.glob("sim/**/*.py")]):
+    for p in sorted([here / n for n in _KERNEL_SOURCES] + [*here.glob("algorithms/**/*.py")]):
         h.update(p.relative_to(here).as_posix().encode())
         h.update(p.read_bytes())
     try:
