@@ -64,12 +64,14 @@ def ros2(env, *args, timeout=60):
 
 
 def ros2_param(env, *args, timeout=60):
-    """`ros2 param ...`, again while it says "Node not found": a ros2 daemon that this very command
-    started has not discovered the node yet (discovery is asynchronous; the README says so)."""
-    end = time.monotonic() + 20.0
+    """`ros2 param ...`, again while it says "Node not found" or that its wait for the node's
+    parameter services timed out: a ros2 daemon that this very command started has not discovered
+    the node yet (discovery is asynchronous, slower on a busy machine; node.md says to run it again)."""
+    end = time.monotonic() + 60.0
     while True:
         rc, out = ros2(env, "param", *args, timeout=timeout)
-        if "Node not found" not in out or time.monotonic() > end:
+        undiscovered = "Node not found" in out or "Wait for service timed out" in out
+        if not undiscovered or time.monotonic() > end:
             return rc, out
         time.sleep(0.5)
 
