@@ -58,9 +58,20 @@ def env(tmp_path_factory):
 
 
 def ros2(env, *args, timeout=60):
+    """`ros2 ARGS...`; `ros2 service call` is run again when it waits 30 s without an answer (it sends
+    its request once, and Fast DDS may drop the first answer after discovery: node.md says to run it
+    again), until `timeout`."""
     e, cwd = env
-    p = subprocess.run([str(ROS2), *args], env=e, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout + p.stderr
+    end = time.monotonic() + timeout
+    while True:
+        once = min(30.0, end - time.monotonic()) if args[:2] == ("service", "call") else timeout
+        try:
+            p = subprocess.run([str(ROS2), *args], env=e, cwd=cwd, capture_output=True, text=True,
+                               timeout=max(1.0, once))
+            return p.returncode, p.stdout + p.stderr
+        except subprocess.TimeoutExpired:
+            if time.monotonic() + 1.0 >= end:
+                raise
 
 
 def ros2_param(env, *args, timeout=60):
