@@ -1,4 +1,4 @@
-"""dynamics_cli's service call (tools/calls.py) against a server slower than its resend interval.
+"""dynamics_cli's service call (cli/calls.py) against a server slower than its resend interval.
 
 The CLI resends an unanswered request (Fast DDS may drop the first response after discovery). A
 server that takes longer than the interval to answer (a long request, or the services at nice 10
@@ -24,7 +24,7 @@ def test_a_server_slower_than_the_resend_interval_is_answered():
     from rclpy.executors import SingleThreadedExecutor
     from std_srvs.srv import Trigger
 
-    from dynamics_node.tools.calls import call_service
+    from dynamics_node.cli.calls import call_service
 
     rclpy.init(domain_id=ns.DOMAIN_ID)  # the default context: call_service spins with rclpy.spin_once, as the CLI does
     ctx = rclpy.get_default_context()
