@@ -11,7 +11,7 @@ vectors inside the core, [linear; angular] at the API edge).
 """
 def _numba_cache_dir():
     """Compiled kernels are cached (numba cache=True) in a folder named after a hash of the sources
-    they are compiled from (spatial, joints, model, layout, _jit, _jit_build, _views, algorithms/):
+    they are compiled from (spatial, joints, model, layout, packed, status, _jit, _jit_build, _views, algorithms/):
     numba invalidates a cached kernel when its own file changes but not when a function it inlines
     from another file does, so any edit here starts a fresh cache instead of reusing stale machine
     code. NUMBA_CACHE_DIR set by the user wins."""
@@ -24,8 +24,8 @@ def _numba_cache_dir():
         return
     here = pathlib.Path(__file__).resolve().parent
     h = hashlib.sha1()
-    kernel_sources = [here / n for n in ("spatial.py", "joints.py", "model.py", "layout.py", "_jit.py", "_jit_build.py",
-                                        "_views.py")]
+    kernel_sources = [here / n for n in ("spatial.py", "joints.py", "model.py", "layout.py", "packed.py", "status.py",
+                                        "_jit.py", "_jit_build.py", "_views.py")]
     for p in sorted(kernel_sources + [*here.glob("algorithms/**/*.py")]):
         h.update(p.relative_to(here).as_posix().encode())
         h.update(p.read_bytes())

@@ -13,23 +13,65 @@ from dynamics_node import layout as L
 
 PKG = pathlib.Path(dn.__file__).resolve().parent
 # every file of algorithms/ and its sub-packages (algorithms/loops/), so that a new kernel file is scanned too
-KERNEL_FILES = ["joints.py", "spatial.py",
+KERNEL_FILES = ["joints.py", "spatial.py", "packed.py", "status.py",
                 *sorted(p.relative_to(PKG).as_posix() for p in (PKG / "algorithms").rglob("*.py"))]
-ALLOWED_BIG = {99999, 100000, 100000000}  # status codes (algorithms/_common)
+ALLOWED_BIG = set()  # no big literal in compiled code: status codes are built by status.status
 
 
-def test_tables_generate_consistent_offsets():
-    for table, prefix, total in ((L.MODEL_BODY_F, "B", "BODY_F"), (L.WORK_PER_BODY, "W", "WORK_BODY"),
-                                 (L.BATCH_ROWS, "L", "BATCH_BLOCK"), (L.MODEL_DOF_F, "D", "DOF_F"),
-                                 (L.MODEL_BODY_I, "J", "BODY_I"), (L.DERIV_PER_BODY, "RB", "DERIV_BODY"),
-                                 (L.DERIV_PER_DOF, "RD", "DERIV_DOF"), (L.DERIV_SCRATCH, "RC", "DERIV_EXTRA"),
-                                 (L.GRAV_PER_BODY, "GB", "GRAV_BODY"), (L.GRAV_PER_DOF, "GD", "GRAV_DOF"),
-                                 (L.GRAV_SCRATCH, "GC", "GRAV_EXTRA")):
+def test_constants_are_the_tables_running_sums():
+    """Every constant of layout.py, written out by hand, is its table's running sum of sizes (the offset),
+    its size (where a _N constant is defined) and its table's total; every table is in L.TABLES."""
+    tables = {id(t) for t, _, _ in L.TABLES}
+    assert all(id(v) in tables for k, v in vars(L).items() if isinstance(v, tuple) and v and isinstance(v[0], tuple)
+               and k != "TABLES")
+    named = set()
+    for table, prefix, total in L.TABLES:
         off = 0
         for name, size, meaning in table:
-            assert getattr(L, f"{prefix}_{name}") == off and getattr(L, f"{prefix}_{name}_N") == size and meaning
+            assert getattr(L, f"{prefix}_{name}") == off, f"{prefix}_{name}"
+            assert getattr(L, f"{prefix}_{name}_N", size) == size, f"{prefix}_{name}_N"
+            assert meaning and size > 0
+            named |= {f"{prefix}_{name}", f"{prefix}_{name}_N"}
             off += size
-        assert getattr(L, total) == off
+        assert getattr(L, total) == off, total
+        named.add(total)
+    # no stray constant of a table's prefix that its table does not name
+    prefixes = {p for _, p, _ in L.TABLES}
+    stray = {k for k in vars(L) if k.split("_")[0] in prefixes and k not in named and k not in ("B_RBI",)}
+    assert not stray, sorted(stray)
+
+
+def test_c_header_is_what_the_tables_give():
+    """dynamics_node/_layout.h, which the C shims include, is what tools/gen_layout_header.py writes from
+    the tables now (regenerate it after editing a table)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_layout_header", PKG.parent / "tools" / "gen_layout_header.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    text = gen.header_text()
+    assert (PKG / "_layout.h").read_text() == text, "run tools/gen_layout_header.py"
+    # and the header says what the tables say, read back independently of the generator's loop
+    defs = dict(ln.split()[1:3] for ln in text.splitlines() if ln.startswith("#define DN_") and "(" not in
+                ln.split()[1])
+    assert defs["DN_W_E"] == "0" and defs["DN_WORK_BODY"] == str(L.WORK_BODY) and defs["DN_H_NVU"] == "3"
+    assert defs["DN_SI_NF"] == str(L.SI_NF) and defs["DN_D_OFFSET"] == str(L.D_OFFSET)
+
+
+def test_c_shims_read_the_header_by_name():
+    """The C shims read the packed model's header and size the work arrays through _layout.h's names, not
+    by position (h[1]) or by repeating the size rule or a status code's number."""
+    import re
+
+    for name in ("_fastcall.c", "_routes.c", "_contact_route.c", "_step_route.c", "_fastcall.h"):
+        src = (PKG / name).read_text()
+        assert not re.search(r"\bh\[\d\]", src), name
+        assert not re.search(r"\b[1-5]00000000(LL)?\b", src), name   # a status code by its number
+        assert "work_body" not in src, name
+    assert '#include "_layout.h"' in (PKG / "_fastcall.h").read_text()
+
+
+def test_consistent_offsets_relied_on():
     # what other code relies on: the C shim reads nb and nvt from mi[0], mi[1]; rbi(m, h, Ibar) is 13
     # consecutive floats; the cosines follow the sines (joints.sincos_all)
     assert (L.H_NB, L.H_NVT) == (0, 1)

@@ -9,7 +9,10 @@ from .._jit import carray, njit, types
 
 from ..errors import InputError, SingularMassMatrixError, clip, clip_names
 from ..joints import DBL_MIN, FREE, quat_scale
-from ..layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU, J_QI, J_TYPE, MIMIC_HEAD,
+from ..status import (A_FEXT, A_Q, A_QD, A_QDD, A_TAU, ARG_NAMES, BAD_LENGTH, BAD_QUAT, INDEX_MAX,  # noqa: F401
+                      NOT_FINITE, SINGULAR, decode, status)
+from ..packed import body_i, dof_f, first_q, joint_type
+from ..layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU, MIMIC_HEAD,
                       MIMIC_Q, MIMIC_V, V_U, V_UU,
                       V_U_N, WORK_BODY, WORK_DOF, WORK_EXTRA, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E,
                       W_E_N, W_F, W_F_N, W_IA, W_IA_N, W_PA, W_PA_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N,
@@ -39,13 +42,7 @@ SIG3 = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int6
 SIG3S = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, types.float64, P_F, P_F,
                     types.int64)
 
-# status codes returned by kernels: KIND * 10**8 + ARG * 10**5 + INDEX
-BAD_LENGTH = 1
-NOT_FINITE = 2
-SINGULAR = 3
-BAD_QUAT = 4
-ARG_NAMES = ("q", "qd", "qdd", "tau", "f_ext")
-A_Q, A_QD, A_QDD, A_TAU, A_FEXT = 0, 1, 2, 3, 4
+# the kernels' status codes (BAD_LENGTH .. A_FEXT, re-exported for the algorithms) are status.py's
 
 
 @njit(cache=True, inline="always")
@@ -55,9 +52,9 @@ def unpack(mi, mf):
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     nqt = mi[H_NQT]
-    J = mi[HEADER_I:HEADER_I + BODY_I * nb].reshape((nb, BODY_I))
-    B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape((nb, BODY_F))
-    D = mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt].reshape((nvt, DOF_F))
+    J = mi[HEADER_I:body_i(nb)].reshape((nb, BODY_I))
+    B = mf[HEADER_F:dof_f(nb, 0)].reshape((nb, BODY_F))
+    D = mf[dof_f(nb, 0):dof_f(nb, nvt)].reshape((nvt, DOF_F))
     return nb, nvt, nqt, J, B, D
 
 
@@ -68,10 +65,10 @@ def model_from_pointers(mip, mfp):
     hdr = carray(mip, (HEADER_I,))
     nb = hdr[H_NB]
     nvt = hdr[H_NVT]
-    nf = HEADER_F + BODY_F * nb + DOF_F * nvt
+    nf = dof_f(nb, nvt)
     if hdr[H_NVU] != nvt:   # mimic joints: their section follows (layout.MODEL_MIMIC_*)
         nf += MIMIC_HEAD + MIMIC_Q * hdr[H_NQT] + MIMIC_V * nvt
-    return carray(mip, (HEADER_I + BODY_I * nb,)), carray(mfp, (nf,)), nvt
+    return carray(mip, (body_i(nb),)), carray(mfp, (nf,)), nvt
 
 
 @njit(cache=True, inline="always")
@@ -85,10 +82,10 @@ def new_work(mi):
 def check(x, n, arg):
     """0 if x has length n and finite entries, else a status code naming arg and index."""
     if x.shape[0] != n:
-        return BAD_LENGTH * 100000000 + arg * 100000 + min(x.shape[0], 99999)
+        return status(BAD_LENGTH, arg, min(x.shape[0], INDEX_MAX))
     for k in range(n):
         if not (x[k] - x[k] == 0.0):
-            return NOT_FINITE * 100000000 + arg * 100000 + k
+            return status(NOT_FINITE, arg, k)
     return 0
 
 
@@ -100,11 +97,10 @@ def check_q(q, mi):
     if st != 0:
         return st
     for i in range(mi[H_NB]):
-        ii = HEADER_I + BODY_I * i
-        if mi[ii + J_TYPE] == FREE:
-            k = mi[ii + J_QI] + 3
+        if joint_type(mi, i) == FREE:
+            k = first_q(mi, i) + 3
             if quat_scale(q, k) < DBL_MIN:
-                return BAD_QUAT * 100000000 + A_Q * 100000 + k
+                return status(BAD_QUAT, A_Q, k)
     return 0
 
 
@@ -188,8 +184,7 @@ def coordinate_owner(model: Model, arg: int, index: int, tree: bool) -> str:
 
 
 def raise_status(model: Model, st: int, tree: bool = False, what: str = "") -> None:
-    kind, rest = divmod(int(st), 100000000)
-    arg, index = divmod(rest, 100000)
+    kind, arg, index = decode(st)
     name = ARG_NAMES[arg] if arg < len(ARG_NAMES) else f"argument {arg}"
     if kind == BAD_LENGTH:
         if arg == A_FEXT:

@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from .._jit import njit
+from ..packed import dof_f
 from ..layout import (BODY_F, D_COULOMB, D_COULOMB_VELOCITY, D_DAMPING, D_OFFSET, D_STRIBECK, D_STRIBECK_VELOCITY,
                       DOF_F, HEADER_F)
 
@@ -88,7 +89,7 @@ def friction_slope(mf, dd, v):
 
 @njit(cache=True)
 def _law_kernel(mf, nb, QD, out, slope):
-    do0 = HEADER_F + BODY_F * nb
+    do0 = dof_f(nb, 0)
     for k in range(QD.shape[0]):
         for dof in range(QD.shape[1]):
             dd = do0 + DOF_F * dof

@@ -11,15 +11,17 @@ own numpy route (derivatives.py), which the tests hold them against.
 from __future__ import annotations
 
 from .._jit import njit
-from ..layout import (BODY_F, DOF_F, HEADER_F, H_NB, H_NQT, H_NVT, MH_NQ, MH_NV, MIMIC_HEAD, MIMIC_Q, MIMIC_V,
+from ..packed import dof_f
+from ..layout import (H_NB, H_NQT, H_NVT, MH_NQ, MH_NV, MIMIC_HEAD, MIMIC_Q, MIMIC_V,
                       MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, WORK_BODY, WORK_DOF, WORK_EXTRA)
+from ..status import INDEX_MAX, status
 from ._common import A_Q, A_QD, BAD_LENGTH
 
 
 @njit(cache=True, inline="always")
 def mimic_at(mi):
     """The offset of the mimic section in mf."""
-    return HEADER_F + BODY_F * mi[H_NB] + DOF_F * mi[H_NVT]
+    return dof_f(mi[H_NB], mi[H_NVT])
 
 
 @njit(cache=True, inline="always")
@@ -42,7 +44,7 @@ def q_to_tree(mi, mf, q, qt, arg):
     """qt = G q + offset (the tree's position coordinates); a status if q is not nq long."""
     nq, _ = user_sizes(mi, mf)
     if q.shape[0] != nq:
-        return BAD_LENGTH * 100000000 + arg * 100000 + min(q.shape[0], 99999)
+        return status(BAD_LENGTH, arg, min(q.shape[0], INDEX_MAX))
     o = mimic_at(mi) + MIMIC_HEAD
     for k in range(mi[H_NQT]):
         r = o + MIMIC_Q * k
@@ -55,7 +57,7 @@ def v_to_tree(mi, mf, v, vt, arg):
     """vt = G v (velocities, accelerations); a status if v is not nv long."""
     _, nv = user_sizes(mi, mf)
     if v.shape[0] != nv:
-        return BAD_LENGTH * 100000000 + arg * 100000 + min(v.shape[0], 99999)
+        return status(BAD_LENGTH, arg, min(v.shape[0], INDEX_MAX))
     o = mimic_at(mi) + MIMIC_HEAD + MIMIC_Q * mi[H_NQT]
     for k in range(mi[H_NVT]):
         r = o + MIMIC_V * k

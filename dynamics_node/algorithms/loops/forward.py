@@ -24,6 +24,7 @@ import numpy as np
 from ..._fast import invoke3s as _invoke3s
 from ..._jit import carray, cfunc, njit, types
 from ...errors import InputError, SingularMassMatrixError, clip
+from ...status import status
 from .._common import (A_TAU, F1, I1, SIG3S, SINGULAR, check, fext_array, model_from_pointers, new_work,
                        raise_status)
 from ..aba import forward_dynamics
@@ -31,7 +32,8 @@ from ..crba import crba_kernel, mass_matrix
 from ..kinematics import link_pose
 from ..ltdl import dl_solve, lt_solve, ltdl_factor
 from ..rnea import bias_forces, inverse_dynamics, rnea_kernel
-from ...layout import BODY_I, H_NB, H_NVT, HEADER_I, J_VI
+from ...packed import first_dof
+from ...layout import H_NB, H_NVT
 from .constraints import check_stab, loop_terms, loop_wrench, terms, vec
 from .data import (LF_HEADER, LF_STRIDE, LF_TOL, LI_HEADER, LI_LAMBDA, LI_NC, LI_NL, LJ_STRIDE, WRENCH_N, out_size,
                    scratch_size)
@@ -204,9 +206,9 @@ def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, H2, w):
     if kd >= 0:
         bs = 0
         for i in range(nb):
-            if mi[HEADER_I + BODY_I * i + J_VI] <= kd:
+            if first_dof(mi, i) <= kd:
                 bs = i
-        return SINGULAR * 100000000 + bs
+        return status(SINGULAR, 0, bs)
     for i in range(nvt):
         qdd[i] = tau[i] - C[i]
     lt_solve(H2, lamp, qdd)                                # step 3: z = L^-T (tau - C)
