@@ -38,7 +38,8 @@ from ..layout import (B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_TOL, H_NB, H_NQT
                       W_PA_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
 from .friction import friction_torque
 from .crba import crba_kernel
-from .mimic import cholesky, cholesky_solve, gt_vec, gtdg, scratch_at, state_to_tree
+from .dense import cholesky, cholesky_solve
+from .mimic import gt_vec, gtdg, scratch_at, state_to_tree
 from .rnea import gravity_acceleration, rnea_kernel
 
 
@@ -336,7 +337,7 @@ def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
     gt_vec(mi, mf, Ct, bu)
     for a in range(nu):
         bu[a] = tau[a] - bu[a]
-    if cholesky(Hu, nu, mf[HF_TOL]) >= 0:
+    if cholesky(Hu, Hu, nu, mf[HF_TOL]) >= 0:
         return status(SINGULAR, 0, 0)   # (the Python side names the body)
     cholesky_solve(Hu, bu, nu)
     out = carray(outp, (nu,))

@@ -22,23 +22,9 @@ from ..status import INDEX_MAX, OVERFLOW, status
 from ._common import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SINGULAR, check, check_q_qd)
 from .friction import friction_torque
 from .ltdl import ltdl_factor, ltdl_solve
+from .topology import expanded_parents
 from .rnea_derivatives import (_cross_f, _cross_m, _mul6, rnea_derivatives_kernel, scratch_views)
 
-
-
-@njit(cache=True, inline="always")
-def _dof_parents(mi, lam):
-    """lam = λ' (Featherstone §6.5, topology.dof_parents, here in compiled code: the expanded parent array, -1 for
-    the base): a joint's first dof has the last dof of the nearest ancestor that has dofs, every other dof the
-    one before it."""
-    for i in range(mi[H_NB]):
-        vi = first_dof(mi, i)
-        p = parent(mi, i)
-        while p >= 0 and dof_count(mi, p) == 0:
-            p = parent(mi, p)
-        first = -1 if p < 0 else first_dof(mi, p) + dof_count(mi, p) - 1
-        for c in range(vi, vi + dof_count(mi, i)):
-            lam[c] = first if c == vi else c - 1
 
 
 @njit(cache=True, inline="always")
@@ -208,7 +194,7 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
     if lam.shape[0] < n:
         return status(BAD_LENGTH, 0, 0)
     lam_i = ints(lam, 0, (n,))   # λ' (integers in the float scratch)
-    _dof_parents(mi, lam_i)
+    expanded_parents(mi, lam_i)
     k = ltdl_factor(H, lam_i, mf[HF_TOL])
     if k >= 0:   # the body whose joint owns pivot k (its subtree has no inertia about that axis)
         for i in range(mi[H_NB]):

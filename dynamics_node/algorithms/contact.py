@@ -43,8 +43,8 @@ from .contact_ncp import SEP, STICK, scratch_size, solve, solve_in
 from .crba import crba_from_x
 from .kinematics import _pose_from_x
 from .ltdl import dl_solve, lt_solve, ltdl_factor
-from .operational_space import expanded_parents
 from .rnea import rnea_kernel
+from .topology import expanded_parents
 
 _EMPTY = np.zeros(0)
 STATE_NAMES = ("separating", "sticking", "sliding")

@@ -14,7 +14,8 @@ from ..status import OVERFLOW, status
 from ._common import A_Q, A_QDD, A_TAU, BAD_LENGTH, FASTMATH, SIG1, SIG3, SINGULAR, check, model_from_pointers
 from .aba_derivatives import add_qdd_terms, aba_derivatives_kernel, tau0
 from .gravity_derivatives import gravity_derivatives_kernel, scratch_size as gravity_scratch_size
-from .mimic import (cholesky, cholesky_solve, cholesky_solve_rows, g_vec, gt_vec, gtdg, q_to_tree, state_to_tree,
+from .dense import cholesky, cholesky_solve, cholesky_solve_rows
+from .mimic import (g_vec, gt_vec, gtdg, q_to_tree, state_to_tree,
                     v_to_tree)
 from .rnea_derivatives import NO_H, SCRATCH, rnea_derivatives_kernel, scratch_size
 
@@ -121,7 +122,7 @@ def aba_derivatives_mimic(mi, mf, q, qd, tau, ddq, ddv, Minv, w, s):
     for a in range(nu):
         bu[a] = tau[a] - bu[a]
     gtdg(mi, mf, Ht, Hu)
-    if cholesky(Hu, nu, mf[HF_TOL]) >= 0:
+    if cholesky(Hu, Hu, nu, mf[HF_TOL]) >= 0:
         return status(SINGULAR, 0, 0)   # (the Python side names the body)
     cholesky_solve(Hu, bu, nu)        # qdd_u
     for a in range(nu):

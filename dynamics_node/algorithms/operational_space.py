@@ -28,25 +28,14 @@ from ._common import F1, F2, FASTMATH, I1, SINGULAR
 from .crba import crba_kernel
 from .jacobians import ORIGIN, ROWS, _point
 from .kinematics import jacobian_kernel
+from .dense import cholesky
 from .ltdl import ltdl_factor
+from .topology import expanded_parents
 
 ROW_NAMES = ("x", "y", "z", "rx", "ry", "rz")
 RANK_TOL = 1e-10  # a Cholesky pivot of J H^-1 J^T at or below this times its largest diagonal: rank lost
 RANK_LOST = -1  # osi_kernel's status when the selected rows of J H^-1 J^T are singular (or not finite)
 ALL_ROWS = np.arange(6, dtype=np.int64)
-
-
-@njit(cache=True, inline="always")
-def expanded_parents(mi, lam):
-    """λ' (§6.5) over the tree dofs, 0-based, -1 for the base (ltdl.dof_parents in compiled code)."""
-    nb = mi[H_NB]
-    for i in range(nb):
-        p = parent(mi, i)
-        prev = -1 if p < 0 else first_dof(mi, p) + dof_count(mi, p) - 1
-        vi = first_dof(mi, i)
-        for d in range(vi, vi + dof_count(mi, i)):
-            lam[d] = prev
-            prev = d
 
 
 @njit(cache=True, inline="always")
@@ -58,17 +47,9 @@ def spd_inverse(A, tol):
     for i in range(n):
         big = max(big, A[i, i])
     L = np.zeros((n, n))
-    for i in range(n):
-        for j in range(i + 1):
-            s = A[i, j]
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            if i == j:
-                if not s > tol * big:
-                    return i
-                L[i, i] = np.sqrt(s)
-            else:
-                L[i, j] = s / L[j, j]
+    k = cholesky(A, L, n, tol * big)
+    if k >= 0:
+        return k
     for i in range(n):  # L := L^-1 (lower triangular), row by row
         L[i, i] = 1.0 / L[i, i]
         for j in range(i):
