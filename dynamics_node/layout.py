@@ -111,7 +111,7 @@ MV_SRC = 0
 MV_MUL = 1
 MIMIC_V = 2
 
-MODEL_DOF_F = (  # per degree of freedom
+MODEL_DOF_F = (  # per degree of freedom; LAW_COLUMNS below names the joint law's columns
     ("S", 6, "column of the motion subspace S_i, angular-first (Table 4.1)"),
     ("ARMATURE", 1, "rotor inertia (Example 9.5)"),
     ("DAMPING", 1, "viscous friction coefficient"),
@@ -131,6 +131,9 @@ D_STRIBECK = 10
 D_STRIBECK_VELOCITY = 11
 D_OFFSET = 12
 DOF_F = 13
+# the joint law's coefficients (algorithms/friction.py) by their names there, and their columns
+LAW_COLUMNS = (("viscous", D_DAMPING), ("coulomb", D_COULOMB), ("coulomb_velocity", D_COULOMB_VELOCITY),
+               ("stribeck", D_STRIBECK), ("stribeck_velocity", D_STRIBECK_VELOCITY), ("offset", D_OFFSET))
 
 WORK_PER_BODY = (  # Tables 5.1, 6.2, 7.1 in body coordinates
     ("E", 9, "E of ^iX_λ(i) = X_J X_T(i), row-major"),

@@ -23,7 +23,7 @@ def test_constants_are_the_tables_running_sums():
     its size (where a _N constant is defined) and its table's total; every table is in L.TABLES."""
     tables = {id(t) for t, _, _ in L.TABLES}
     assert all(id(v) in tables for k, v in vars(L).items() if isinstance(v, tuple) and v and isinstance(v[0], tuple)
-               and k != "TABLES")
+               and len(v[0]) == 3 and k != "TABLES")
     named = set()
     for table, prefix, total in L.TABLES:
         off = 0
@@ -246,3 +246,53 @@ def test_view_is_reshape_without_the_machinery():
         f = np.zeros(6)
         np.testing.assert_array_equal(as_int(f), [0, 7, 0])
         assert f[3:4].view(np.int64)[0] == 7 and f[2] == 0.0
+
+
+def test_accessors_read_the_packed_model_by_name():
+    """packed.py's accessors, compiled, give the loader's own arrays (λ(i), the joint type) and the coordinates
+    of arm7 on a floating base counted by hand (the free joint's 7 positions and 6 dofs, then one per joint);
+    body_f / dof_f are where body i's and dof k's fields start."""
+    from numba import njit
+
+    from dynamics_node import packed as P
+
+    m = dn.load_model(str(PKG.parent / "urdf" / "arm7.urdf"), floating_base=True)
+
+    @njit
+    def read(mi):
+        out = np.empty((mi[L.H_NB], 6), dtype=np.int64)
+        for i in range(mi[L.H_NB]):
+            out[i, 0] = P.parent(mi, i)
+            out[i, 1] = P.joint_type(mi, i)
+            out[i, 2] = P.first_q(mi, i)
+            out[i, 3] = P.first_dof(mi, i)
+            out[i, 4] = P.dof_count(mi, i)
+            out[i, 5] = P.subtree_end(mi, i)
+        return out
+
+    got = read(m.mi)
+    np.testing.assert_array_equal(got[:, 0], m.parent)
+    np.testing.assert_array_equal(got[:, 1], m.jtype)
+    assert list(got[:, 2]) == [0] + list(range(7, 7 + m.nb - 1))
+    assert list(got[:, 3]) == [0] + list(range(6, 6 + m.nb - 1))
+    assert list(got[:, 4]) == [6] + [1] * (m.nb - 1)
+    assert got[0, 5] == m.nvt == 6 + m.nb - 1   # the base's subtree: every dof (a serial arm)
+    assert P.body_f(2) == L.HEADER_F + 2 * L.BODY_F and P.dof_f(m.nb, 7) == L.HEADER_F + m.nb * L.BODY_F + 7 * L.DOF_F
+
+
+def test_status_codes_round_trip():
+    """status() builds KIND 10^8 + ARG 10^5 + INDEX, compiled and as Python; decode() reads it back; the C
+    header's DN_STATUS is the same arithmetic."""
+    from numba import njit
+
+    from dynamics_node import status as S
+
+    @njit
+    def build(k, a, i):
+        return S.status(k, a, i)
+
+    for k, a, i in ((S.BAD_LENGTH, S.A_FEXT, 99999), (S.SINGULAR, 0, 12), (S.OVERFLOW, 0, 0)):
+        code = k * 10 ** 8 + a * 10 ** 5 + i
+        assert build(k, a, i) == code and S.decode(code) == (k, a, i)
+    assert S.OVERFLOW_STATUS == 5 * 10 ** 8
+    assert "#define DN_STATUS(kind, arg, index)" in (PKG / "_layout.h").read_text()
