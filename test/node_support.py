@@ -221,18 +221,30 @@ class RosClient:
         if not c.service_is_ready():
             self.wait_for_service(srv_type, path, timeout)
         # Fast DDS may drop the first response after discovery ("failed to send response
-        # (timeout)"): an unanswered request is sent again after `retry` s (all test requests
-        # are idempotent).
+        # (timeout)"): an unanswered request is sent again after `retry` s, then at doubling
+        # intervals up to 8 s (all test requests are idempotent). The earlier ones stay pending
+        # and the first answer to any is taken: on a busy machine (the services run at nice 10)
+        # an answer may take longer than the interval, and dropping the request it answered left
+        # the client waiting behind the node's queue of copies.
         deadline = time.monotonic() + timeout
-        while True:
-            done = threading.Event()
-            fut = c.call_async(request)
-            fut.add_done_callback(lambda _f: done.set())
-            if done.wait(max(0.05, min(retry, deadline - time.monotonic()))):
-                return fut.result()
-            c.remove_pending_request(fut)
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"no answer from {path} within {timeout} s")
+        done = threading.Event()
+        pending, interval = [], retry
+        try:
+            while True:
+                fut = c.call_async(request)
+                fut.add_done_callback(lambda _f: done.set())
+                pending.append(fut)
+                done.wait(max(0.05, min(interval, deadline - time.monotonic())))
+                answered = next((f for f in pending if f.done()), None)
+                if answered is not None:
+                    return answered.result()
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"no answer from {path} within {timeout} s")
+                interval = min(2.0 * interval, 8.0)
+        finally:
+            for f in pending:
+                if not f.done():
+                    c.remove_pending_request(f)
 
     def set_parameters(self, node_name, **values):
         """Set parameters one by one on /node_name; returns [(successful, reason)]."""

@@ -58,18 +58,31 @@ def env(tmp_path_factory):
 
 
 def ros2(env, *args, timeout=60):
+    """`ros2 ARGS...`; `ros2 service call` is run again when it waits 30 s without an answer (it sends
+    its request once, and Fast DDS may drop the first answer after discovery: node.md says to run it
+    again), until `timeout`."""
     e, cwd = env
-    p = subprocess.run([str(ROS2), *args], env=e, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout + p.stderr
+    end = time.monotonic() + timeout
+    while True:
+        once = min(30.0, end - time.monotonic()) if args[:2] == ("service", "call") else timeout
+        try:
+            p = subprocess.run([str(ROS2), *args], env=e, cwd=cwd, capture_output=True, text=True,
+                               timeout=max(1.0, once))
+            return p.returncode, p.stdout + p.stderr
+        except subprocess.TimeoutExpired:
+            if time.monotonic() + 1.0 >= end:
+                raise
 
 
 def ros2_param(env, *args, timeout=60):
-    """`ros2 param ...`, again while it says "Node not found": a ros2 daemon that this very command
-    started has not discovered the node yet (discovery is asynchronous; the README says so)."""
-    end = time.monotonic() + 20.0
+    """`ros2 param ...`, again while it says "Node not found" or that its wait for the node's
+    parameter services timed out: a ros2 daemon that this very command started has not discovered
+    the node yet (discovery is asynchronous, slower on a busy machine; node.md says to run it again)."""
+    end = time.monotonic() + 60.0
     while True:
         rc, out = ros2(env, "param", *args, timeout=timeout)
-        if "Node not found" not in out or time.monotonic() > end:
+        undiscovered = "Node not found" in out or "Wait for service timed out" in out
+        if not undiscovered or time.monotonic() > end:
             return rc, out
         time.sleep(0.5)
 
