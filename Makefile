@@ -39,7 +39,7 @@ export PYTHONDONTWRITEBYTECODE :=
 setup: $(STAMP) $(IFACE_STAMP) $(LAYOUT_STAMP) $(if $(ROS2_KIT),$(KIT_STAMP)) kernels
 
 # Exact versions: constraints.txt pins every package the tests passed with (make lock renews it).
-$(STAMP): requirements.txt $(ROS_REQUIREMENTS) requirements-test.txt $(CONSTRAINTS) setup.py dynamics_node/_fastcall.c dynamics_node/_routes.c dynamics_node/_contact_route.c dynamics_node/_step_route.c dynamics_node/_fastcall.h
+$(STAMP): requirements.txt $(ROS_REQUIREMENTS) requirements-test.txt $(CONSTRAINTS) setup.py dynamics_node/_fastcall.c dynamics_node/_routes.c dynamics_node/_contact_route.c dynamics_node/_step_route.c dynamics_node/_fastcall.h dynamics_node/_layout.h
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -c $(CONSTRAINTS) setuptools wheel
 	$(PIP) install -q -c $(CONSTRAINTS) -r requirements.txt -r $(ROS_REQUIREMENTS) -r requirements-test.txt

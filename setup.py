@@ -30,7 +30,8 @@ def _extensions():
         return []
     return [Extension("dynamics_node._fastcall", ["dynamics_node/_fastcall.c", "dynamics_node/_routes.c",
                                                   "dynamics_node/_contact_route.c", "dynamics_node/_step_route.c"],
-                      depends=["dynamics_node/_fastcall.h"], include_dirs=[numpy.get_include()],
+                      depends=["dynamics_node/_fastcall.h", "dynamics_node/_layout.h"],
+                      include_dirs=[numpy.get_include()],
                       extra_compile_args=["-O2"], optional=True)]
 
 

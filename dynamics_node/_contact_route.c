@@ -116,7 +116,7 @@ static PyObject *contact_call(PyObject *op, PyObject *const *args, size_t nargsf
     Py_ssize_t nw;
     double *w = thread_work_plus(h, nf + ni + k, &nw); /* [work | floats | ints | codes] */
     if (!w) goto done;
-    npy_intp dq = (npy_intp)h[1], dF[2] = {k, 3};
+    npy_intp dq = (npy_intp)h[DN_H_NVT], dF[2] = {k, 3};
     qdd = PyArray_SimpleNew(1, &dq, NPY_DOUBLE);
     F = PyArray_SimpleNew(2, dF, NPY_DOUBLE);
     if (!qdd || !F) goto done;

@@ -17,7 +17,7 @@
  *       a, ..., *extras) unchanged (Python: coercion, mimic mapping, data=, the error messages).
  *   invoke(addr, matrix, mi, mf, work, a[, b, c]) -> ndarray | int status | NotImplemented
  *       the same kernel call for the slow path: `work` is a Data's buffer or None (the calling
- *       thread's own); status OVERFLOW (5e8) when the result is not finite.
+ *       thread's own); status OVERFLOW (_kernel_io.py) when the result is not finite.
  *   invoke3s(addr, nout, lo, hi, mi, mf, work, a, b, c, s) -> ndarray (nout,) | int status | NotImplemented
  *       the same for a kernel int64 f(mi*, mf*, a*, len(a), b*, len(b), c*, len(c), s, out*, work*,
  *       len(work)) with one float s after c and an output of nout floats of which the caller keeps
@@ -34,7 +34,6 @@
  *   conform(a) -> bool    a is what a numba kernel signature float64[::1] takes as it is
  *   finite(a) -> bool     every entry of a C-contiguous float64 array is finite
  *   finite_all(x) -> bool | None   the same over a result: arrays, floats, tuples, lists, dicts
- *   set_layout(work_body, work_dof, work_extra)   the work-array size rule of layout.py
  *   set_model(Model)                              the model class (until then: always slow)
  *   ContactRoute(addr, cache, prepare, result, names, slow)   the front of contact_forward_dynamics
  *       (_contact_route.c)
@@ -49,7 +48,6 @@
  */
 #include "_fastcall.h"
 
-static Py_ssize_t work_body = -1, work_dof = 0, work_extra = 0;
 static _Thread_local double *tls_work = NULL;
 static _Thread_local Py_ssize_t tls_len = 0;
 static pthread_key_t work_key;
@@ -64,11 +62,7 @@ double *thread_work(const int64_t *h, Py_ssize_t *len) {
 }
 
 double *thread_work_plus(const int64_t *h, Py_ssize_t extra, Py_ssize_t *len) {
-    if (work_body < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "_fastcall.set_layout was not called");
-        return NULL;
-    }
-    *len = work_body * (Py_ssize_t)h[0] + work_dof * (Py_ssize_t)h[1] + work_extra;
+    *len = DN_WORK_SIZE(h);
     Py_ssize_t need = *len + extra;
     if (need > tls_len) {
         double *p = (double *)realloc(tls_work, (size_t)need * sizeof(double));
@@ -133,8 +127,8 @@ LANES_CLONES int all_finite(const double *x, Py_ssize_t n) {
  * None, the calling thread's own; NULL with an exception set. */
 static double *call_work(const int64_t *h, PyObject *work, Py_ssize_t *nw) {
     if (work == Py_None) return thread_work(h, nw);
-    Py_ssize_t need = work_body * (Py_ssize_t)h[0] + work_dof * (Py_ssize_t)h[1] + work_extra;
-    if (work_body < 0 || !is_vec(work, NPY_DOUBLE) || !PyArray_ISWRITEABLE((PyArrayObject *)work) ||
+    Py_ssize_t need = DN_WORK_SIZE(h);
+    if (!is_vec(work, NPY_DOUBLE) || !PyArray_ISWRITEABLE((PyArrayObject *)work) ||
         PyArray_DIM((PyArrayObject *)work, 0) < need) {
         PyErr_SetString(PyExc_ValueError, "work array too small for this model");
         return NULL;
@@ -146,12 +140,12 @@ static double *call_work(const int64_t *h, PyObject *work, Py_ssize_t *nw) {
 PyObject *run(void *addr, int nin, int matrix, PyArrayObject *mi, PyArrayObject *mf, PyObject *work,
                      PyObject *const *x, const Py_ssize_t *extra) {
     const int64_t *h = (const int64_t *)PyArray_DATA(mi);
-    npy_intp nt = (npy_intp)h[1], n = (npy_intp)h[3]; /* nvt; nv, the user's (below nvt with mimic joints) */
+    npy_intp nt = (npy_intp)h[DN_H_NVT], n = (npy_intp)h[DN_H_NVU]; /* nvt; nv, the user's (below nvt with mimic joints) */
     Py_ssize_t nw;
     double *w;
     if (n != nt) { /* mimic joints: user coordinates in and out, the route's scratch after the work array */
-        if (!extra || work != Py_None) return PyLong_FromLongLong(100000000LL); /* BAD_LENGTH: the Python side */
-        Py_ssize_t more = extra[0] * (Py_ssize_t)h[0] + extra[1] * nt + extra[2] * nt * nt + extra[3];
+        if (!extra || work != Py_None) return PyLong_FromLongLong(DN_STATUS(DN_BAD_LENGTH, 0, 0)); /* the Python side */
+        Py_ssize_t more = DN_SCRATCH_SIZE(extra, h);
         w = thread_work_plus(h, more, &nw);
         nw += more;
     } else {
@@ -300,19 +294,6 @@ static PyObject *finite_all(PyObject *self, PyObject *o) {
     return PyBool_FromLong(r);
 }
 
-static PyObject *set_layout(PyObject *self, PyObject *args) {
-    Py_ssize_t b, d, e;
-    if (!PyArg_ParseTuple(args, "nnn", &b, &d, &e)) return NULL;
-    if (b <= 0 || d < 0 || e < 0) {
-        PyErr_SetString(PyExc_ValueError, "work sizes must be positive");
-        return NULL;
-    }
-    work_body = b;
-    work_dof = d;
-    work_extra = e;
-    Py_RETURN_NONE;
-}
-
 /* The offset of a __slots__ object attribute of type t, or -1 with an exception set. */
 static Py_ssize_t slot_offset(PyTypeObject *t, const char *name) {
     PyObject *d = PyObject_GetAttrString((PyObject *)t, name);
@@ -351,7 +332,6 @@ static PyObject *set_model(PyObject *self, PyObject *t) {
 }
 
 static PyMethodDef methods[] = {
-    {"set_layout", set_layout, METH_VARARGS, "set_layout(work_body, work_dof, work_extra)"},
     {"set_model", set_model, METH_O,
      "set_model(Model): the class whose slots _direct, _kmi, _kmf (and _link_index, link_body, link_p, loop_data) "
      "the fast paths read"},

@@ -21,7 +21,9 @@ typedef int64_t (*k3_t)(const int64_t *, const double *, const double *, int64_t
 typedef int64_t (*k3s_t)(const int64_t *, const double *, const double *, int64_t, const double *, int64_t,
                          const double *, int64_t, double, double *, double *, int64_t);
 
-#define OVERFLOW_STATUS 500000000LL /* dispatch.OVERFLOW * 10**8: finite inputs, non-finite result */
+#include "_layout.h" /* layout.py's numbers and _kernel_io.py's status codes, DN_* */
+
+#define OVERFLOW_STATUS DN_STATUS(DN_OVERFLOW, 0, 0) /* finite inputs, non-finite result */
 
 #define FC_HIDDEN __attribute__((visibility("hidden")))
 
@@ -60,7 +62,7 @@ FC_HIDDEN double *thread_work_plus(const int64_t *h, Py_ssize_t extra, Py_ssize_
 /* 1 when every one of n doubles is finite */
 FC_HIDDEN int all_finite(const double *x, Py_ssize_t n);
 /* The kernel call behind addr on checked arrays: ndarray, int status, or NULL with an exception. A model with
- * mimic joints (mi[3] < mi[1]) takes user coordinates, with extra (per body, per dof, per dof squared,
+ * mimic joints (mi[DN_H_NVU] < mi[DN_H_NVT]) takes user coordinates, with extra (per body, per dof, per dof squared,
  * constant) floats of scratch after the thread's work array; without extra it is refused (a status). */
 FC_HIDDEN PyObject *run(void *addr, int nin, int matrix, PyArrayObject *mi, PyArrayObject *mf, PyObject *work,
                         PyObject *const *x, const Py_ssize_t *extra);

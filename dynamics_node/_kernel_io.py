@@ -1,6 +1,13 @@
-"""What every algorithm shares: the packed-model layout seen from compiled code, input checks done
-inside the kernels (one pass that tests length and finiteness as it reads, so validation costs
-next to nothing), and the Python side of arguments (coercion, mimic mapping, error messages).
+"""What every algorithm shares: the kernels' status codes, input checks
+done inside the kernels (one pass that tests length and finiteness as it reads, so validation costs next
+to nothing), and the Python side of arguments (coercion, mimic mapping, error messages).
+
+The packed model is read by name through packed.py's accessors (``parent(mi, i)``, ``first_dof``, ...).
+
+Status codes: a kernel returns 0 on success, else ``KIND * KIND_UNIT + ARG * ARG_UNIT + INDEX``: the kind
+of failure, the argument at fault (ARG_NAMES) and an index (a coordinate, a body, a length up to
+INDEX_MAX). ``status`` builds one (compiled into the kernels, plain Python elsewhere), ``decode`` reads one
+back; the C shims use _layout.h's DN_STATUS, written from these numbers by tools/gen_layout_header.py.
 """
 from __future__ import annotations
 
@@ -9,7 +16,8 @@ from ._jit import carray, njit, types
 
 from .errors import InputError, SingularMassMatrixError, clip, clip_names
 from .joints import DBL_MIN, FREE, quat_scale
-from .layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU, J_QI, J_TYPE, MIMIC_HEAD,
+from .packed import body_i, dof_f, first_q, joint_type
+from .layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU, MIMIC_HEAD,
                       MIMIC_Q, MIMIC_V, V_U, V_UU,
                       V_U_N, WORK_BODY, WORK_DOF, WORK_EXTRA, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E,
                       W_E_N, W_F, W_F_N, W_IA, W_IA_N, W_PA, W_PA_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N,
@@ -39,13 +47,52 @@ SIG3 = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int6
 SIG3S = types.int64(P_I, P_F, P_F, types.int64, P_F, types.int64, P_F, types.int64, types.float64, P_F, P_F,
                     types.int64)
 
-# status codes returned by kernels: KIND * 10**8 + ARG * 10**5 + INDEX
-BAD_LENGTH = 1
-NOT_FINITE = 2
-SINGULAR = 3
-BAD_QUAT = 4
+
+
+# ---- status codes: built and read in one place ----------------------------------------
+
+KIND_UNIT = 100000000
+ARG_UNIT = 100000
+INDEX_MAX = ARG_UNIT - 1   # a length beyond it is reported as INDEX_MAX
+
+# kinds
+BAD_LENGTH = 1   # an argument of the wrong length (INDEX: its length)
+NOT_FINITE = 2   # an entry that is NaN or inf (INDEX: the entry)
+SINGULAR = 3     # a pivot at or below the model's tolerance (INDEX: the body, or the dof)
+BAD_QUAT = 4     # a free joint's quaternion too small to normalise (INDEX: its first coordinate)
+OVERFLOW = 5     # finite inputs whose result is not finite
+
+# arguments
 ARG_NAMES = ("q", "qd", "qdd", "tau", "f_ext")
 A_Q, A_QD, A_QDD, A_TAU, A_FEXT = 0, 1, 2, 3, 4
+
+
+@njit(cache=True, inline="always", pure=True)
+def status(kind, arg, index):
+    """The status code of a failure of this kind, at argument arg, index index."""
+    return kind * KIND_UNIT + arg * ARG_UNIT + index
+
+
+@njit(cache=True, inline="always", pure=True)
+def status_kind(st):
+    """The kind of a status code."""
+    return st // KIND_UNIT
+
+
+@njit(cache=True, inline="always", pure=True)
+def status_index(st):
+    """The index of a status code."""
+    return st % ARG_UNIT
+
+
+OVERFLOW_STATUS = KIND_UNIT * OVERFLOW   # status(OVERFLOW, 0, 0), for Python code and numba globals alike
+
+
+def decode(st) -> tuple[int, int, int]:
+    """(kind, arg, index) of a status code."""
+    kind, rest = divmod(int(st), KIND_UNIT)
+    arg, index = divmod(rest, ARG_UNIT)
+    return kind, arg, index
 
 
 @njit(cache=True, inline="always")
@@ -55,9 +102,9 @@ def unpack(mi, mf):
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     nqt = mi[H_NQT]
-    J = mi[HEADER_I:HEADER_I + BODY_I * nb].reshape((nb, BODY_I))
-    B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape((nb, BODY_F))
-    D = mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt].reshape((nvt, DOF_F))
+    J = mi[HEADER_I:body_i(nb)].reshape((nb, BODY_I))
+    B = mf[HEADER_F:dof_f(nb, 0)].reshape((nb, BODY_F))
+    D = mf[dof_f(nb, 0):dof_f(nb, nvt)].reshape((nvt, DOF_F))
     return nb, nvt, nqt, J, B, D
 
 
@@ -68,10 +115,10 @@ def model_from_pointers(mip, mfp):
     hdr = carray(mip, (HEADER_I,))
     nb = hdr[H_NB]
     nvt = hdr[H_NVT]
-    nf = HEADER_F + BODY_F * nb + DOF_F * nvt
+    nf = dof_f(nb, nvt)
     if hdr[H_NVU] != nvt:   # mimic joints: their section follows (layout.MODEL_MIMIC_*)
         nf += MIMIC_HEAD + MIMIC_Q * hdr[H_NQT] + MIMIC_V * nvt
-    return carray(mip, (HEADER_I + BODY_I * nb,)), carray(mfp, (nf,)), nvt
+    return carray(mip, (body_i(nb),)), carray(mfp, (nf,)), nvt
 
 
 @njit(cache=True, inline="always")
@@ -85,10 +132,10 @@ def new_work(mi):
 def check(x, n, arg):
     """0 if x has length n and finite entries, else a status code naming arg and index."""
     if x.shape[0] != n:
-        return BAD_LENGTH * 100000000 + arg * 100000 + min(x.shape[0], 99999)
+        return status(BAD_LENGTH, arg, min(x.shape[0], INDEX_MAX))
     for k in range(n):
         if not (x[k] - x[k] == 0.0):
-            return NOT_FINITE * 100000000 + arg * 100000 + k
+            return status(NOT_FINITE, arg, k)
     return 0
 
 
@@ -100,11 +147,10 @@ def check_q(q, mi):
     if st != 0:
         return st
     for i in range(mi[H_NB]):
-        ii = HEADER_I + BODY_I * i
-        if mi[ii + J_TYPE] == FREE:
-            k = mi[ii + J_QI] + 3
+        if joint_type(mi, i) == FREE:
+            k = first_q(mi, i) + 3
             if quat_scale(q, k) < DBL_MIN:
-                return BAD_QUAT * 100000000 + A_Q * 100000 + k
+                return status(BAD_QUAT, A_Q, k)
     return 0
 
 
@@ -188,8 +234,7 @@ def coordinate_owner(model: Model, arg: int, index: int, tree: bool) -> str:
 
 
 def raise_status(model: Model, st: int, tree: bool = False, what: str = "") -> None:
-    kind, rest = divmod(int(st), 100000000)
-    arg, index = divmod(rest, 100000)
+    kind, arg, index = decode(st)
     name = ARG_NAMES[arg] if arg < len(ARG_NAMES) else f"argument {arg}"
     if kind == BAD_LENGTH:
         if arg == A_FEXT:

@@ -79,8 +79,8 @@ slow:
  * an exception set. */
 static PyObject *run_matrices(Route *r, PyArrayObject *mi, PyArrayObject *mf, PyObject *const *x) {
     const int64_t *h = (const int64_t *)PyArray_DATA(mi);
-    npy_intp nt = (npy_intp)h[1], n = (npy_intp)h[3]; /* nvt (the scratch), nv (the results: NVU) */
-    Py_ssize_t nw, extra = r->extra[0] * (Py_ssize_t)h[0] + r->extra[1] * nt + r->extra[2] * nt * nt + r->extra[3];
+    npy_intp n = (npy_intp)h[DN_H_NVU]; /* nv (the results), below nvt with mimic joints */
+    Py_ssize_t nw, extra = DN_SCRATCH_SIZE(r->extra, h);
     double *w = thread_work_plus(h, extra, &nw);
     if (!w) return NULL;
     npy_intp dims[3] = {r->nout, n, n};
@@ -170,7 +170,7 @@ static PyObject *link_call(PyObject *op, PyObject *const *args, size_t nargsf, P
     Py_ssize_t nw;
     double *w = thread_work(h, &nw);
     if (!w) return NULL;
-    npy_intp dims[2] = {r->rows, (npy_intp)h[1]}; /* rows x nvt */
+    npy_intp dims[2] = {r->rows, (npy_intp)h[DN_H_NVT]}; /* rows x nvt */
     PyObject *out = PyArray_SimpleNew(2, dims, NPY_DOUBLE);
     if (!out) return NULL;
     double *o = (double *)PyArray_DATA((PyArrayObject *)out);

@@ -29,9 +29,9 @@
 #include <math.h>
 #include <stddef.h>
 
-#define SCRATCH_STATUS (-9) /* sim.step.SCRATCH */
-#define INFO_N 2            /* layout.SIM_INFO_N: info = [NSEL, NF, a slot per contact] */
-#define INFO_NF 1           /* layout.SI_NF */
+#define SCRATCH_STATUS (-9) /* sim_step.SCRATCH */
+#define INFO_N DN_SIM_INFO_N /* info = [NSEL, NF, a slot per contact] */
+#define INFO_NF DN_SI_NF
 
 typedef int64_t (*ks_t)(const int64_t *, const double *, const double *, int64_t, const double *, int64_t,
                         const double *, int64_t, const double *, int64_t, double, const int64_t *, int64_t,
@@ -148,7 +148,7 @@ static PyObject *step_call(PyObject *op, PyObject *const *args, size_t nargsf, P
         }
     }
     PyObject *envi = k >= 0 ? PyTuple_GET_ITEM(e_, E_ENVI) : NULL, *envf = k >= 0 ? PyTuple_GET_ITEM(e_, E_ENVF) : NULL;
-    npy_intp nvt = (npy_intp)h[1], nqt = (npy_intp)h[2];
+    npy_intp nvt = (npy_intp)h[DN_H_NVT], nqt = (npy_intp)h[DN_H_NQT];
     if (k < 0 || nf < 0 || ni < 0 || k != PySequence_Fast_GET_SIZE(contacts) || !is_vec(envi, NPY_INT64) ||
         !is_vec(envf, NPY_DOUBLE) || (a[S_STATE] != Py_None && !mat_of(a[S_STATE], k, 3)) ||
         (a[S_LIMITS] != Py_None && !mat_of(a[S_LIMITS], nvt, 2)))
@@ -218,7 +218,7 @@ PyObject *step_into(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
         return NULL;
     }
     const int64_t *h = (const int64_t *)PyArray_DATA((PyArrayObject *)mi);
-    Py_ssize_t nvt = (Py_ssize_t)h[1], nqt = (Py_ssize_t)h[2];
+    Py_ssize_t nvt = (Py_ssize_t)h[DN_H_NVT], nqt = (Py_ssize_t)h[DN_H_NQT];
     int ok = is_vec(a[I_Q], NPY_DOUBLE) && is_vec(a[I_QD], NPY_DOUBLE) && is_vec(a[I_TAU], NPY_DOUBLE) &&
              is_vec(a[I_FX], NPY_DOUBLE) && is_vec(a[I_ENVI], NPY_INT64) && is_vec(a[I_ENVF], NPY_DOUBLE) &&
              is_vec(a[I_SIN], NPY_DOUBLE) &&

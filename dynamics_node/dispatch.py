@@ -52,8 +52,8 @@ import numpy as np
 from . import _fast, batch_errors
 from .batch_errors import magnitudes, model_out_of_range as _out_of_range, overflow  # noqa: F401 (re-exported)
 from .errors import InputError, RangeError, SingularMassMatrixError, clip_names
+from ._kernel_io import OVERFLOW, decode
 
-OVERFLOW = 5  # status kind (KIND * 10**8 + ...) for a finite input whose result is not finite
 _ndarray = np.ndarray
 _ffinite = _fast.finite
 _ffinite_all = _fast.finite_all
@@ -214,7 +214,7 @@ def raise_status(model, st, tree, what, names=(), arrays=(), extras=()):
     from ._kernel_io import raise_status as kernel_status
 
     try:
-        if int(st) // 100000000 == OVERFLOW:
+        if decode(st)[0] == OVERFLOW:
             raise overflow(what, _out_of_range(model, names, arrays, extras))
         kernel_status(model, st, tree=tree, what=what)
     except SYMPTOMS as e:

@@ -23,6 +23,11 @@ friction at low speed never drives the joint: refused otherwise).
 ``JointFriction`` holds the law's coefficients per joint for ``dn.load_model(..., friction=...)``;
 ``joint_friction(model, qd)`` evaluates tau_f and ``joint_friction_slope(model, qd)`` d tau_f / d qd
 (diagonal: one joint's friction depends on its own velocity only).
+
+The law's coefficients are checked here, once, for every reader: ``coefficient_problem`` (a number, finite,
+the sign the law needs, and with ``bounded`` the node's RANGES) and ``rest_problem`` (fc + fs >= 0), which
+``apply`` (the loader's JointFriction) and ``law_lists`` (the node's friction_model.* parameters and the
+parameter file dynamics_identify writes: ros/friction_params.py, identify/law_out.py) word the same way.
 """
 from __future__ import annotations
 
@@ -31,13 +36,19 @@ import math
 import numpy as np
 
 from ._jit import njit
+from .packed import dof_f
 from .layout import (BODY_F, D_COULOMB, D_COULOMB_VELOCITY, D_DAMPING, D_OFFSET, D_STRIBECK, D_STRIBECK_VELOCITY,
-                      DOF_F, HEADER_F)
+                      DOF_F, HEADER_F, LAW_COLUMNS)
 
-FIELDS = ("viscous", "coulomb", "coulomb_velocity", "stribeck", "stribeck_velocity", "offset")
-UNITS = ("N m s/rad (N s/m)", "N m (N)", "rad/s (m/s)", "N m (N)", "rad/s (m/s)", "N m (N)")
+LAYOUT = dict(LAW_COLUMNS)   # field -> its column of the packed model's dofs (layout.MODEL_DOF_F)
+FIELDS = tuple(LAYOUT)       # viscous, coulomb, coulomb_velocity, stribeck, stribeck_velocity, offset
+UNITS = {"viscous": "N m s/rad (N s/m)", "coulomb": "N m (N)", "coulomb_velocity": "rad/s (m/s); 0 = sign(qd)",
+         "stribeck": "N m (N)", "stribeck_velocity": "rad/s (m/s); 0 = no Stribeck term", "offset": "N m (N)"}
 NONNEGATIVE = ("viscous", "coulomb", "coulomb_velocity", "stribeck_velocity")
-LAYOUT = dict(zip(FIELDS, (D_DAMPING, D_COULOMB, D_COULOMB_VELOCITY, D_STRIBECK, D_STRIBECK_VELOCITY, D_OFFSET)))
+RANGES = {  # the node's range of each entry (its parameters, the parameter file), SI per joint type
+    "viscous": (0.0, 1.0e6), "coulomb": (0.0, 1.0e6), "coulomb_velocity": (0.0, 100.0),
+    "stribeck": (-1.0e6, 1.0e6), "stribeck_velocity": (0.0, 100.0), "offset": (-1.0e6, 1.0e6),
+}
 
 
 @njit(cache=True, inline="always")
@@ -88,11 +99,66 @@ def friction_slope(mf, dd, v):
 
 @njit(cache=True)
 def _law_kernel(mf, nb, QD, out, slope):
-    do0 = HEADER_F + BODY_F * nb
+    do0 = dof_f(nb, 0)
     for k in range(QD.shape[0]):
         for dof in range(QD.shape[1]):
             dd = do0 + DOF_F * dof
             out[k, dof] = friction_slope(mf, dd, QD[k, dof]) if slope else friction_torque(mf, dd, QD[k, dof])
+
+
+def coefficient_problem(field, x, bounded=False):
+    """Why x cannot be the law's ``field`` (a phrase that follows the coefficient's name), or None: not a
+    number, not finite, negative where the law needs >= 0, or (``bounded``) outside the node's RANGES."""
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)):
+        return f"must be a number, got {type(x).__name__} {repr(x)[:60]}"
+    x = float(x)
+    if not math.isfinite(x):
+        return f"is {x}: it must be a finite number"
+    lo, hi = RANGES[field] if bounded else (0.0 if field in NONNEGATIVE else -math.inf, math.inf)
+    if x < lo or x > hi:
+        why = f"negative: it must be >= 0 ({UNITS[field]})" if x < 0 <= lo else UNITS[field]
+        return f"is {x:g}, outside [{lo:g}, {hi:g}]: {why}"
+    return None
+
+
+def rest_problem(coulomb, stribeck):
+    """Why fc + fs < 0 cannot be, or None (module docstring: the friction at rest never drives the joint)."""
+    if coulomb + stribeck < -1e-12 * max(abs(stribeck), 1.0):
+        return f"coulomb + stribeck = {coulomb + stribeck:g} < 0: the friction at rest would drive the joint"
+    return None
+
+
+def law_lists(joints, lists, error, where=""):
+    """{field: [value per joint]} from the node's form of the law (friction_model.joints and one list per field,
+    each empty (zeros) or one value per joint), checked against the node's RANGES; ``error(message)`` (the
+    caller's exception class) names the entry, after ``where``."""
+    names = []
+    for k, j in enumerate(joints):
+        if not isinstance(j, str) or not j:
+            raise error(f"{where}friction_model.joints[{k}]: {repr(j)[:80]} is not a joint name")
+        if j in names:
+            raise error(f"{where}friction_model.joints[{k}]: '{j[:80]}' is listed twice")
+        names.append(j)
+    law = {}
+    for f in FIELDS:
+        vals = lists.get(f)
+        vals = [] if vals is None else vals
+        if not isinstance(vals, (list, tuple)):
+            raise error(f"{where}friction_model.{f} must be a list of numbers (one per friction_model.joints entry), "
+                        f"got {repr(vals)[:80]}")
+        if vals and len(vals) != len(names):
+            raise error(f"{where}friction_model.{f}: {len(vals)} values for {len(names)} friction_model.joints (one "
+                        "per joint, in that order; empty = zeros)")
+        for k, x in enumerate(vals):
+            why = coefficient_problem(f, x, bounded=True)
+            if why:
+                raise error(f"{where}friction_model.{f}[{k}] ({names[k][:80]}) {why}")
+        law[f] = [float(x) for x in vals] or [0.0] * len(names)
+    for k, j in enumerate(names):
+        why = rest_problem(law["coulomb"][k], law["stribeck"][k])
+        if why:
+            raise error(f"{where}friction_model.stribeck[{k}] ({j[:80]}): {why}")
+    return law
 
 
 class JointFriction:
@@ -140,21 +206,16 @@ def apply(friction, names, dofs, urdf_values, src):
             if not isinstance(n, str) or n not in dofs:
                 raise ModelError(f"{src}: option friction.{field} given for unknown joint {clip(repr(n), 80)} "
                                  f"(the model's joints: {clip(', '.join(names), 200)})")
-            what = f"option friction.{field} of joint '{clip(n, 80)}'"
-            if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)):
-                raise ModelError(f"{src}: {what} must be a number, got {type(x).__name__} {clip(repr(x), 60)}")
+            why = coefficient_problem(field, x)
+            if why:
+                raise ModelError(f"{src}: option friction.{field} of joint '{clip(n, 80)}' {why}")
             x = float(x)
-            if not math.isfinite(x):
-                raise ModelError(f"{src}: {what} is {x}: it must be finite")
-            if field in NONNEGATIVE and x < 0:
-                raise ModelError(f"{src}: {what} is {x:g}: it must be >= 0 ({UNITS[FIELDS.index(field)]})")
             out[field][dofs[n]] = x
-    low = out["coulomb"] + out["stribeck"] < -1e-12 * np.maximum(np.abs(out["stribeck"]), 1.0)
-    if low.any():
-        n = next(n for n in names if low[dofs[n]].any())
-        raise ModelError(f"{src}: option friction of joint '{clip(n, 80)}': coulomb + stribeck = "
-                         f"{float((out['coulomb'] + out['stribeck'])[dofs[n]][0]):g} < 0: the friction at rest "
-                         "would drive the joint")
+    for n in names:
+        for d in dofs[n]:
+            why = rest_problem(out["coulomb"][d], out["stribeck"][d])
+            if why:
+                raise ModelError(f"{src}: option friction of joint '{clip(n, 80)}': {why}")
     return out
 
 

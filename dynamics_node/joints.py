@@ -31,8 +31,8 @@ import math
 import numpy as np
 from ._jit import njit
 
-from .layout import (B_ET, B_RT, BODY_F, BODY_I, D_S, DOF_F, H_NB, HEADER_F, HEADER_I, J_NV, J_QI, J_TYPE, J_VI,
-                     W_COS, W_SIN)
+from .packed import body_f, dof_count, dof_f, first_dof, first_q, joint_type
+from .layout import (B_ET, B_RT, D_S, DOF_F, H_NB, W_COS, W_SIN)
 from .spatial import crm_t, st6_s
 
 assert W_COS == W_SIN + 1  # sincos_all writes the cosines right after the sines
@@ -101,9 +101,9 @@ def sincos_all(mi, q, w, so):
     (used for the revolute ones), in one loop that LLVM vectorises; libm beyond |q| >= 1e5."""
     nb = mi[H_NB]
     for i in range(nb):
-        w[so + i], w[so + nb + i] = _sincos_reduced(q[mi[HEADER_I + BODY_I * i + J_QI]])
+        w[so + i], w[so + nb + i] = _sincos_reduced(q[first_q(mi, i)])
     for i in range(nb):
-        x = q[mi[HEADER_I + BODY_I * i + J_QI]]
+        x = q[first_q(mi, i)]
         if not (abs(x) < 1.0e5):
             w[so + i] = math.sin(x)
             w[so + nb + i] = math.cos(x)
@@ -154,11 +154,10 @@ def jcalc(mi, mf, i, q, w, eo, ro):
     Revolute: X_J = rot(R(a, q)^T) (Rodrigues); prismatic: X_J = xlt(a q); free: X_J =
     rot(R(quat)^T) xlt(p). Composition rule of Table A.3: E = E_J E_T, r = r_T + E_T^T r_J.
     The result goes into w[eo:eo+9] (E, row-major) and w[ro:ro+3] (r)."""
-    ii = HEADER_I + BODY_I * i
     s = 0.0
     c = 1.0
-    if mi[ii + J_TYPE] == REVOLUTE:
-        qi = mi[ii + J_QI]
+    if joint_type(mi, i) == REVOLUTE:
+        qi = first_q(mi, i)
         c = math.cos(q[qi])
         s = math.sin(q[qi])
     jcalc_sc(mi, mf, i, q, w, eo, ro, s, c)
@@ -167,13 +166,12 @@ def jcalc(mi, mf, i, q, w, eo, ro):
 @njit(cache=True, inline="always")
 def jcalc_sc(mi, mf, i, q, w, eo, ro, s, c):
     """jcalc with s = sin q_i and c = cos q_i of a revolute joint given (e.g. from sincos_all)."""
-    ii = HEADER_I + BODY_I * i
-    jt = mi[ii + J_TYPE]
-    qi = mi[ii + J_QI]
-    et = HEADER_F + BODY_F * i + B_ET
-    rt = HEADER_F + BODY_F * i + B_RT
+    jt = joint_type(mi, i)
+    qi = first_q(mi, i)
+    et = body_f(i) + B_ET
+    rt = body_f(i) + B_RT
     # the axis u: S = [u; 0] (revolute) or [0; u] (prismatic)
-    ax = HEADER_F + BODY_F * mi[H_NB] + DOF_F * mi[ii + J_VI] + D_S + (3 if jt == PRISMATIC else 0)
+    ax = dof_f(mi[H_NB], first_dof(mi, i)) + D_S + (3 if jt == PRISMATIC else 0)
     e0, e1, e2, e3, e4, e5, e6, e7, e8 = (mf[et], mf[et + 1], mf[et + 2], mf[et + 3], mf[et + 4], mf[et + 5],
                                           mf[et + 6], mf[et + 7], mf[et + 8])
     t0, t1, t2 = mf[rt], mf[rt + 1], mf[rt + 2]
@@ -254,14 +252,13 @@ def jcalc_lanes(mi, mf, i, w, E, R, Q, SIN, COS, L):
     """jcalc_sc of a revolute or prismatic body for L states side by side (algorithms/rnea_batch):
     the states' q at w[Q + k], sin, cos at w[SIN + k], w[COS + k]; E's entry j at w[E + j L + k], r's at
     w[R + j L + k]. One loop over the states per case, which LLVM vectorises."""
-    ii = HEADER_I + BODY_I * i
-    jt = mi[ii + J_TYPE]
-    et = HEADER_F + BODY_F * i + B_ET
-    rt = HEADER_F + BODY_F * i + B_RT
+    jt = joint_type(mi, i)
+    et = body_f(i) + B_ET
+    rt = body_f(i) + B_RT
     e0, e1, e2, e3, e4, e5, e6, e7, e8 = (mf[et], mf[et + 1], mf[et + 2], mf[et + 3], mf[et + 4], mf[et + 5],
                                           mf[et + 6], mf[et + 7], mf[et + 8])
     t0, t1, t2 = mf[rt], mf[rt + 1], mf[rt + 2]
-    ax = HEADER_F + BODY_F * mi[H_NB] + DOF_F * mi[ii + J_VI] + D_S + (3 if jt == PRISMATIC else 0)
+    ax = dof_f(mi[H_NB], first_dof(mi, i)) + D_S + (3 if jt == PRISMATIC else 0)
     x, y, z = mf[ax], mf[ax + 1], mf[ax + 2]
     if jt == PRISMATIC:  # E = E_T, r = r_T + E_T^T u q
         for k in range(L):
@@ -326,11 +323,10 @@ def _u(i):
 def S_mul(mi, mf, i, x):
     """S_i x as a 6-tuple (angular-first): joint i's motion subspace (Table 4.1) times the entries of x
     at its degrees of freedom, e.g. v_J = S qd (Eq. 3.32) or S qdd."""
-    ii = HEADER_I + BODY_I * i
-    vi = mi[ii + J_VI]
-    do0 = HEADER_F + BODY_F * mi[H_NB]
+    vi = first_dof(mi, i)
+    do0 = dof_f(mi[H_NB], 0)
     j0 = j1 = j2 = j3 = j4 = j5 = 0.0
-    for dof in range(vi, vi + mi[ii + J_NV]):
+    for dof in range(vi, vi + dof_count(mi, i)):
         so = do0 + DOF_F * dof + D_S
         y = x[dof]
         j0 += mf[so] * y
@@ -364,10 +360,9 @@ def joint_motion(mi, mf, i, jt, xv, xa, qd, qdd):
     inlines this function with its array arguments as new references, and its reference-count pruning
     cannot remove their incref/decref pairs across a branch that holds a loop; those were 6 calls per
     body in rnea_kernel (with every live float spilled around them), +7% on Talos inverse dynamics."""
-    ii = HEADER_I + BODY_I * i
     if jt == REVOLUTE or jt == PRISMATIC:
-        dof = mi[ii + J_VI]
-        so = HEADER_F + BODY_F * mi[H_NB] + DOF_F * dof + D_S + (0 if jt == REVOLUTE else 3)
+        dof = first_dof(mi, i)
+        so = dof_f(mi[H_NB], dof) + D_S + (0 if jt == REVOLUTE else 3)
         x, y, z = mf[so], mf[so + 1], mf[so + 2]
         qdi = qd[dof]
         qddi = qdd[dof]
@@ -386,8 +381,8 @@ def joint_motion(mi, mf, i, jt, xv, xa, qd, qdd):
                  xa[4] + y * qddi + qdi * (v[2] * x - v[0] * z),
                  xa[5] + z * qddi + qdi * (v[0] * y - v[1] * x))
     else:  # FREE: S = [0 1; 1 0] (motion_subspace), so S x = (x_omega; x_lin) straight from qd, qdd
-        lin = mi[ii + J_VI] + FREE_QD_LIN
-        ang = mi[ii + J_VI] + FREE_QD_ANG
+        lin = first_dof(mi, i) + FREE_QD_LIN
+        ang = first_dof(mi, i) + FREE_QD_ANG
         vJ = (qd[ang], qd[ang + 1], qd[ang + 2], qd[lin], qd[lin + 1], qd[lin + 2])
         v = (xv[0] + vJ[0], xv[1] + vJ[1], xv[2] + vJ[2], xv[3] + vJ[3], xv[4] + vJ[4], xv[5] + vJ[5])
         c = crm_t(v, vJ)  # the general product v_i x v_J

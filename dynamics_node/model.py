@@ -33,9 +33,8 @@ from .joints import FREE, joint_dims, motion_subspace
 
 from .spatial import rbi_from_com
 from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, BODY_F, BODY_I, D_ARMATURE,
-                     D_COULOMB, D_COULOMB_VELOCITY, D_DAMPING, D_OFFSET, D_STRIBECK, D_STRIBECK_VELOCITY, D_S,
-                     D_S_N, DOF_F, H_NB, H_NQT, H_NVT, H_NVU, HEADER_F, MH_NQ, MH_NV, MIMIC_HEAD, MIMIC_Q,
-                     MIMIC_V, MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, HEADER_I, HF_GRAVITY,
+                     D_S, D_S_N, LAW_COLUMNS, DOF_F, H_NB, H_NQT, H_NVT, H_NVU, HEADER_F, MH_NQ, MH_NV, MIMIC_HEAD,
+                     MIMIC_Q, MIMIC_V, MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, HEADER_I, HF_GRAVITY,
                      HF_GRAVITY_N, HF_TOL, J_DEND, J_NV, J_PARENT, J_QI, J_TYPE, J_VI, WORK_BODY, WORK_DOF, WORK_EXTRA,
                      W_A, W_A_N, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_V, W_V_N)
 
@@ -230,11 +229,9 @@ class Model:
             S = motion_subspace(spec.jtype[i], np.asarray(spec.axis[i], dtype=float))
             D[vi[i]:vi[i] + nvj[i], D_S:D_S + D_S_N] = S.T
         D[:, D_ARMATURE] = spec.armature
-        D[:, D_DAMPING] = spec.damping
-        D[:, D_COULOMB] = spec.coulomb
-        for key, col in (("coulomb_velocity", D_COULOMB_VELOCITY), ("stribeck", D_STRIBECK),
-                         ("stribeck_velocity", D_STRIBECK_VELOCITY), ("offset", D_OFFSET)):
-            D[:, col] = (spec.friction_law or {}).get(key, 0.0)
+        law = {"viscous": spec.damping, "coulomb": spec.coulomb, **(spec.friction_law or {})}
+        for key, col in LAW_COLUMNS:
+            D[:, col] = law.get(key, 0.0)
         # H is declared singular when a pivot falls below this (scaled by the model's inertia size)
         scale = 1.0 + float(np.sum(mass)) + float(np.sum(np.abs(Ib)))
         self.singular_tol = 1e-11 * scale

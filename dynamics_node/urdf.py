@@ -1,22 +1,21 @@
 """URDF (and its ``<loop_joint>`` annotations) to a :class:`~dynamics_node.model.Model`.
 
-Reading (:mod:`dynamics_node.urdf_source`, :mod:`dynamics_node.urdf_xml`): the description is read
-defensively (regular files up to 64 MB, ``package://``, ``*.xacro`` through xacro, XML text), then
-only what dynamics uses is taken from the ElementTree: links' ``<inertial>``, joints, ``<mimic>``,
-``<dynamics>``, ``<transmission>``, ``<loop_joint>``. Visual, collision, gazebo, ros2_control and
-unknown content is never looked at, so it cannot stop a load. A problem that makes the model unusable
-raises :class:`~dynamics_node.errors.ModelError` naming the file and the element, joint or link; a
-model that loads but is not physical (an inertia breaking the triangle inequality or indefinite, a
-massless subtree on a movable joint) or whose description names unknown joints (``<transmission>``,
-``<mimic>``) loads with a :class:`~dynamics_node.errors.ModelWarning` saying what and by how much;
-``strict=True`` makes every such warning a ModelError.
+Reading (:mod:`dynamics_node.urdf_source`, :mod:`dynamics_node.urdf_xml`): the description is read defensively
+(regular files up to 64 MB, ``package://``, ``*.xacro`` through xacro, XML text), then only what dynamics uses is
+taken from the ElementTree: links' ``<inertial>``, joints, ``<mimic>``, ``<dynamics>``, ``<transmission>``,
+``<loop_joint>``. Visual, collision, gazebo, ros2_control and unknown content is never looked at, so it cannot stop
+a load. A problem that makes the model unusable raises :class:`~dynamics_node.errors.ModelError` naming the file and
+the element, joint or link; a model that loads but is not physical (an inertia breaking the triangle inequality or
+indefinite, a massless subtree on a movable joint) or whose description names unknown joints (``<transmission>``,
+``<mimic>``) loads with a :class:`~dynamics_node.errors.ModelWarning` saying what and by how much; ``strict=True``
+makes every such warning a ModelError.
 
-Model building follows Featherstone Ch. 4: a depth-first walk from the root link (siblings in URDF
-order) numbers the moving bodies regularly; fixed joints weld their child link to the current body
-(its inertia is merged, its frame is kept so the link can still be named); each joint's origin
-becomes the tree transform X_T(i) (§4.2) expressed from the parent *body* frame. Every step is linear
-in the size of the description (mimic chains are resolved once per joint; the load-time check of H
-is the articulated-body pass of Table 7.1 at the neutral configuration, 6x6 per body, no dense H).
+Model building follows Featherstone Ch. 4: a depth-first walk from the root link (siblings in URDF order) numbers
+the moving bodies regularly; fixed joints weld their child link to the current body (its inertia is merged, its
+frame is kept so the link can still be named); each joint's origin becomes the tree transform X_T(i) (§4.2)
+expressed from the parent *body* frame. Every step is linear in the size of the description (mimic chains are
+resolved once per joint; the load-time check of H is the articulated-body pass of Table 7.1 at the neutral
+configuration, 6x6 per body, no dense H).
 """
 from __future__ import annotations
 
@@ -32,16 +31,26 @@ from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT
                      D_S, D_S_N, DOF_F, HEADER_F, HEADER_I, J_NV, J_VI)
 from .loop_joints import parse_loop_joints, parse_transmissions, validate_loop_bodies
 from .model import LinkFrame, Model, TreeSpec
-from .spatial import rbi_from_com, rpy_to_matrix
+from .spatial import rbi_from_com, rpy_to_matrix, skew
 from .urdf_source import MAX_BYTES, parse_xml, read_description  # noqa: F401
 from .urdf_xml import PARAM_LIMIT, ignored_elements, misplaced, read_joints, read_links, unit_vector
 
 ROOT_JOINT = "root_joint"
 
 
+class Parsed(SimpleNamespace):
+    """A description read and parsed once (read_urdf), which load_model takes as its source again and again."""
+
+
+def read_urdf(source, xacro_args=None) -> Parsed:
+    """The description of ``source`` (as load_model takes it) read, expanded (xacro) and parsed."""
+    text, src = read_description(source, xacro_args)
+    return Parsed(root=parse_xml(text, clip(src, 160)), text=text, src=clip(src, 160))
+
+
 def load_model(source, *, floating_base: bool = False, gravity=(0.0, 0.0, -9.81), armature=None,
                friction=False, strict: bool = False, xacro_args=None) -> Model:
-    """Load a URDF file path, ``package://`` URI, ``*.xacro`` file or URDF XML text into a Model.
+    """Load a URDF file path, ``package://`` URI, ``*.xacro`` file, URDF XML text or read_urdf's Parsed into a Model.
 
     floating_base: put a 6-DoF joint (``root_joint``) between the world and the root link.
     gravity: the gravitational acceleration in the world (root) frame, m/s^2.
@@ -72,9 +81,8 @@ def load_with_report(source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), 
     friction = True if law is not None else _flag(friction, "friction")
     strict = _flag(strict, "strict")
     g = _gravity(gravity)
-    text, src = read_description(source, xacro_args)
-    src = clip(src, 160)
-    root = parse_xml(text, src)
+    parsed = source if isinstance(source, Parsed) else read_urdf(source, xacro_args)
+    root, text, src = parsed.root, parsed.text, parsed.src
     report = SimpleNamespace(source=src, warnings=[], inertia={}, merged=[], ignored=[],
                              ignored_elements=ignored_elements(root))
     nested = misplaced(root, text, src)  # links and joints inside an unknown element (ModelError: all of them)
@@ -91,9 +99,9 @@ def load_with_report(source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), 
 
 
 def _flag(v, name):
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    raise ModelError(f"option {name} must be True or False, got {clip(repr(v), 80)}")
+    if not isinstance(v, (bool, np.bool_)):
+        raise ModelError(f"option {name} must be True or False, got {clip(repr(v), 80)}")
+    return bool(v)
 
 
 def _gravity(gravity):
@@ -109,9 +117,9 @@ def _gravity(gravity):
 
 
 def _number(v, what):
-    if isinstance(v, (bool, np.bool_, str, bytes)) or np.iscomplexobj(v):
-        raise ModelError(f"{what} must be a number, got {clip(repr(v), 80)}")
     try:
+        if isinstance(v, (bool, np.bool_, str, bytes)) or np.iscomplexobj(v):
+            raise TypeError
         x = float(v)
     except (TypeError, ValueError):
         raise ModelError(f"{what} must be a number, got {clip(repr(v), 80)}") from None
@@ -195,7 +203,6 @@ def _build(name, links, joints, xml_root, src, floating_base, gravity, armature,
         children[j.parent].append(j)
 
     inertia = {n: _link_inertia(links[n], src, report) for n in links}
-
     # ---- depth-first walk
     spec = dict(parent=[], jtype=[], axis=[], ET=[], rT=[], mass=[], h=[], Ibar=[], body_link=[],
                 body_joint=[], body_label=[])
@@ -281,9 +288,7 @@ def _build(name, links, joints, xml_root, src, floating_base, gravity, armature,
             v_mul[vi[b]] = mul
 
     # ---- per-dof options
-    arm = np.zeros(nvt)
-    damp = np.zeros(nvt)
-    coul = np.zeros(nvt)
+    arm, damp, coul = np.zeros(nvt), np.zeros(nvt), np.zeros(nvt)
     joint_by_name = {j.name: (j, bodies) for j, bodies in tree_joints}
     if armature is not None:
         if isinstance(armature, dict):
@@ -425,8 +430,7 @@ def _walk_children(lname, children, link_frames, add_body, weld, tree_joints, vi
 def _loops_and_transmissions(xml_root, link_names, tree_joint_names, joint_names, src, report):
     has_loops = xml_root.find("loop_joint") is not None
     loops = tuple(parse_loop_joints(xml_root, link_names, tree_joint_names, src)) if has_loops else ()
-    # transmissions may drive mimic followers or fixed joints (grippers): accept every URDF joint name,
-    # keep the independent ones as the actuated set
+    # transmissions may drive mimic followers or fixed joints (grippers): all joint names; actuated: independent
     all_joints = {el.get("name") for el in xml_root.findall("joint")}
     actuated = parse_transmissions(xml_root, all_joints, src, report)
     if actuated is None:
@@ -458,7 +462,7 @@ def _check_mass_matrix(model: Model, report):
     IA = np.zeros((nb, 6, 6))
     for i in range(nb):
         m, h, Ib = B[i, B_M], B[i, B_H:B_H + B_H_N], B[i, B_IBAR:B_IBAR + B_IBAR_N].reshape(3, 3)
-        hx = _skew(h)
+        hx = skew(h)
         IA[i, :3, :3], IA[i, :3, 3:], IA[i, 3:, :3], IA[i, 3:, 3:] = Ib, hx, hx.T, m * np.eye(3)
     problems, last = [], list(range(nb))  # last[i]: last body of i's subtree (contiguous, regular numbering)
     for i in range(nb - 1, 0, -1):
@@ -481,7 +485,7 @@ def _check_mass_matrix(model: Model, report):
         Ia = Ii - U @ np.linalg.solve(D, U.T) if ok else Ii
         E, r = B[i, B_ET:B_ET + B_ET_N].reshape(3, 3), B[i, B_RT:B_RT + B_RT_N]
         X = np.zeros((6, 6))  # X_T(i) = rot(E) xlt(r) (Eq. 2.24): [[E, 0], [-E r x, E]]
-        X[:3, :3], X[3:, 3:], X[3:, :3] = E, E, -E @ _skew(r)
+        X[:3, :3], X[3:, 3:], X[3:, :3] = E, E, -E @ skew(r)
         IA[p] += X.T @ Ia @ X
     for i, d in reversed(problems):
         link = clip(model.body_link[i], 80)
@@ -494,7 +498,3 @@ def _check_mass_matrix(model: Model, report):
                    "the mass matrix is singular")
         report.warnings.append(f"{model.source}: {why}: forward dynamics and anything that inverts H will refuse "
                                f"(SingularMassMatrixError naming link '{link}'); inverse dynamics and gravity work")
-
-
-def _skew(v):
-    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])

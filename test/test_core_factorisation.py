@@ -59,3 +59,35 @@ def test_floating_base_inverse_dynamics_table_9_6(name, dn):
         tau = c.oracle.rnea(q, qd, full)
         assert_close(tau[:6], np.zeros(6), rtol=1e-9, what=f"{name}: base wrench")
         assert_close(tau_j, tau[6:], what=f"{name}: joint torques")
+
+
+def test_the_one_dense_cholesky_against_numpy():
+    """algorithms/dense.cholesky (the factor the mimic, closed-loop and operational-space kernels share) and its
+    solves against numpy's Cholesky and solve; the first non-positive pivot is reported by its column."""
+    from numba import njit
+
+    from dynamics_node.algorithms import dense
+
+    @njit
+    def run(A, b, B, tol):
+        n = A.shape[0]
+        L = np.zeros((n, n))
+        k = dense.cholesky(A, L, n, tol)
+        if k < 0:
+            dense.cholesky_solve(L, b, n)
+            dense.cholesky_solve_rows(L, B, n, 2.0)
+        return k, L
+
+    rng = np.random.default_rng(7)
+    for n in (1, 3, 8):
+        M = rng.standard_normal((n, n))
+        A = M @ M.T + n * np.eye(n)
+        b, B = rng.standard_normal(n), rng.standard_normal((n, 3))
+        x, X = b.copy(), B.copy()
+        k, L = run(A, x, X, 1e-12)
+        assert k == -1
+        np.testing.assert_allclose(np.tril(L), np.linalg.cholesky(A), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(x, np.linalg.solve(A, b), rtol=1e-10)
+        np.testing.assert_allclose(X, 2.0 * np.linalg.solve(A, B), rtol=1e-10)
+    A = np.diag([2.0, 1.0, -1.0, 3.0])
+    assert run(A, np.zeros(4), np.zeros((4, 1)), 1e-12)[0] == 2

@@ -16,21 +16,63 @@ PKG = pathlib.Path(dn.__file__).resolve().parent
 # kernel file is scanned too
 KERNEL_FILES = ["joints.py", "spatial.py", "joint_law.py", "loop_data.py", "topology.py", "_kernel_io.py",
                 *sorted(p.relative_to(PKG).as_posix() for d in ("algorithms", "sim") for p in (PKG / d).rglob("*.py"))]
-ALLOWED_BIG = {99999, 100000, 100000000}  # status codes (_kernel_io.py)
+ALLOWED_BIG = set()  # no big literal in compiled code: status codes are built by _kernel_io.status
 
 
-def test_tables_generate_consistent_offsets():
-    for table, prefix, total in ((L.MODEL_BODY_F, "B", "BODY_F"), (L.WORK_PER_BODY, "W", "WORK_BODY"),
-                                 (L.BATCH_ROWS, "L", "BATCH_BLOCK"), (L.MODEL_DOF_F, "D", "DOF_F"),
-                                 (L.MODEL_BODY_I, "J", "BODY_I"), (L.DERIV_PER_BODY, "RB", "DERIV_BODY"),
-                                 (L.DERIV_PER_DOF, "RD", "DERIV_DOF"), (L.DERIV_SCRATCH, "RC", "DERIV_EXTRA"),
-                                 (L.GRAV_PER_BODY, "GB", "GRAV_BODY"), (L.GRAV_PER_DOF, "GD", "GRAV_DOF"),
-                                 (L.GRAV_SCRATCH, "GC", "GRAV_EXTRA")):
+def test_constants_are_the_tables_running_sums():
+    """Every constant of layout.py, written out by hand, is its table's running sum of sizes (the offset),
+    its size (where a _N constant is defined) and its table's total; every table is in L.TABLES."""
+    tables = {id(t) for t, _, _ in L.TABLES}
+    assert all(id(v) in tables for k, v in vars(L).items() if isinstance(v, tuple) and v and isinstance(v[0], tuple)
+               and len(v[0]) == 3 and k != "TABLES")
+    named = set()
+    for table, prefix, total in L.TABLES:
         off = 0
         for name, size, meaning in table:
-            assert getattr(L, f"{prefix}_{name}") == off and getattr(L, f"{prefix}_{name}_N") == size and meaning
+            assert getattr(L, f"{prefix}_{name}") == off, f"{prefix}_{name}"
+            assert getattr(L, f"{prefix}_{name}_N", size) == size, f"{prefix}_{name}_N"
+            assert meaning and size > 0
+            named |= {f"{prefix}_{name}", f"{prefix}_{name}_N"}
             off += size
-        assert getattr(L, total) == off
+        assert getattr(L, total) == off, total
+        named.add(total)
+    # no stray constant of a table's prefix that its table does not name
+    prefixes = {p for _, p, _ in L.TABLES}
+    stray = {k for k in vars(L) if k.split("_")[0] in prefixes and k not in named and k not in ("B_RBI",)}
+    assert not stray, sorted(stray)
+
+
+def test_c_header_is_what_the_tables_give():
+    """dynamics_node/_layout.h, which the C shims include, is what tools/gen_layout_header.py writes from
+    the tables now (regenerate it after editing a table)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_layout_header", PKG.parent / "tools" / "gen_layout_header.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    text = gen.header_text()
+    assert (PKG / "_layout.h").read_text() == text, "run tools/gen_layout_header.py"
+    # and the header says what the tables say, read back independently of the generator's loop
+    defs = dict(ln.split()[1:3] for ln in text.splitlines() if ln.startswith("#define DN_") and "(" not in
+                ln.split()[1])
+    assert defs["DN_W_E"] == "0" and defs["DN_WORK_BODY"] == str(L.WORK_BODY) and defs["DN_H_NVU"] == "3"
+    assert defs["DN_SI_NF"] == str(L.SI_NF) and defs["DN_D_OFFSET"] == str(L.D_OFFSET)
+
+
+def test_c_shims_read_the_header_by_name():
+    """The C shims read the packed model's header and size the work arrays through _layout.h's names, not
+    by position (h[1]) or by repeating the size rule or a status code's number."""
+    import re
+
+    for name in ("_fastcall.c", "_routes.c", "_contact_route.c", "_step_route.c", "_fastcall.h"):
+        src = (PKG / name).read_text()
+        assert not re.search(r"\bh\[\d\]", src), name
+        assert not re.search(r"\b[1-5]00000000(LL)?\b", src), name   # a status code by its number
+        assert "work_body" not in src, name
+    assert '#include "_layout.h"' in (PKG / "_fastcall.h").read_text()
+
+
+def test_consistent_offsets_relied_on():
     # what other code relies on: the C shim reads nb and nvt from mi[0], mi[1]; rbi(m, h, Ibar) is 13
     # consecutive floats; the cosines follow the sines (joints.sincos_all)
     assert (L.H_NB, L.H_NVT) == (0, 1)
@@ -205,3 +247,53 @@ def test_view_is_reshape_without_the_machinery():
         f = np.zeros(6)
         np.testing.assert_array_equal(as_int(f), [0, 7, 0])
         assert f[3:4].view(np.int64)[0] == 7 and f[2] == 0.0
+
+
+def test_accessors_read_the_packed_model_by_name():
+    """_kernel_io.py's accessors, compiled, give the loader's own arrays (λ(i), the joint type) and the coordinates
+    of arm7 on a floating base counted by hand (the free joint's 7 positions and 6 dofs, then one per joint);
+    body_f / dof_f are where body i's and dof k's fields start."""
+    from numba import njit
+
+    from dynamics_node import packed as P
+
+    m = dn.load_model(str(PKG.parent / "urdf" / "arm7.urdf"), floating_base=True)
+
+    @njit
+    def read(mi):
+        out = np.empty((mi[L.H_NB], 6), dtype=np.int64)
+        for i in range(mi[L.H_NB]):
+            out[i, 0] = P.parent(mi, i)
+            out[i, 1] = P.joint_type(mi, i)
+            out[i, 2] = P.first_q(mi, i)
+            out[i, 3] = P.first_dof(mi, i)
+            out[i, 4] = P.dof_count(mi, i)
+            out[i, 5] = P.subtree_end(mi, i)
+        return out
+
+    got = read(m.mi)
+    np.testing.assert_array_equal(got[:, 0], m.parent)
+    np.testing.assert_array_equal(got[:, 1], m.jtype)
+    assert list(got[:, 2]) == [0] + list(range(7, 7 + m.nb - 1))
+    assert list(got[:, 3]) == [0] + list(range(6, 6 + m.nb - 1))
+    assert list(got[:, 4]) == [6] + [1] * (m.nb - 1)
+    assert got[0, 5] == m.nvt == 6 + m.nb - 1   # the base's subtree: every dof (a serial arm)
+    assert P.body_f(2) == L.HEADER_F + 2 * L.BODY_F and P.dof_f(m.nb, 7) == L.HEADER_F + m.nb * L.BODY_F + 7 * L.DOF_F
+
+
+def test_status_codes_round_trip():
+    """status() builds KIND 10^8 + ARG 10^5 + INDEX, compiled and as Python; decode() reads it back; the C
+    header's DN_STATUS is the same arithmetic."""
+    from numba import njit
+
+    from dynamics_node import _kernel_io as S
+
+    @njit
+    def build(k, a, i):
+        return S.status(k, a, i)
+
+    for k, a, i in ((S.BAD_LENGTH, S.A_FEXT, 99999), (S.SINGULAR, 0, 12), (S.OVERFLOW, 0, 0)):
+        code = k * 10 ** 8 + a * 10 ** 5 + i
+        assert build(k, a, i) == code and S.decode(code) == (k, a, i)
+    assert S.OVERFLOW_STATUS == 5 * 10 ** 8
+    assert "#define DN_STATUS(kind, arg, index)" in (PKG / "_layout.h").read_text()

@@ -61,6 +61,30 @@ def test_bad_values_are_refused_by_name(values, words):
         assert w in str(e.value), str(e.value)
 
 
+def test_the_description_is_parsed_once_with_armature_and_law(monkeypatch):
+    """With armature and friction_model set, the node loads the model from one parse of the URDF (the second
+    load, which needs the model's joint names, reuses it), and the model has both: the armature on H's
+    diagonal against the model loaded without it (independent of the loader's bookkeeping)."""
+    import dynamics_node as dn
+    from dynamics_node import urdf
+    from dynamics_node.ros.model_state import load
+    from dynamics_node.ros.node_params import validate
+
+    calls = []
+    real = urdf.parse_xml
+    monkeypatch.setattr(urdf, "parse_xml", lambda *a, **k: calls.append(1) or real(*a, **k))
+    c = validate({"urdf_path": str(ns.ARM7), "friction": True, "armature": ARM,
+                  "friction_model.joints": ["joint2"], "friction_model.viscous": [0.5]})
+    m = load(c).model
+    assert len(calls) == 1, calls
+    q = np.linspace(0.1, 0.7, 7)
+    plain = dn.load_model(str(ns.ARM7))
+    np.testing.assert_allclose(dn.mass_matrix(m, q) - dn.mass_matrix(plain, q), np.diag(ARM), atol=1e-12)
+    qd = np.zeros(7)
+    qd[1] = 0.3
+    assert dn.joint_friction(m, qd)[1] == pytest.approx(0.5 * 0.3)
+
+
 def test_unknown_joint_is_refused_when_the_model_is_loaded():
     from dynamics_node.ros.model_state import load
     from dynamics_node.ros.node_params import ConfigError, validate

@@ -167,7 +167,7 @@ MAX_MODULES = 20
 # node and the tools are built on it. _jit_build and _jit_warm (the kernel build, which imports every
 # kernel) are not part of it.
 CORE = ("spatial", "joints", "layout", "model", "urdf", "urdf_source", "urdf_xml", "loop_joints", "joint_law",
-        "topology", "loop_data", "errors", "_jit", "_views", "_fast", "_kernel_io", "dispatch", "batch_errors")
+        "topology", "loop_data", "packed", "errors", "_jit", "_fast", "_kernel_io", "dispatch", "batch_errors")
 ABOVE_CORE = ("algorithms", "sim", "ros", "cli", "identify")
 
 

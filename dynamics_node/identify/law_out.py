@@ -27,12 +27,11 @@ import os
 import numpy as np
 
 from ..errors import InputError, clip
-from ..joint_law import FIELDS, NONNEGATIVE, JointFriction
+from ..joint_law import FIELDS, RANGES, JointFriction, law_lists
 from .report import atomic_write
 
 NODE = "dynamics_node"
-LIMIT = 1.0e6     # the node's range of every entry (dynamics_node/ros/friction_params.py RANGES) ...
-V_LIMIT = 100.0   # ... and of the velocity scales
+LIMIT = RANGES["offset"][1]   # the node's range of the armature (that of the law's torques)
 
 
 def law_values(model, par, p):
@@ -164,24 +163,8 @@ def law_from(rp, model, path, warn=None):
         if j not in names:
             raise InputError(f"--params: '{where}': friction_model.joints[{k}] '{clip(str(j), 80)}' is not a joint of "
                              f"the model ({clip(', '.join(names), 200)})")
-    if len(set(joints)) != len(joints):
-        raise InputError(f"--params: '{where}': friction_model.joints names a joint twice")
-    law = {}
-    for f in FIELDS:
-        v = flat.get(f)
-        if v is None or (isinstance(v, list) and len(v) == 0):
-            v = [0.0] * len(joints)
-        v = _numbers(v, f"friction_model.{f}", where, len(joints))
-        if f in NONNEGATIVE and any(x < 0 for x in v):
-            raise InputError(f"--params: '{where}': friction_model.{f} has a negative value: must be >= 0")
-        if f.endswith("_velocity") and any(x > V_LIMIT for x in v):
-            raise InputError(f"--params: '{where}': friction_model.{f} has a value above {V_LIMIT:g} (the node's "
-                             "range)")
-        law[f] = dict(zip(joints, v))
-    for j in joints:
-        if law["coulomb"][j] + law["stribeck"][j] < 0:
-            raise InputError(f"--params: '{where}': friction_model.stribeck of '{clip(j, 80)}': coulomb + stribeck "
-                             "< 0 (the friction at rest would drive the joint)")
+    law = law_lists(joints, {f: flat.get(f) for f in FIELDS}, InputError, f"--params: '{where}': ")
+    law = {f: dict(zip(joints, law[f])) for f in FIELDS}
     arm = rp.get("armature")
     arm = _numbers([] if arm is None else arm, "armature", where, None)
     if len(arm) not in (0, 1, len(names)):

@@ -14,22 +14,22 @@ MOVES = 1e-3  # rad (m): a joint whose range in the window is below this never m
 
 
 def load(urdf, friction):
-    """(model, loader warnings): refuses what the fit does not support."""
+    """(model, loader warnings) of a URDF (a path or urdf.read_urdf's Parsed): refuses what the fit does not support."""
     from .. import load_model
 
     with _warnings.catch_warnings(record=True) as caught:
         _warnings.simplefilter("always")
         model = load_model(urdf, friction=friction)
     if model.loops:
-        raise ModelError(f"{clip(urdf, 160)}: a closed-loop model (<loop_joint> {clip_names(model.loop_joints)}) "
-                         "is not supported yet by dynamics_identify")
+        raise ModelError(f"{clip(model.source, 160)}: a closed-loop model (<loop_joint> "
+                         f"{clip_names(model.loop_joints)}) is not supported yet by dynamics_identify")
     odd = [n for n, k in model.joint_kinds.items() if k not in ("revolute", "continuous", "prismatic")]
     if odd:
-        raise ModelError(f"{clip(urdf, 160)}: joints {clip_names(odd)} of type "
+        raise ModelError(f"{clip(model.source, 160)}: joints {clip_names(odd)} of type "
                          f"{model.joint_kinds[odd[0]]}: only revolute, continuous and prismatic joints "
                          "(a fixed-base tree) are supported; a floating base or multi-DoF joint is not")
     if model.nv == 0:
-        raise ModelError(f"{clip(urdf, 160)}: the model has no moving joint: nothing to identify")
+        raise ModelError(f"{clip(model.source, 160)}: the model has no moving joint: nothing to identify")
     return model, [str(w.message) for w in caught]
 
 
@@ -179,6 +179,7 @@ def _evaluated_model(args, out):
     import os
 
     from .. import load_model
+    from ..urdf import read_urdf
     from .law_out import law_from, parse, urdf_of, yaml_path
 
     given = getattr(args, "params", None)
@@ -202,10 +203,11 @@ def _evaluated_model(args, out):
     if named and urdf and os.path.abspath(named) != os.path.abspath(urdf):
         out(f"note: {clip(params, 160)} names {clip(named, 160)} in its urdf_path (the inertias its law was "
             "fitted with): evaluated with that URDF, as the node would run it")
-    model, load_warnings = load(used, True)
+    parsed = read_urdf(used)   # read and parsed once, loaded twice (the joint law needs the model's joints)
+    model, load_warnings = load(parsed, True)
     arm, law = law_from(rp, model, params, warn=lambda w: out(f"warning: {w}"))
     on = rp.get("friction", True) is not False
-    model = load_model(used, armature=arm, friction=(law if law is not None else True) if on else False)
+    model = load_model(parsed, armature=arm, friction=(law if law is not None else True) if on else False)
     what = (f"{clip(used, 160)} with the joint law of {os.path.abspath(params)}" if on else
             f"{clip(used, 160)} with the armature of {os.path.abspath(params)} (friction: false there)")
     return model, used, os.path.abspath(params), load_warnings, what

@@ -10,7 +10,8 @@
 
 The law acts with ``friction: true``; the joints not in friction_model.joints keep the URDF's
 <dynamics damping friction>. Values are checked against RANGES (a value outside names the parameter,
-the index and the range), the names against the model when it is loaded (model_state.py). No rclpy
+the index and the range, by the law's one checker joint_law.law_lists), the names against the
+model when it is loaded (model_state.py). No rclpy
 here, and no import of node_params.py (which imports this module): the entries are plain tuples that
 node_params.py turns into its Param.
 """
@@ -18,13 +19,8 @@ from __future__ import annotations
 
 import math
 
-FIELDS = ("viscous", "coulomb", "coulomb_velocity", "stribeck", "stribeck_velocity", "offset")
-RANGES = {  # per entry, SI (N m, rad/s for revolute joints; N, m/s for prismatic ones)
-    "viscous": (0.0, 1.0e6), "coulomb": (0.0, 1.0e6), "coulomb_velocity": (0.0, 100.0),
-    "stribeck": (-1.0e6, 1.0e6), "stribeck_velocity": (0.0, 100.0), "offset": (-1.0e6, 1.0e6),
-}
-UNITS = {"viscous": "N m s/rad (N s/m)", "coulomb": "N m (N)", "coulomb_velocity": "rad/s (m/s); 0 = sign(qd)",
-         "stribeck": "N m (N)", "stribeck_velocity": "rad/s (m/s); 0 = no Stribeck term", "offset": "N m (N)"}
+from ..joint_law import FIELDS, RANGES, UNITS, law_lists
+
 # (default, type, description, range): node_params.py makes them Param entries of PARAMETERS
 FRICTION_PARAMETERS = {
     "friction_model.joints": ([], "string_array", "Joints the joint law's lists below are given for (each a "
@@ -43,36 +39,8 @@ FRICTION_KEYS = frozenset(k for k in FRICTION_PARAMETERS if k.startswith("fricti
 def validate_friction(v, error) -> dict:
     """{"friction_model": ((joint, {field: value}), ...), "effort_command_friction": x} from the values v,
     or ``error`` (params.ConfigError) naming the parameter, the index and the reason."""
-    joints = []
-    for k, j in enumerate(v["friction_model.joints"]):
-        j = str(j)
-        if not j:
-            raise error(f"friction_model.joints[{k}]: empty joint name")
-        if j in joints:
-            raise error(f"friction_model.joints[{k}]: '{j}' is listed twice")
-        joints.append(j)
-    law = {}
-    for f in FIELDS:
-        key = f"friction_model.{f}"
-        vals = list(v[key])
-        if vals and len(vals) != len(joints):
-            raise error(f"{key}: {len(vals)} values for {len(joints)} friction_model.joints (one per joint, in "
-                        "that order; empty = zeros)")
-        lo, hi = RANGES[f]
-        out = []
-        for k, x in enumerate(vals):
-            try:
-                x = float(x)
-            except (TypeError, ValueError):
-                raise error(f"{key}[{k}]: expected a number, got {x!r}") from None
-            if not (math.isfinite(x) and lo <= x <= hi):
-                raise error(f"{key}[{k}] ({joints[k]}): {x!r} is outside [{lo:g}, {hi:g}] {UNITS[f]}")
-            out.append(x)
-        law[f] = out or [0.0] * len(joints)
-    for k, j in enumerate(joints):
-        if law["coulomb"][k] + law["stribeck"][k] < 0:
-            raise error(f"friction_model.stribeck[{k}] ({j}): coulomb + stribeck = "
-                        f"{law['coulomb'][k] + law['stribeck'][k]:g} < 0: the friction at rest would drive the joint")
+    joints = [str(j) for j in v["friction_model.joints"]]
+    law = law_lists(joints, {f: list(v[f"friction_model.{f}"]) for f in FIELDS}, error)   # the law's one checker
     x = v["effort_command_friction"]
     try:
         x = float(x)

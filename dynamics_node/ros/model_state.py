@@ -24,6 +24,7 @@ import numpy as np
 
 import dynamics_node as dn
 from ..errors import clip, clip_names
+from ..urdf import read_urdf
 from .conversions import Conversions
 from .friction_params import joint_friction_option
 from .node_params import MODEL_KEYS, NODE_NAME, Config, ConfigError, check_model_terms
@@ -93,7 +94,8 @@ def load(cfg: Config, topic_text: Optional[str] = None, topic_name: str = "robot
         return None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = dn.load_model(source, **kw)
+        parsed = read_urdf(source, kw.pop("xacro_args", None))   # read and parsed once, loaded once or twice
+        model = dn.load_model(parsed, **kw)
         arm = cfg.armature
         names = list(model.joint_names)
         extra = {}
@@ -108,7 +110,7 @@ def load(cfg: Config, topic_text: Optional[str] = None, topic_name: str = "robot
         if law is not None:  # the joint law of friction_model.* (OUT.yaml)
             extra["friction"] = law
         if extra:
-            model = dn.load_model(source, **{**kw, **extra})
+            model = dn.load_model(parsed, **{**kw, **extra})
     notes = []
     for w in caught:
         text = str(w.message)

@@ -17,7 +17,8 @@ from ..errors import InputError
 from ..layout import (BODY_F, D_COULOMB, D_DAMPING, D_OFFSET, D_STRIBECK, DOF_F, HEADER_F, SC_D, SC_K, SC_MU, SC_P,
                       SC_R, SC_S, SE_MODE, SE_NPT, SIM_CONTACT, SIM_EXPLICIT, SIM_HEAD_F, SIM_HEAD_I, SIM_INFO_N,
                       SIM_PT_I, SP_BODY)
-from .step import OVERFLOW, sim_step_c, step_kernel, step_scratch
+from .._kernel_io import OVERFLOW_STATUS
+from .step import sim_step_c, step_kernel, step_scratch
 from ..algorithms.contact.soft import SimulationStep, _state_arg, reference_step
 
 _CACHE: dict = {}  # (model, *contacts) -> the entry of _entry
@@ -123,7 +124,7 @@ def _slow(model, q, qd, tau, contacts, dt, state, f_ext, limits, restitution, sp
     out = (np.empty(model.nq), np.empty(model.nv), np.empty(model.nv), np.empty(model.nv), np.empty(3 * k),
            np.empty(3 * k), np.empty(3 * k), np.empty(SIM_INFO_N + k, dtype=np.int64))
     st = run(model, q, qd, tau, fx, dt, envi, envf, s.reshape(-1), flat, e, speculative, out, nf, ni)
-    if st == OVERFLOW:
+    if st == OVERFLOW_STATUS:
         overflow_error(model, q, qd, tau, dt, s, f_ext)
     if st:
         _raise(model, st, "the simulation step", ("q", "qd", "tau"), (q, qd, tau), f_ext)

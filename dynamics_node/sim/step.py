@@ -16,7 +16,7 @@ limit (joint_limits.limit_rows' rule); the contact problem with the springs take
 (A + 1/(dt (D + dt K)) on the contacts' diagonal, the limits as 3-row blocks with mu = 0) solved by
 contact.ncp.solve_in; qdd = qdd0 + H^-1 (T f + E lam); qd and q by semi-implicit Euler (a free joint by
 the exponential map of its body angular velocity); the surface states; the forces in world axes. A
-result that is not finite returns OVERFLOW and writes no state.
+result that is not finite returns OVERFLOW_STATUS and writes no state.
 """
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ import numpy as np
 
 from .._jit import carray, cfunc, njit, types
 from ..joints import FREE
-from ..layout import (BODY_I, H_NB, H_NQT, H_NVT, HEADER_I, J_QI, J_TYPE, J_VI, SE_MODE, SE_NBOX, SE_NPT, SE_NSPH,
+from ..packed import first_dof, first_q, joint_type
+from ..layout import (H_NB, H_NQT, H_NVT, SE_MODE, SE_NBOX, SE_NPT, SE_NSPH,
                       SI_NF, SI_NSEL, SIM_HEAD_I, SIM_INFO_N)
+from .._kernel_io import OVERFLOW_STATUS
 from .._kernel_io import P_F, P_I, model_from_pointers
 from ..algorithms.contact.forward_dynamics import TERMS_SCRATCH, contact_rows, rigid_terms
 from ..algorithms.contact.ncp import STICK, scratch_size, solve_in
@@ -36,7 +38,6 @@ from ..algorithms.tree.kinematics import _pose
 from ..algorithms.tree.ltdl import dl_solve, lt_solve
 from .select import BAD_ARG, _env_ok, _finite, _select, _world_point, env_kmax
 
-OVERFLOW = 5 * 100000000  # dispatch.OVERFLOW: finite inputs whose step is not finite
 SCRATCH = -9              # the scratch is too small: info[SI_NF] floats are needed (the caller grows it)
 CAND_F = 25               # floats per candidate contact (step_scratch)
 SIDES = 2                 # limit rows per coordinate at most: its lower and its upper limit
@@ -97,9 +98,8 @@ def _integrate(mi, q, v, dt, out):
     """contact.soft.integrate: joints linearly, a free joint on SE(3) (p += R v dt, the quaternion times
     exp(omega dt / 2))."""
     for i in range(mi[H_NB]):
-        ii = HEADER_I + BODY_I * i
-        a, b = mi[ii + J_QI], mi[ii + J_VI]
-        if mi[ii + J_TYPE] != FREE:
+        a, b = first_q(mi, i), first_dof(mi, i)
+        if joint_type(mi, i) != FREE:
             out[a] = q[a] + v[b] * dt
             continue
         nq = math.sqrt(q[a + 3] * q[a + 3] + q[a + 4] * q[a + 4] + q[a + 5] * q[a + 5] + q[a + 6] * q[a + 6])
@@ -179,9 +179,8 @@ def step_core(mi, mf, q, qd, tau, fx, dt, envi, envf, sin, lim, e, spec, q1, qd1
     for d in range(nvt):
         qi[d] = -1
     for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        if mi[ii + J_TYPE] != FREE:
-            qi[mi[ii + J_VI]] = mi[ii + J_QI]
+        if joint_type(mi, i) != FREE:
+            qi[first_dof(mi, i)] = first_q(mi, i)
     st = rigid_terms(mi, mf, q, qd, tau, fx, H, lam, qdd, w, ts)  # qdd0 in qdd until the contacts' forces
     if st != 0:
         return st
@@ -354,7 +353,7 @@ def step_core(mi, mf, q, qd, tau, fx, dt, envi, envf, sin, lim, e, spec, q1, qd1
         info[SIM_INFO_N + j] = slot[j]
     if not (_finite(q1, nqt) and _finite(qd1, nvt) and _finite(qdd, nvt) and _finite(ltau, nvt) and
             _finite(sg, 3 * k) and _finite(F, 3 * k)):
-        return OVERFLOW
+        return OVERFLOW_STATUS
     for r in range(sout.shape[0]):
         sout[r] = 0.0
     for j in range(k):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import InputError, RangeError
+from ..._kernel_io import status, status_index, status_kind
 from ..._kernel_io import A_Q, A_QD, SINGULAR
 from .ncp import NO_SOLUTION
 
@@ -49,10 +50,10 @@ def _raise(model, st, what, names, arrays, f_ext=None):
             "have no solution, Painlevé's paradox, or one that the solver did not find): lower the friction "
             "coefficients or drop contacts", symptom="no contact forces satisfy the contact conditions (the solver "
             "found none)"), names, arrays, extras)
-    if st // 100000000 == SINGULAR:
-        k = st % 100000
+    if status_kind(st) == SINGULAR:
+        k = status_index(st)
         vi = model.mi[HEADER_I + J_VI::BODY_I]
-        st = SINGULAR * 100000000 + int(np.searchsorted(vi, k, side="right") - 1)
+        st = status(SINGULAR, 0, int(np.searchsorted(vi, k, side="right") - 1))
     raise_status(model, st, False, what, names, arrays, extras)
 
 

@@ -30,8 +30,10 @@ import math
 import numpy as np
 
 from ..._jit import carray, cfunc, njit, types
-from ...layout import (BODY_F, BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, HF_GRAVITY, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT,
-                       J_VI, W_A, W_A_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V, W_V_N)
+from ...packed import dof_count, dof_f, first_dof, parent
+from ...layout import (DOF_F, D_S, HF_GRAVITY, HF_TOL, H_NB, H_NVT, W_A, W_A_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V,
+                      W_V_N)
+from ..._kernel_io import OVERFLOW_STATUS, status
 from ..._kernel_io import A_TAU, F1, F2, I1, P_F, P_I, SINGULAR, check, model_from_pointers
 from ...dispatch import _conform
 from ...model import Model as _Model
@@ -41,12 +43,11 @@ from .ncp import SEP, STICK, scratch_size, solve, solve_in
 from ..tree.crba import crba_from_x
 from ..tree.kinematics import _pose_from_x
 from ..tree.ltdl import dl_solve, lt_solve, ltdl_factor
-from ..tree.operational_space import expanded_parents
 from ..tree.rnea import rnea_kernel
+from ...topology import expanded_parents
 
 _EMPTY = np.zeros(0)
 STATE_NAMES = ("separating", "sticking", "sliding")
-OVERFLOW_STATUS = 5 * 100000000  # dispatch.OVERFLOW: a finite input whose result is not finite
 FIXED_LINK = -8  # a contact on a link welded to the fixed base
 SCRATCH = -9  # contact_fd_core's scratch arrays too small (the C front then takes the Python route)
 TERMS_SCRATCH = 2  # contact_terms' scratch: this many vectors of nvt (the zero qdd, C)
@@ -95,7 +96,7 @@ def rigid_terms(mi, mf, q, qd, tau, fx, H, lam, qdd0, w, s):
     expanded_parents(mi, lam)
     kk = ltdl_factor(Hm, lam, mf[HF_TOL])  # Table 6.3
     if kk >= 0:
-        return SINGULAR * 100000000 + kk  # the caller names the body of dof kk
+        return status(SINGULAR, 0, kk)  # the caller names the body of dof kk
     for d in range(nvt):
         qdd0[d] = tau[d] - C[d]
     lt_solve(Hm, lam, qdd0)  # Table 6.5
@@ -112,7 +113,7 @@ def contact_rows(mi, mf, qd, cb, cp, cR, Hm, lam, Yt, bias, vloc, qdd0, w):
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     k = cb.shape[0]
-    do0 = HEADER_F + BODY_F * nb
+    do0 = dof_f(nb, 0)
     g = HF_GRAVITY
     for j in range(k):
         bj = cb[j]
@@ -139,12 +140,11 @@ def contact_rows(mi, mf, qd, cb, cp, cR, Hm, lam, Yt, bias, vloc, qdd0, w):
                 Yt[r, d] = 0.0
         i = bj
         while i >= 0:  # the support: T^T rows = R_j^T [omega_d x (P - p_i) + v_d] (jacobian_kernel)
-            ii = HEADER_I + BODY_I * i
             Ri = W_RW * nb + W_RW_N * i
             pi = W_PW * nb + W_PW_N * i
             d0, d1, d2 = P0 - w[pi], P1 - w[pi + 1], P2 - w[pi + 2]
-            vi = mi[ii + J_VI]
-            for dof in range(vi, vi + mi[ii + J_NV]):
+            vi = first_dof(mi, i)
+            for dof in range(vi, vi + dof_count(mi, i)):
                 so = do0 + DOF_F * dof + D_S
                 w0 = w[Ri] * mf[so] + w[Ri + 1] * mf[so + 1] + w[Ri + 2] * mf[so + 2]
                 w1 = w[Ri + 3] * mf[so] + w[Ri + 4] * mf[so + 1] + w[Ri + 5] * mf[so + 2]
@@ -154,7 +154,7 @@ def contact_rows(mi, mf, qd, cb, cp, cR, Hm, lam, Yt, bias, vloc, qdd0, w):
                 x2 = w[Ri + 6] * mf[so + 3] + w[Ri + 7] * mf[so + 4] + w[Ri + 8] * mf[so + 5] + w0 * d1 - w1 * d0
                 for c in range(3):  # local axis c = column c of R_j (world)
                     Yt[3 * j + c, dof] = cR[9 * j + c] * x0 + cR[9 * j + 3 + c] * x1 + cR[9 * j + 6 + c] * x2
-            i = mi[ii + J_PARENT]
+            i = parent(mi, i)
         for c in range(3):
             r = 3 * j + c
             v = 0.0

@@ -39,13 +39,13 @@ import math
 
 import numpy as np
 
+from ..._kernel_io import OVERFLOW_STATUS
 from ..._jit import njit
 from .single import SEP, SLIDE, SLIP, STICK, single
 from ..tree.dense import lstsq_minnorm, lstsq_scratch, psd_minnorm, psd_scratch
 
 TOL = 1e-10  # acceptance of a solution, relative to the force and acceleration scales
 NO_SOLUTION = -7
-NONFINITE = 5 * 100000000  # A or b not finite (dispatch.OVERFLOW: the inputs' magnitudes are at fault)
 SWEEPS = (1, 3, 8, 20, 50, 100)  # Gauss-Seidel sweeps after which the settled modes are solved exactly
 ENUM_MAX = 729  # mode combinations tried at most in step 3 (3^6)
 NEWTON_ITER = 40
@@ -316,10 +316,10 @@ def solve_in(A, b, mu, dyn, d, x, modes, s, si):
         return 0
     for r in range(n3):
         if not (b[r] - b[r] == 0.0):
-            return NONFINITE
+            return OVERFLOW_STATUS
         for c in range(n3):
             if not (A[r, c] - A[r, c] == 0.0):
-                return NONFINITE
+                return OVERFLOW_STATUS
     f = x[:n3]
     r = s[0:3]
     fi = s[3:6]

@@ -16,30 +16,15 @@ takes the dense reduced system G^T H G in dynamics_derivatives.py instead).
 from __future__ import annotations
 
 from ..._jit import ints, njit, types
-from ...layout import (BODY_I, DOF_F, FEXT_N, HEADER_F, BODY_F, HEADER_I, HF_TOL, H_NB, H_NVT, J_DEND, J_NV, J_PARENT,
-                       J_VI)
+from ...packed import dof_count, dof_f, first_dof, parent, subtree_end
+from ...layout import (DOF_F, FEXT_N, HF_TOL, H_NB, H_NVT)
+from ..._kernel_io import INDEX_MAX, OVERFLOW, status
 from ..._kernel_io import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SINGULAR, check, check_q_qd)
 from ...joint_law import friction_torque
 from ..tree.ltdl import ltdl_factor, ltdl_solve
+from ...topology import expanded_parents
 from .rnea_derivatives import (_cross_f, _cross_m, _mul6, rnea_derivatives_kernel, scratch_views)
 
-OVERFLOW = 5   # dispatch.OVERFLOW (a finite input whose result is not finite)
-
-
-@njit(cache=True, inline="always")
-def _dof_parents(mi, lam):
-    """lam = λ' (Featherstone §6.5, topology.dof_parents, here in compiled code: the expanded parent array, -1 for
-    the base): a joint's first dof has the last dof of the nearest ancestor that has dofs, every other dof the
-    one before it."""
-    for i in range(mi[H_NB]):
-        ii = HEADER_I + BODY_I * i
-        vi = mi[ii + J_VI]
-        p = mi[ii + J_PARENT]
-        while p >= 0 and mi[HEADER_I + BODY_I * p + J_NV] == 0:
-            p = mi[HEADER_I + BODY_I * p + J_PARENT]
-        first = -1 if p < 0 else mi[HEADER_I + BODY_I * p + J_VI] + mi[HEADER_I + BODY_I * p + J_NV] - 1
-        for c in range(vi, vi + mi[ii + J_NV]):
-            lam[c] = first if c == vi else c - 1
 
 
 @njit(cache=True, inline="always")
@@ -81,9 +66,8 @@ def _inverse(mi, L, lam, Z, n):
             Z[i, c] = 0.0
         Z[i, i] = 1.0
     for b in range(mi[H_NB] - 1, -1, -1):   # L^T, dofs in descending order (bodies, then their own dofs)
-        bb = HEADER_I + BODY_I * b
-        end = mi[bb + J_DEND]
-        for i in range(mi[bb + J_VI] + mi[bb + J_NV] - 1, mi[bb + J_VI] - 1, -1):
+        end = subtree_end(mi, b)
+        for i in range(first_dof(mi, b) + dof_count(mi, b) - 1, first_dof(mi, b) - 1, -1):
             j = lam[i]
             while j != -1:
                 a = L[i, j]
@@ -119,12 +103,11 @@ def add_qdd_terms(mi, qdd, dq, s):
     # needed) holds a^q, F (already read for tau0) F^q, dV dA^q_j, dA Y^C_j dA^q_j and dAv that plus J_j x* F^q_j
     _, _, _, aq, Fq, Yc, _, J, dAq, Xa, Xt, _, _, Fa, _, _, _, _, _, _, _ = scratch_views(s, nb, nv)
     for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
+        p = parent(mi, i)
         for k in range(6):
             aq[i, k] = aq[p, k] if p >= 0 else 0.0
             Fq[i, k] = 0.0
-        for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+        for c in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
             if p >= 0:
                 _cross_m(aq[p], J[c], dAq[c])
             else:
@@ -133,33 +116,29 @@ def add_qdd_terms(mi, qdd, dq, s):
             for k in range(6):
                 aq[i, k] += J[c, k] * qdd[c]
     for i in range(nb - 1, -1, -1):   # F^q: the dofs' part summed over the subtree, then Y^C_i a^q_λ(i)
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
-        for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+        p = parent(mi, i)
+        for c in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
             for k in range(6):
                 Fq[i, k] += Fa[c, k] * qdd[c]
         if p >= 0:
             for k in range(6):
                 Fq[p, k] += Fq[i, k]
     for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
+        p = parent(mi, i)
         if p >= 0:
             _mul6(Yc[i], aq[p], Xt[0])   # (a scratch row, refilled below)
             for k in range(6):
                 Fq[i, k] += Xt[0, k]
     for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+        for c in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
             _mul6(Yc[i], dAq[c], Xa[c])
             _cross_f(J[c], Fq[i], Xt[c])
             for k in range(6):
                 Xt[c, k] += Xa[c, k]
     for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        vi = mi[ii + J_VI]
-        nvi = mi[ii + J_NV]
-        end = mi[ii + J_DEND]   # the subtree's dofs follow the joint's own (depth-first order)
+        vi = first_dof(mi, i)
+        nvi = dof_count(mi, i)
+        end = subtree_end(mi, i)   # the subtree's dofs follow the joint's own (depth-first order)
         for m in range(vi, vi + nvi):
             for c in range(vi, end):
                 X = Xa if c < vi + nvi else Xt
@@ -167,15 +146,14 @@ def add_qdd_terms(mi, qdd, dq, s):
                 for k in range(6):
                     t += J[m, k] * X[c, k]
                 dq[m, c] += t
-            anc = mi[ii + J_PARENT]
+            anc = parent(mi, i)
             while anc >= 0:
-                aa = HEADER_I + BODY_I * anc
-                for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
                     t = 0.0
                     for k in range(6):
                         t += Fa[m, k] * dAq[c, k]
                     dq[m, c] += t
-                anc = mi[aa + J_PARENT]
+                anc = parent(mi, anc)
 
 
 @njit(cache=True, inline="always")
@@ -183,11 +161,10 @@ def tau0(mi, mf, s, qd, out):
     """out = tau0 = ID(q, qd, 0, f^x) = J^T F (F: the composite force rnea_derivatives_kernel left in its scratch
     s, run at qdd = 0) + the joint law's friction (joint_law.py), tree coordinates."""
     nv = mi[H_NVT]
-    dofs = HEADER_F + BODY_F * mi[H_NB]
+    dofs = dof_f(mi[H_NB], 0)
     _, _, _, _, F, _, _, J, _, _, _, _, _, _, _, _, _, _, _, _, _ = scratch_views(s, mi[H_NB], nv)
     for i in range(mi[H_NB]):
-        ii = HEADER_I + BODY_I * i
-        for c in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
+        for c in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
             t = 0.0
             for k in range(6):
                 t += J[c, k] * F[i, k]
@@ -205,7 +182,7 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
     if st != 0:
         return st
     if fx.shape[0] != 0 and fx.shape[0] != FEXT_N * mi[H_NB]:
-        return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
+        return status(BAD_LENGTH, A_FEXT, min(fx.shape[0], INDEX_MAX))
     for k in range(n):
         qdd[k] = 0.0
     st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, ddq, ddv, H, s, 0)   # at qdd = 0: H and tau0
@@ -215,20 +192,19 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
     for k in range(n):
         qdd[k] = tau[k] - qdd[k]
     if lam.shape[0] < n:
-        return BAD_LENGTH * 100000000
+        return status(BAD_LENGTH, 0, 0)
     lam_i = ints(lam, 0, (n,))   # λ' (integers in the float scratch)
-    _dof_parents(mi, lam_i)
+    expanded_parents(mi, lam_i)
     k = ltdl_factor(H, lam_i, mf[HF_TOL])
     if k >= 0:   # the body whose joint owns pivot k (its subtree has no inertia about that axis)
         for i in range(mi[H_NB]):
-            ii = HEADER_I + BODY_I * i
-            if mi[ii + J_VI] <= k < mi[ii + J_VI] + mi[ii + J_NV]:
-                return SINGULAR * 100000000 + i
-        return SINGULAR * 100000000
+            if first_dof(mi, i) <= k < first_dof(mi, i) + dof_count(mi, i):
+                return status(SINGULAR, 0, i)
+        return status(SINGULAR, 0, 0)
     ltdl_solve(H, lam_i, qdd)   # qdd = H^-1 (tau - tau0) (armature on H's diagonal: the pass adds it)
     for k in range(n):
         if not (qdd[k] - qdd[k] == 0.0):
-            return OVERFLOW * 100000000   # finite inputs, qdd not finite: the caller names the inputs
+            return status(OVERFLOW, 0, 0)   # finite inputs, qdd not finite: the caller names the inputs
     add_qdd_terms(mi, qdd, ddq, s)
     _solve_rows(H, lam_i, ddq, ddv, n)
     _inverse(mi, H, lam_i, Minv, n)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from ..._jit import carray, cfunc, njit, view
 from ...layout import GRAV_BODY, GRAV_DOF, GRAV_EXTRA, H_NB, H_NQT, H_NVT, H_NVU, HF_TOL
+from ..._kernel_io import OVERFLOW, status
 from ..._kernel_io import A_Q, A_QDD, A_TAU, BAD_LENGTH, FASTMATH, SIG1, SIG3, SINGULAR, check, model_from_pointers
-from .aba_derivatives import OVERFLOW, add_qdd_terms, aba_derivatives_kernel, tau0
+from .aba_derivatives import add_qdd_terms, aba_derivatives_kernel, tau0
 from .gravity_derivatives import gravity_derivatives_kernel, scratch_size as gravity_scratch_size
-from ..tree.mimic import (cholesky, cholesky_solve, cholesky_solve_rows, g_vec, gt_vec, gtdg, q_to_tree, state_to_tree,
-                          v_to_tree)
+from ..tree.dense import cholesky, cholesky_solve, cholesky_solve_rows
+from ..tree.mimic import (g_vec, gt_vec, gtdg, q_to_tree, state_to_tree,
+                    v_to_tree)
 from .rnea_derivatives import NO_H, SCRATCH, rnea_derivatives_kernel, scratch_size
 
 # scratch: the kernel's, H, and for mimic joints q_t (nqt <= nvt + nb), qd_t, qdd_t and dtau/dq, dtau/dqd of the tree
@@ -36,7 +38,7 @@ def rnea_derivatives_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
     mimic = nu != n
     need = ns + n * n + (mi[H_NQT] + 2 * n + 2 * n * n if mimic else 0)
     if nw < need:
-        return BAD_LENGTH * 100000000
+        return status(BAD_LENGTH, 0, 0)
     b = nw - need
     H = view(w, b, (n, n))
     s = w[nw - ns:nw]
@@ -73,7 +75,7 @@ def gravity_derivatives_c(mip, mfp, qp, nq, outp, wp, nw):
     mimic = nu != n
     need = ns + (mi[H_NQT] + n * n if mimic else 0)
     if nw < need:
-        return BAD_LENGTH * 100000000
+        return status(BAD_LENGTH, 0, 0)
     q = carray(qp, (nq,))
     out = carray(outp, (nu * nu,))
     if not mimic:
@@ -120,12 +122,12 @@ def aba_derivatives_mimic(mi, mf, q, qd, tau, ddq, ddv, Minv, w, s):
     for a in range(nu):
         bu[a] = tau[a] - bu[a]
     gtdg(mi, mf, Ht, Hu)
-    if cholesky(Hu, nu, mf[HF_TOL]) >= 0:
-        return SINGULAR * 100000000   # (the Python side names the body)
+    if cholesky(Hu, Hu, nu, mf[HF_TOL]) >= 0:
+        return status(SINGULAR, 0, 0)   # (the Python side names the body)
     cholesky_solve(Hu, bu, nu)        # qdd_u
     for a in range(nu):
         if not (bu[a] - bu[a] == 0.0):
-            return OVERFLOW * 100000000
+            return status(OVERFLOW, 0, 0)
     g_vec(mi, mf, bu, qddt)           # qdd_t = G qdd_u
     add_qdd_terms(mi, qddt, dq_t, s)
     gtdg(mi, mf, dq_t, ddq)
@@ -151,12 +153,12 @@ def aba_derivatives_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
     if nu != n:
         need = ns + mi[H_NQT] + 3 * n + nu + 3 * n * n + nu * nu
         if nw < need:
-            return BAD_LENGTH * 100000000
+            return status(BAD_LENGTH, 0, 0)
         return aba_derivatives_mimic(mi, mf, q, qd, tau, view(out, 0, (nu, nu)), view(out, nu * nu, (nu, nu)),
                                      view(out, 2 * nu * nu, (nu, nu)), w[nw - need:nw - ns], w[nw - ns:nw])
     b = nw - ns - 2 * n - n * n
     if b < 0:
-        return BAD_LENGTH * 100000000
+        return status(BAD_LENGTH, 0, 0)
     return aba_derivatives_kernel(mi, mf, q, qd, tau, w[0:0], w[b:b + n], view(out, 0, (n, n)),
                                   view(out, n * n, (n, n)), view(out, 2 * n * n, (n, n)), view(w, b + n, (n, n)),
                                   w[b + n + n * n:b + 2 * n + n * n], w[b + 2 * n + n * n:nw])

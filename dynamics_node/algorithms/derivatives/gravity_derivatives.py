@@ -24,9 +24,10 @@ import numpy as np
 
 from ..._jit import njit, types, view
 from ...joints import jcalc_sc, sincos_all
-from ...layout import (BODY_F, BODY_I, B_H, B_M, DOF_F, D_S, GB_HC, GB_MC, GB_PW, GB_RW, GB_SC, GC_AG, GC_X, GD_D,
-                       GD_DF, GD_J, GRAV_BODY, GRAV_DOF, GRAV_EXTRA, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, H_NVT,
-                       J_DEND, J_NV, J_PARENT, J_VI)
+from ...packed import body_f, dof_count, dof_f, first_dof, parent, subtree_end
+from ...layout import (B_H, B_M, DOF_F, D_S, GB_HC, GB_MC, GB_PW, GB_RW, GB_SC, GC_AG, GC_X, GD_D,
+                      GD_DF, GD_J, GRAV_BODY, GRAV_DOF, GRAV_EXTRA, HF_GRAVITY, H_NB, H_NVT)
+from ..._kernel_io import status
 from ..._kernel_io import BAD_LENGTH, F1, F2, FASTMATH, I1, check_q
 
 
@@ -40,9 +41,9 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
         return st
     nb = mi[H_NB]
     nv = mi[H_NVT]
-    dofs = HEADER_F + BODY_F * nb
+    dofs = dof_f(nb, 0)
     if s.shape[0] < GRAV_BODY * nb + GRAV_DOF * nv + GRAV_EXTRA:   # scratch_size
-        return BAD_LENGTH * 100000000
+        return status(BAD_LENGTH, 0, 0)
     d0 = GRAV_BODY * nb          # the scratch's fields by name (layout.GRAV_*)
     c0 = d0 + GRAV_DOF * nv
     Rw = view(s, GB_RW * nb, (nb, 3, 3))
@@ -60,9 +61,8 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
         ag[k] = -mf[HF_GRAVITY + k]
     # ---- forward pass: poses, J, the bodies' m and h in the world frame ----------------------------
     for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
-        vi = mi[ii + J_VI]
+        p = parent(mi, i)
+        vi = first_dof(mi, i)
         jcalc_sc(mi, mf, i, q, x, 0, 9, s[o + i], s[o + nb + i])   # ^iX_λ(i) = (E, r) (Table 4.1, §4.2)
         R = Rw[i]
         if p >= 0:   # body -> world rotation ^0E_i^T = ^0E_p^T E^T; origin p_i = p_p + ^0E_p^T r
@@ -77,7 +77,7 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
                     R[a, b] = x[3 * b + a]
                 pw[i, a] = x[9 + a]
         p0, p1, p2 = pw[i, 0], pw[i, 1], pw[i, 2]
-        for c in range(vi, vi + mi[ii + J_NV]):   # J_c = ^0X_i S_c: w = R s_w, u = R s_u + o x w
+        for c in range(vi, vi + dof_count(mi, i)):   # J_c = ^0X_i S_c: w = R s_w, u = R s_u + o x w
             so = dofs + DOF_F * c + D_S
             for a in range(3):
                 J[c, a] = R[a, 0] * mf[so] + R[a, 1] * mf[so + 1] + R[a, 2] * mf[so + 2]
@@ -88,7 +88,7 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
             d[c, 0] = ag[1] * J[c, 2] - ag[2] * J[c, 1]
             d[c, 1] = ag[2] * J[c, 0] - ag[0] * J[c, 2]
             d[c, 2] = ag[0] * J[c, 1] - ag[1] * J[c, 0]
-        bo = HEADER_F + BODY_F * i
+        bo = body_f(i)
         m = mf[bo + B_M]
         mc[i] = m
         for a in range(3):   # h_w = R h + m p (Eq. 2.63's h moved to the world origin)
@@ -98,11 +98,10 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
         for b in range(nv):
             dq[a, b] = 0.0
     for i in range(nb - 1, -1, -1):   # children come after their parents: m^C, h^C are complete at i
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
-        vi = mi[ii + J_VI]
-        nvi = mi[ii + J_NV]
-        end = mi[ii + J_DEND]   # the subtree's columns follow the joint's own (depth-first order)
+        p = parent(mi, i)
+        vi = first_dof(mi, i)
+        nvi = dof_count(mi, i)
+        end = subtree_end(mi, i)   # the subtree's columns follow the joint's own (depth-first order)
         M = mc[i]
         h0, h1, h2 = hc[i, 0], hc[i, 1], hc[i, 2]
         for c in range(vi, vi + nvi):   # own columns: Y^C_i (0, d_c) = (h^C x d_c, m^C d_c)
@@ -124,10 +123,9 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
             t2 = J[r, 0] * h1 - J[r, 1] * h0 + M * J[r, 5]
             anc = p
             while anc >= 0:
-                aa = HEADER_I + BODY_I * anc
-                for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
                     dq[r, c] = t0 * d[c, 0] + t1 * d[c, 1] + t2 * d[c, 2]
-                anc = mi[aa + J_PARENT]
+                anc = parent(mi, anc)
         # the transport of the subtree's force F^C_i = (h^C x a_g, m^C a_g), for the ancestors' rows:
         # J_c x* F = (w x n + u x f, w x f)
         n0, n1, n2 = h1 * ag[2] - h2 * ag[1], h2 * ag[0] - h0 * ag[2], h0 * ag[1] - h1 * ag[0]

@@ -47,11 +47,13 @@ import numpy as np
 
 from ..._jit import njit, types, view
 from ...joints import jcalc_sc, sincos_all
-from ...layout import (BODY_F, BODY_I, B_H, B_IBAR, B_M, DERIV_BODY, DERIV_DOF, DERIV_EXTRA, DOF_F, D_ARMATURE, D_S,
-                       FEXT_N, HEADER_F, HEADER_I, HF_GRAVITY, H_NB, H_NVT, J_DEND, J_NV, J_PARENT, J_VI, RB_A, RB_BC,
-                       RB_F, RB_PW, RB_RW, RB_SC, RB_V, RB_YC, RC_A0, RC_TMP, RC_TMP2, RC_VJ, RC_X, RC_ZERO, RD_DA,
-                       RD_DAV, RD_DFA, RD_DFQ, RD_DFV, RD_DV, RD_J)
-from ...joint_law import friction_slope  # the joint law's d tau_f / d qd, written once
+from ...packed import body_f, dof_count, dof_f, first_dof, parent, subtree_end
+from ...layout import (B_H, B_IBAR, B_M, DERIV_BODY, DERIV_DOF, DERIV_EXTRA, DOF_F, D_ARMATURE, D_S,
+                      FEXT_N, HF_GRAVITY, H_NB, H_NVT, RB_A, RB_BC,
+                      RB_F, RB_PW, RB_RW, RB_SC, RB_V, RB_YC, RC_A0, RC_TMP, RC_TMP2, RC_VJ, RC_X, RC_ZERO, RD_DA,
+                      RD_DAV, RD_DFA, RD_DFQ, RD_DFV, RD_DV, RD_J)
+from ...joint_law import friction_slope  # the joint law's d tau_f / d qd (issue 27), written once
+from ..._kernel_io import INDEX_MAX, status
 from ..._kernel_io import (A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, check_q, check_state)
 
 
@@ -128,7 +130,7 @@ def _world_inertia(mf, i, R, p, Y):
     """Y = ^0X_i^* I_i ^iX_0 dense (Featherstone Eq. 2.66): rbi(m, h, Ibar) rotated by R (body to world)
     and moved to the world origin: h_w = R h + m p, Ibar_w = R Ibar R^T - m p x p x - p x h' x - h' x p x
     (-a x b x = (a.b) 1 - b a^T), as [Ibar_w, h_w x; -h_w x, m 1] (Eq. 2.63)."""
-    bo = HEADER_F + BODY_F * i
+    bo = body_f(i)
     m = mf[bo + B_M]
     ib = bo + B_IBAR
     hr0 = R[0, 0] * mf[bo + B_H] + R[0, 1] * mf[bo + B_H + 1] + R[0, 2] * mf[bo + B_H + 2]
@@ -210,10 +212,10 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         return st
     hasfx = fx.shape[0] != 0
     if hasfx and fx.shape[0] != FEXT_N * nb:
-        return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
+        return status(BAD_LENGTH, A_FEXT, min(fx.shape[0], INDEX_MAX))
     if s.shape[0] < DERIV_BODY * nb + DERIV_DOF * nv + DERIV_EXTRA:   # scratch_size
-        return BAD_LENGTH * 100000000
-    dofs = HEADER_F + BODY_F * nb
+        return status(BAD_LENGTH, 0, 0)
+    dofs = dof_f(nb, 0)
     Rw, pw, ov, oa, F, Yc, Bc, J, dV, dA, dAv, dFq, dFv, dFa, x, tmp, tmp2, vJ, zero6, a0, sc = scratch_views(s, nb, nv)
     full = gravity_only != 1
     want_h = gravity_only == 0   # NO_H (2): H is not written (the inverse dynamics' derivatives)
@@ -225,10 +227,9 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
     # ---- forward pass ----------------------------------------------------------------------
     sincos_all(mi, q, s, sc)
     for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
-        vi = mi[ii + J_VI]
-        nvi = mi[ii + J_NV]
+        p = parent(mi, i)
+        vi = first_dof(mi, i)
+        nvi = dof_count(mi, i)
         jcalc_sc(mi, mf, i, q, x, 0, 9, s[sc + i], s[sc + nb + i])   # ^iX_λ(i) = (E, r) (Table 4.1, §4.2)
         R = Rw[i]
         if p >= 0:   # body -> world rotation: ^0E_i^T = ^0E_p^T E^T; origin p_i = p_p + ^0E_p^T r
@@ -308,11 +309,10 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
             if want_h:
                 H[a, b] = 0.0
     for i in range(nb - 1, -1, -1):
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
-        vi = mi[ii + J_VI]
-        nvi = mi[ii + J_NV]
-        end = mi[ii + J_DEND]   # the subtree's columns: the joint's own, then its descendants' (depth-first)
+        p = parent(mi, i)
+        vi = first_dof(mi, i)
+        nvi = dof_count(mi, i)
+        end = subtree_end(mi, i)   # the subtree's columns: the joint's own, then its descendants' (depth-first)
         Y = Yc[i]
         B = Bc[i]
         for c in range(vi, vi + nvi):   # the joint's own columns' force derivatives
@@ -362,9 +362,8 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                 tmp2[k] = s2
             anc = p
             while anc >= 0:
-                aa = HEADER_I + BODY_I * anc
                 if full:
-                    for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                    for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
                         s_q = 0.0
                         s_v = 0.0
                         for k in range(6):   # (H's ancestors' columns: by symmetry, at the end)
@@ -373,12 +372,12 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                         dq[m, c] = s_q
                         dv[m, c] = s_v
                 else:
-                    for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                    for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
                         s_q = 0.0
                         for k in range(6):
                             s_q += tmp[k] * dA[c, k]
                         dq[m, c] = s_q
-                anc = mi[aa + J_PARENT]
+                anc = parent(mi, anc)
             if want_h:
                 H[m, m] += mf[dd + D_ARMATURE]
             if full:
@@ -398,14 +397,12 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                         Bc[p, a, b] += B[a, b]
     if want_h:   # H_ij for j an ancestor of i: H_ji (H is symmetric; the rows of j have it)
         for i in range(nb):
-            ii = HEADER_I + BODY_I * i
-            for m in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):
-                anc = mi[ii + J_PARENT]
+            for m in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
+                anc = parent(mi, i)
                 while anc >= 0:
-                    aa = HEADER_I + BODY_I * anc
-                    for c in range(mi[aa + J_VI], mi[aa + J_VI] + mi[aa + J_NV]):
+                    for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
                         H[m, c] = H[c, m]
-                    anc = mi[aa + J_PARENT]
+                    anc = parent(mi, anc)
     return 0
 
 

@@ -25,8 +25,9 @@ import numpy as np
 
 from ..._jit import njit, types
 from ...dispatch import Route
-from ...layout import (BODY_I, DOF_F, D_S, HEADER_F, HEADER_I, BODY_F, H_NB, H_NVT, J_NV, J_PARENT, J_VI, W_A, W_A_N,
-                       W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
+from ...packed import dof_count, dof_f, first_dof, parent
+from ...layout import (DOF_F, D_S, H_NB, H_NVT, W_A,
+                      W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
 from ...spatial import load6, xm_t
 from ..._kernel_io import FASTMATH, F1, F2, I1
 from .regressor import N_PARAMS
@@ -69,7 +70,7 @@ def regressor_batch_kernel(mi, mf, Q, QD, QDD, Y, w, Sb, A):
     (work_size), Sb: nb x 6 nvt scratch (the ancestors' S columns in each body's frame), A: 6 x 10
     scratch. Status as rnea_kernel (the first bad row stops the batch)."""
     nb = mi[H_NB]
-    dofs = HEADER_F + BODY_F * nb
+    dofs = dof_f(nb, 0)
     E0, r0, v0, a0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb
     tau = np.empty(mi[H_NVT])
     for k in range(Q.shape[0]):
@@ -77,19 +78,17 @@ def regressor_batch_kernel(mi, mf, Q, QD, QDD, Y, w, Sb, A):
         if st != 0:
             return st
         for j in range(nb):
-            ii = HEADER_I + BODY_I * j
-            p = mi[ii + J_PARENT]
+            p = parent(mi, j)
             eo, ro = E0 + W_E_N * j, r0 + W_R_N * j
             i = p
             while i >= 0:  # the ancestors' columns, carried into j's frame (Eq. 2.24)
-                ia = HEADER_I + BODY_I * i
-                for dof in range(mi[ia + J_VI], mi[ia + J_VI] + mi[ia + J_NV]):
+                for dof in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
                     s = xm_t(w, eo, ro, (Sb[p, 6 * dof], Sb[p, 6 * dof + 1], Sb[p, 6 * dof + 2],
                                          Sb[p, 6 * dof + 3], Sb[p, 6 * dof + 4], Sb[p, 6 * dof + 5]))
                     for e in range(6):
                         Sb[j, 6 * dof + e] = s[e]
-                i = mi[ia + J_PARENT]
-            for dof in range(mi[ii + J_VI], mi[ii + J_VI] + mi[ii + J_NV]):  # j's own: S (Table 4.1)
+                i = parent(mi, i)
+            for dof in range(first_dof(mi, j), first_dof(mi, j) + dof_count(mi, j)):  # j's own: S (Table 4.1)
                 so = dofs + DOF_F * dof + D_S
                 for e in range(6):
                     Sb[j, 6 * dof + e] = mf[so + e]
@@ -97,14 +96,13 @@ def regressor_batch_kernel(mi, mf, Q, QD, QDD, Y, w, Sb, A):
             col = N_PARAMS * j
             i = j
             while i >= 0:  # Y[dof, 10 j + c] = s^T A[:, c] (Eq. 5.17)
-                ia = HEADER_I + BODY_I * i
-                for dof in range(mi[ia + J_VI], mi[ia + J_VI] + mi[ia + J_NV]):
+                for dof in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
                     s0, s1, s2 = Sb[j, 6 * dof], Sb[j, 6 * dof + 1], Sb[j, 6 * dof + 2]
                     s3, s4, s5 = Sb[j, 6 * dof + 3], Sb[j, 6 * dof + 4], Sb[j, 6 * dof + 5]
                     for c in range(N_PARAMS):
                         Y[k, dof, col + c] = (s0 * A[0, c] + s1 * A[1, c] + s2 * A[2, c] + s3 * A[3, c]
                                               + s4 * A[4, c] + s5 * A[5, c])
-                i = mi[ia + J_PARENT]
+                i = parent(mi, i)
     return 0
 
 

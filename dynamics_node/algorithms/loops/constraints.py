@@ -27,8 +27,8 @@ import numpy as np
 
 from ..._jit import njit
 from ...errors import InputError, clip_names
-from ...layout import (BODY_F, BODY_I, DOF_F, H_NB, H_NVT, HEADER_F, HEADER_I, HF_GRAVITY, J_NV, J_PARENT, J_VI,
-                       W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
+from ...packed import dof_count, dof_f, first_dof, parent
+from ...layout import (DOF_F, H_NB, H_NVT, HF_GRAVITY, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
 from ...spatial import crm_t, load6, xm_t
 from ..._kernel_io import (A_Q, ARG_NAMES, FASTMATH, as_vec, coordinate_owner, new_work, raise_status, to_tree_q,
                            to_tree_v)
@@ -157,7 +157,7 @@ def world_poses(mi, w, s):
     r0w = W_R * nb
     p0 = SB_P0 * nb
     for i in range(nb):
-        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        p = parent(mi, i)
         ei = e0w + W_E_N * i
         ri = r0w + W_R_N * i
         si = SB_E0 * nb + SB_E0_N * i
@@ -226,7 +226,7 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
     world_poses(mi, w, s)
     for k in range(K.shape[0]):
         K[k] = 0.0
-    do0 = HEADER_F + BODY_F * nb
+    do0 = dof_f(nb, 0)
     for l in range(li[LI_NL]):
         o = LI_HEADER + LJ_STRIDE * l
         bp = li[o + LJ_PRED]
@@ -242,14 +242,14 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
             if bi > bj:
                 b = bi
                 sgn = -1.0
-                bi = mi[HEADER_I + BODY_I * bi + J_PARENT]
+                bi = parent(mi, bi)
             else:
                 b = bj
                 sgn = 1.0
-                bj = mi[HEADER_I + BODY_I * bj + J_PARENT]
+                bj = parent(mi, bj)
             _joint_from_body(s, g, b, p0)
-            vb = mi[HEADER_I + BODY_I * b + J_VI]
-            for dof in range(vb, vb + mi[HEADER_I + BODY_I * b + J_NV]):
+            vb = first_dof(mi, b)
+            for dof in range(vb, vb + dof_count(mi, b)):
                 m6 = xm_t(s, g + TS_EJ, g + TS_RJ, load6(mf, do0 + DOF_F * dof))  # ^JX_b S_dof
                 for c in range(nc):
                     K[(row + c) * nvt + dof] = sgn * t_dot(m6, li[o + LJ_DIR + c], hp)  # Eq. 8.20

@@ -24,14 +24,17 @@ import numpy as np
 from ..._fast import invoke3s as _invoke3s
 from ..._jit import carray, cfunc, njit, types
 from ...errors import InputError, SingularMassMatrixError, clip
+from ..._kernel_io import status
 from ..._kernel_io import (A_TAU, F1, I1, SIG3S, SINGULAR, check, fext_array, model_from_pointers, new_work,
-                           raise_status)
+                       raise_status)
 from ..tree.aba import forward_dynamics
 from ..tree.crba import crba_kernel, mass_matrix
+from ..tree.dense import cholesky, cholesky_solve
 from ..tree.kinematics import link_pose
 from ..tree.ltdl import dl_solve, lt_solve, ltdl_factor
 from ..tree.rnea import bias_forces, inverse_dynamics, rnea_kernel
-from ...layout import BODY_I, H_NB, H_NVT, HEADER_I, J_VI
+from ...packed import first_dof
+from ...layout import H_NB, H_NVT
 from .constraints import check_stab, loop_terms, loop_wrench, terms, vec
 from ...loop_data import (LF_HEADER, LF_STRIDE, LF_TOL, LI_HEADER, LI_LAMBDA, LI_NC, LI_NL, LJ_STRIDE, WRENCH_N,
                           out_size, scratch_size)
@@ -143,36 +146,19 @@ def _jacobi_pinv_solve(A, b, lam, V, m):
 
 
 @njit(cache=True, inline="always")
-def lambda_solve(A, b, lam, LA, V, y, m):
+def lambda_solve(A, b, lam, LA, V, m):
     """A lambda = b (Eq. 8.37, A flat m x m): Cholesky A = L_A L_A^T when A is positive definite
     (Eq. 8.40), else the minimum-norm lambda of Eq. 8.41."""
     amax = 0.0
     for i in range(m):
         amax = max(amax, A[i * m + i])
-    for j in range(m):
-        s = A[j * m + j]
-        for p in range(j):
-            s -= LA[j * m + p] * LA[j * m + p]
-        if not (s > 1e-10 * amax):
-            _jacobi_pinv_solve(A, b, lam, V, m)
-            return
-        d = math.sqrt(s)
-        LA[j * m + j] = d
-        for i in range(j + 1, m):
-            t = A[i * m + j]
-            for p in range(j):
-                t -= LA[i * m + p] * LA[j * m + p]
-            LA[i * m + j] = t / d
-    for i in range(m):  # L_A y = b, L_A^T lambda = y
-        t = b[i]
-        for p in range(i):
-            t -= LA[i * m + p] * y[p]
-        y[i] = t / LA[i * m + i]
-    for i in range(m - 1, -1, -1):
-        t = y[i]
-        for p in range(i + 1, m):
-            t -= LA[p * m + i] * lam[p]
-        lam[i] = t / LA[i * m + i]
+    L = LA[:m * m].reshape((m, m))
+    if cholesky(A[:m * m].reshape((m, m)), L, m, 1e-10 * amax) >= 0:
+        _jacobi_pinv_solve(A, b, lam, V, m)
+        return
+    for i in range(m):
+        lam[i] = b[i]
+    cholesky_solve(L, lam, m)
 
 
 @njit(cache=True)
@@ -204,9 +190,9 @@ def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, H2, w):
     if kd >= 0:
         bs = 0
         for i in range(nb):
-            if mi[HEADER_I + BODY_I * i + J_VI] <= kd:
+            if first_dof(mi, i) <= kd:
                 bs = i
-        return SINGULAR * 100000000 + bs
+        return status(SINGULAR, 0, bs)
     for i in range(nvt):
         qdd[i] = tau[i] - C[i]
     lt_solve(H2, lamp, qdd)                                # step 3: z = L^-T (tau - C)
@@ -226,7 +212,7 @@ def fd_kernel(mi, mf, li, lf, q, qd, tau, fx, alpha, out, H2, w):
                 t += Y[r * nvt + i] * Y[c * nvt + i] / H2[i, i]
             A[r * m + c] = t                                # Eq. 8.38
             A[c * m + r] = t
-    lambda_solve(A, b, lam, LA, V, y, m)                    # step 5
+    lambda_solve(A, b, lam, LA, V, m)                       # step 5
     for c in range(m):                                      # step 6: qdd = L^-1 D^-1 (z + Y lambda)
         lc = lam[c]
         for i in range(nvt):
@@ -271,19 +257,8 @@ def method2_dense(H, rhs, K, kk, qdd, lam):
     n = H.shape[0]
     m = K.shape[0]
     L = np.zeros((n, n))
-    for j in range(n):
-        s = H[j, j]
-        for p in range(j):
-            s -= L[j, p] * L[j, p]
-        if not (s > 1e-300):
-            return 1
-        d = math.sqrt(s)
-        L[j, j] = d
-        for i in range(j + 1, n):
-            t = H[i, j]
-            for p in range(j):
-                t -= L[i, p] * L[j, p]
-            L[i, j] = t / d
+    if cholesky(H, L, n, 1e-300) >= 0:                     # step 1
+        return 1
     Y = np.empty((n, m))
     z = np.empty(n)
     for i in range(n):
@@ -309,19 +284,13 @@ def method2_dense(H, rhs, K, kk, qdd, lam):
                 t += Y[i, r] * Y[i, c]
             A[r * m + c] = t
             A[c * m + r] = t
-    lambda_solve(A, b, lam, np.zeros(m * m), np.zeros(m * m), np.empty(m), m)
-    for i in range(n):  # H qdd = tau' + K^T lambda: L y = ., L^T qdd = y
+    lambda_solve(A, b, lam, np.zeros(m * m), np.zeros(m * m), m)
+    for i in range(n):  # step 6: H qdd = tau' + K^T lambda
         t = rhs[i]
         for c in range(m):
             t += K[c, i] * lam[c]
-        for p in range(i):
-            t -= L[i, p] * z[p]
-        z[i] = t / L[i, i]
-    for i in range(n - 1, -1, -1):
-        t = z[i]
-        for p in range(i + 1, n):
-            t -= L[p, i] * qdd[p]
-        qdd[i] = t / L[i, i]
+        qdd[i] = t
+    cholesky_solve(L, qdd, n)
     return 0
 
 

@@ -52,6 +52,7 @@ import numpy as np
 
 from ..._jit import njit
 from ...errors import InputError, RangeError
+from ...packed import body_f, dof_count, dof_f, first_dof, parent
 from ...layout import (FEXT_N, BODY_F, BODY_I, DOF_F, D_ARMATURE, D_S, H_NB, H_NVT, HEADER_F,
                        HEADER_I, J_NV, J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N, B_RBI)
 from ...spatial import crf_t, load6, rbi_mul_t, xm_t, xtf_t
@@ -96,7 +97,7 @@ def assemble(mi, mf, li, lf, nl, q, qd, tau, fx, alpha, Tt, tto, Ta, vals, rhs, 
     st = check(tau, nvt, A_TAU)
     if st != 0:
         return st
-    do0 = HEADER_F + BODY_F * nb
+    do0 = dof_f(nb, 0)
     hasfx = fx.shape[0] != 0
     for i in range(SV * nb):
         rhs[i] = 0.0
@@ -106,12 +107,12 @@ def assemble(mi, mf, li, lf, nl, q, qd, tau, fx, alpha, Tt, tto, Ta, vals, rhs, 
         ri = W_R * nb + W_R_N * i
         v = load6(w, W_V * nb + W_V_N * i)
         a = load6(w, W_A * nb + W_A_N * i)
-        Io = HEADER_F + BODY_F * i + B_RBI
+        Io = body_f(i) + B_RBI
         Ia = rbi_mul_t(mf, Io, a)
         vIv = crf_t(v, rbi_mul_t(mf, Io, v))
         fa = [0.0] * 6
-        vi = mi[HEADER_I + BODY_I * i + J_VI]
-        for dof in range(vi, vi + mi[HEADER_I + BODY_I * i + J_NV]):
+        vi = first_dof(mi, i)
+        for dof in range(vi, vi + dof_count(mi, i)):
             d = do0 + DOF_F * dof
             t = tau[dof] - friction_torque(mf, d, qd[dof])   # the joint law (zero with friction off)
             for k in range(6):
@@ -121,7 +122,7 @@ def assemble(mi, mf, li, lf, nl, q, qd, tau, fx, alpha, Tt, tto, Ta, vals, rhs, 
             if hasfx:
                 x += fx[FEXT_N * i + k]
             rhs[SV * i + k] += x
-        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        p = parent(mi, i)
         if p >= 0:
             back = xtf_t(w, ei, ri, (fa[0], fa[1], fa[2], fa[3], fa[4], fa[5]))  # -^λX_i^* T_a tau on the parent
             for k in range(6):
@@ -170,13 +171,13 @@ def extract(mi, li, lf, nl, x, w, s, Ta, qdd, wr):
     from the solution x = [Δa; -lambda]."""
     nb = mi[H_NB]
     for i in range(nb):
-        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        p = parent(mi, i)
         aj = load6(x, SV * i)
         if p >= 0:
             xa = xm_t(w, W_E * nb + W_E_N * i, W_R * nb + W_R_N * i, load6(x, SV * p))
             aj = (aj[0] - xa[0], aj[1] - xa[1], aj[2] - xa[2], aj[3] - xa[3], aj[4] - xa[4], aj[5] - xa[5])
-        vi = mi[HEADER_I + BODY_I * i + J_VI]
-        for dof in range(vi, vi + mi[HEADER_I + BODY_I * i + J_NV]):
+        vi = first_dof(mi, i)
+        for dof in range(vi, vi + dof_count(mi, i)):
             t = 0.0
             for k in range(6):
                 t += Ta[SV * dof + k] * aj[k]

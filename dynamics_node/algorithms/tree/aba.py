@@ -24,20 +24,22 @@ import numpy as np
 from ..._jit import carray, cfunc, njit, types, view
 
 from ...joints import jcalc_sc, sincos_all
-from ...layout import HEADER_F, HEADER_I
+from ...packed import body_f, dof_count, dof_f, first_dof, parent
 from ...spatial import crf_t, dense_to_parent_add, load6, rbi_mul_t, rbi_to_dense, xm_t, xtf_add_t
 from ...dispatch import Route, wrenches
 from ...errors import InputError, clip
-from ..._kernel_io import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q_qd, new_work, A_FEXT, A_TAU, BAD_LENGTH,
-                           EMPTY, EMPTY_I, SINGULAR, check)
+from ..._kernel_io import INDEX_MAX, status
+from ..._kernel_io import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q_qd, new_work, A_FEXT, A_TAU,
+                      BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, check)
 from ...joints import joint_velocity
-from ...layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_TOL, H_NB, H_NQT, H_NVT, H_NVU, J_NV,
-                       J_PARENT, J_VI, T_D, T_D_N, T_IA, T_PA, T_UA, V_U, V_UU, V_U_N, WORK_BODY, WORK_DOF, W_A, W_A_N,
-                       W_C, W_COS, W_C_N, W_DINV, W_DINV_N, W_E, W_E_N, W_IA, W_IA_N, W_PA, W_PA_N, W_R, W_R_N, W_SIN,
-                       W_V, W_V_N)
+from ...layout import (B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_TOL, H_NB, H_NQT,
+                      H_NVT, H_NVU, T_D, T_D_N, T_IA, T_PA, T_UA, V_U, V_UU, V_U_N, WORK_BODY,
+                      WORK_DOF, W_A, W_A_N, W_C, W_COS, W_C_N, W_DINV, W_DINV_N, W_E, W_E_N, W_IA, W_IA_N, W_PA,
+                      W_PA_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
 from ...joint_law import friction_torque
 from .crba import crba_kernel
-from .mimic import cholesky, cholesky_solve, gt_vec, gtdg, scratch_at, state_to_tree
+from .dense import cholesky, cholesky_solve
+from .mimic import gt_vec, gtdg, scratch_at, state_to_tree
 from .rnea import gravity_acceleration, rnea_kernel
 
 
@@ -83,9 +85,9 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
         return st
     hasfx = fx.shape[0] != 0
     if hasfx and fx.shape[0] != FEXT_N * nb:
-        return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
+        return status(BAD_LENGTH, A_FEXT, min(fx.shape[0], INDEX_MAX))
     tol = mf[HF_TOL]
-    do0 = HEADER_F + BODY_F * nb
+    do0 = dof_f(nb, 0)
     E0, r0, v0, a0, c0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb, W_C * nb
     I0, P0, Di0 = W_IA * nb, W_PA * nb, W_DINV * nb
     U0 = WORK_BODY * nb + V_U * nvt
@@ -95,11 +97,10 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     sincos_all(mi, q, w, W_SIN * nb)
     # ---- pass 1 (Eqs. 7.34-7.38)
     for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
-        vi = mi[ii + J_VI]
-        nv = mi[ii + J_NV]
-        I_i = HEADER_F + BODY_F * i + B_RBI
+        p = parent(mi, i)
+        vi = first_dof(mi, i)
+        nv = dof_count(mi, i)
+        I_i = body_f(i) + B_RBI
         eo = E0 + W_E_N * i
         ro = r0 + W_R_N * i
         jcalc_sc(mi, mf, i, q, w, eo, ro, w[W_SIN * nb + i], w[W_COS * nb + i])
@@ -125,10 +126,9 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                 w[po + k] -= fx[FEXT_N * i + k]
     # ---- pass 2 (Eqs. 7.39-7.48)
     for i in range(nb - 1, -1, -1):
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
-        vi = mi[ii + J_VI]
-        nv = mi[ii + J_NV]
+        p = parent(mi, i)
+        vi = first_dof(mi, i)
+        nv = dof_count(mi, i)
         IAo = I0 + W_IA_N * i
         po = P0 + W_PA_N * i
         co = c0 + W_C_N * i
@@ -148,7 +148,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                 w[Uo + k] = x
                 D += mf[so + k] * x
             if not (D > tol):
-                return SINGULAR * 100000000 + i
+                return status(SINGULAR, 0, i)
             dinv = 1.0 / D
             w[Dio] = dinv
             uu = (tau[vi] - (s0 * w[po] + s1 * w[po + 1] + s2 * w[po + 2] + s3 * w[po + 3] + s4 * w[po + 4]
@@ -190,7 +190,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                     w[Dm + 6 * r1 + r2] = x
                 w[Dm + 7 * r1] += mf[dd + D_ARMATURE]
             if not _invert_spd(w[Dm:Dm + T_D_N], nv, w[Dio:Dio + W_DINV_N], tol):
-                return SINGULAR * 100000000 + i
+                return status(SINGULAR, 0, i)
             if p < 0:
                 continue
             # I^a = I^A - U D^-1 U^T ;  p^a = p^A + U D^-1 u (+ I^a c below)
@@ -233,10 +233,9 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     # ---- pass 3 (Eqs. 7.49-7.50), a_0 = -a_g
     a_0 = gravity_acceleration(mf)
     for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
-        vi = mi[ii + J_VI]
-        nv = mi[ii + J_NV]
+        p = parent(mi, i)
+        vi = first_dof(mi, i)
+        nv = dof_count(mi, i)
         eo = E0 + W_E_N * i
         ro = r0 + W_R_N * i
         co = c0 + W_C_N * i
@@ -310,7 +309,7 @@ def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
     nqt, nu = mi[H_NQT], mi[H_NVU]
     b = scratch_at(mi, nw, nqt + nvt + nvt + nvt + nu + nvt * nvt + nu * nu)
     if b < 0:
-        return BAD_LENGTH * 100000000
+        return status(BAD_LENGTH, 0, 0)
     qt = w[b:b + nqt]
     o = b + nqt   # then qd_t, a zero qdd_t, C_t (nvt each), the right-hand side (nu), H_t and the reduced H
     qdt = w[o:o + nvt]
@@ -338,8 +337,8 @@ def aba_c(mip, mfp, qp, nq, qdp, nqd, taup, ntau, outp, wp, nw):
     gt_vec(mi, mf, Ct, bu)
     for a in range(nu):
         bu[a] = tau[a] - bu[a]
-    if cholesky(Hu, nu, mf[HF_TOL]) >= 0:
-        return SINGULAR * 100000000   # (the Python side names the body)
+    if cholesky(Hu, Hu, nu, mf[HF_TOL]) >= 0:
+        return status(SINGULAR, 0, 0)   # (the Python side names the body)
     cholesky_solve(Hu, bu, nu)
     out = carray(outp, (nu,))
     for a in range(nu):

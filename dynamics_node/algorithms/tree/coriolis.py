@@ -29,9 +29,11 @@ import numpy as np
 
 from ..._jit import carray, cfunc, njit, types, view
 from ...dispatch import Route
-from ...layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_S, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU, J_NV, J_PARENT,
-                       J_VI, V_U, V_U_N, WORK_BODY, W_DINV, W_F, W_F_N, W_IA, W_PW, W_PW_N, W_RW, W_RW_N, W_V, W_V_N)
+from ...packed import body_f, dof_count, dof_f, first_dof, parent
+from ...layout import (B_RBI, DOF_F, D_S, H_NB, H_NQT, H_NVT, H_NVU, V_U, V_U_N, WORK_BODY, W_DINV, W_F, W_F_N, W_IA,
+                      W_PW, W_PW_N, W_RW, W_RW_N, W_V, W_V_N)
 from ...spatial import crf_t, crm_t, load6, rbi_mul_c
+from ..._kernel_io import status
 from ..._kernel_io import BAD_LENGTH, F1, FASTMATH, I1, SIG3, check_q_qd, model_from_pointers
 from .mimic import gtdg, scratch_at, state_to_tree
 from .kinematics import _poses
@@ -44,7 +46,7 @@ def world_rbi(mf, i, R, p, out, o):
     """rbi of body i about the world origin in world axes, into out[o:o+13]: with h_r = R h_b and
     I_r = R Ibar_b R^T (body origin p, world axes), h = m p + h_r and
     Ibar = I_r - m p x p x - p x h_r x - h_r x p x (Eq. 2.63 shifted by p)."""
-    b = HEADER_F + BODY_F * i + B_RBI
+    b = body_f(i) + B_RBI
     m = mf[b]
     hb0, hb1, hb2 = mf[b + 1], mf[b + 2], mf[b + 3]
     r0, r1, r2, r3, r4, r5, r6, r7, r8 = R[0], R[1], R[2], R[3], R[4], R[5], R[6], R[7], R[8]
@@ -132,17 +134,16 @@ def world_motion(mi, mf, qd, w, i):
     summed in the world frame), dS[dof] = ov[i] x S[dof] (Eq. 2.44), at motion_offsets."""
     nb = mi[H_NB]
     So, dSo, vo = motion_offsets(nb, mi[H_NVT])
-    do0 = HEADER_F + BODY_F * nb
-    ii = HEADER_I + BODY_I * i
-    p = mi[ii + J_PARENT]
+    do0 = dof_f(nb, 0)
+    p = parent(mi, i)
     Ro = W_RW * nb + W_RW_N * i
     Po = W_PW * nb + W_PW_N * i
     r0, r1, r2, r3, r4, r5, r6, r7, r8 = w[Ro], w[Ro + 1], w[Ro + 2], w[Ro + 3], w[Ro + 4], w[Ro + 5], w[Ro + 6], \
         w[Ro + 7], w[Ro + 8]
     P0, P1, P2 = w[Po], w[Po + 1], w[Po + 2]
     v = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0) if p < 0 else load6(w, vo + W_V_N * p)
-    vi = mi[ii + J_VI]
-    for dof in range(vi, vi + mi[ii + J_NV]):
+    vi = first_dof(mi, i)
+    for dof in range(vi, vi + dof_count(mi, i)):
         s = do0 + DOF_F * dof + D_S
         w0 = r0 * mf[s] + r1 * mf[s + 1] + r2 * mf[s + 2]
         w1 = r3 * mf[s] + r4 * mf[s + 1] + r5 * mf[s + 2]
@@ -157,7 +158,7 @@ def world_motion(mi, mf, qd, w, i):
         v = (v[0] + w0 * x, v[1] + w1 * x, v[2] + w2 * x, v[3] + l0 * x, v[4] + l1 * x, v[5] + l2 * x)
     for k in range(6):
         w[vo + W_V_N * i + k] = v[k]
-    for dof in range(vi, vi + mi[ii + J_NV]):
+    for dof in range(vi, vi + dof_count(mi, i)):
         d = crm_t(v, load6(w, So + V_U_N * dof))
         for k in range(6):
             w[dSo + V_U_N * dof + k] = d[k]
@@ -195,12 +196,11 @@ def coriolis_kernel(mi, mf, q, qd, Cout, w):
         for k in range(6):
             hc[6 * i + k] = h[k]
     for i in range(nb - 1, -1, -1):
-        ii = HEADER_I + BODY_I * i
-        vi = mi[ii + J_VI]
+        vi = first_dof(mi, i)
         I = load_rbi(Ic, RBI * i)
         dI = load_rbi(dIc, RBI * i)
         hm = load6(hc, 6 * i)
-        for d in range(vi, vi + mi[ii + J_NV]):
+        for d in range(vi, vi + dof_count(mi, i)):
             s = load6(w, So + V_U_N * d)
             Ids = rbi_mul_c(I, load6(w, dSo + V_U_N * d))
             dIs = rbi_mul_c(dI, s)
@@ -218,9 +218,8 @@ def coriolis_kernel(mi, mf, q, qd, Cout, w):
             C = Cout
             j = i
             while j >= 0:
-                jj = HEADER_I + BODY_I * j
-                vj = mi[jj + J_VI]
-                for e in range(vj, vj + mi[jj + J_NV]):
+                vj = first_dof(mi, j)
+                for e in range(vj, vj + dof_count(mi, j)):
                     se = So + V_U_N * e  # S_e
                     de = dSo + V_U_N * e  # dS_e
                     # row e (ancestor or self), column d: S_e^T (I^c_i dS_d + B^c_i S_d)
@@ -230,8 +229,8 @@ def coriolis_kernel(mi, mf, q, qd, Cout, w):
                         C[d * nvt + e] = (A[0] * w[de] + A[1] * w[de + 1] + A[2] * w[de + 2] + A[3] * w[de + 3]
                                           + A[4] * w[de + 4] + A[5] * w[de + 5] + T0 * w[se] + T1 * w[se + 1]
                                           + T2 * w[se + 2] + T3 * w[se + 3] + T4 * w[se + 4] + T5 * w[se + 5])
-                j = mi[jj + J_PARENT]
-        p = mi[ii + J_PARENT]
+                j = parent(mi, j)
+        p = parent(mi, i)
         if p >= 0:
             for k in range(RBI):
                 Ic[RBI * p + k] += Ic[RBI * i + k]
@@ -258,7 +257,7 @@ def coriolis_c(mip, mfp, qp, nq, qdp, nqd, q2p, nq2, outp, wp, nw):
     nu = mi[H_NVU]
     b = scratch_at(mi, nw, nqt + nvt + nvt * nvt)
     if b < 0:
-        return BAD_LENGTH * 100000000
+        return status(BAD_LENGTH, 0, 0)
     qt, qdt, Ct = w[b:b + nqt], w[b + nqt:b + nqt + nvt], w[b + nqt + nvt:b + nqt + nvt + nvt * nvt]
     st = state_to_tree(mi, mf, q, qd, qt, qdt)
     if st == 0:

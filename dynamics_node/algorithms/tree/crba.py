@@ -14,11 +14,13 @@ import numpy as np
 from ..._jit import carray, cfunc, njit, types, view
 
 from ...joints import jcalc_sc, sincos_all
-from ...layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU,
-                       J_NV, J_PARENT, J_VI, RBI_N, W_COS, W_E, W_E_N, W_IA, W_IA_N, W_R, W_R_N, W_SIN)
+from ...packed import body_f, dof_count, dof_f, first_dof, parent
+from ...layout import (B_RBI, DOF_F, D_ARMATURE, D_S, H_NB, H_NQT, H_NVT, H_NVU,
+                      RBI_N, W_COS, W_E, W_E_N, W_IA, W_IA_N, W_R, W_R_N, W_SIN)
 from ...spatial import rbi_mul_t, rbi_to_parent_add, xtf_t
 from ..._fast import invoke
 from ...dispatch import Route, check_data, raise_status, vec
+from ..._kernel_io import status
 from ..._kernel_io import (A_Q, BAD_LENGTH, FASTMATH, SIG1, model_from_pointers, F1, I1, check_q, new_work)
 from .mimic import gtdg, q_to_tree, scratch_at
 
@@ -36,22 +38,21 @@ def crba_from_x(mi, mf, H, w):
     jcalc leaves them (the RNEA leaves the same: contact.contact_terms runs it first)."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
-    dofs = HEADER_F + BODY_F * nb
+    dofs = dof_f(nb, 0)
     E0, r0, Ic0 = W_E * nb, W_R * nb, W_IA * nb
     for i in range(nb):
-        I_i = HEADER_F + BODY_F * i + B_RBI
+        I_i = body_f(i) + B_RBI
         for k in range(RBI_N):
             w[Ic0 + W_IA_N * i + k] = mf[I_i + k]  # I_i^c = I_i (Eq. 6.13, before the children are added)
     for i in range(nb - 1, -1, -1):
-        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        p = parent(mi, i)
         if p >= 0:  # I_λ(i)^c += ^λ(i)X_i^* I_i^c ^iX_λ(i)
             rbi_to_parent_add(w, E0 + W_E_N * i, r0 + W_R_N * i, Ic0 + W_IA_N * i, Ic0 + W_IA_N * p)
     for k in range(nvt * nvt):
         H[k] = 0.0
     for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        vi = mi[ii + J_VI]
-        nv = mi[ii + J_NV]
+        vi = first_dof(mi, i)
+        nv = dof_count(mi, i)
         for dof in range(vi, vi + nv):
             so = dofs + DOF_F * dof + D_S
             # F = I_i^c S_i ; H_ii = S_i^T F  (Eq. 6.14)
@@ -60,11 +61,11 @@ def crba_from_x(mi, mf, H, w):
                 H[dof * nvt + d2] = S_dot(mf, dofs + DOF_F * d2 + D_S, F)
             H[dof * nvt + dof] += mf[dofs + DOF_F * dof + D_ARMATURE]  # rotor inertia (Example 9.5)
             j = i
-            while mi[HEADER_I + BODY_I * j + J_PARENT] >= 0:
+            while parent(mi, j) >= 0:
                 F = xtf_t(w, E0 + W_E_N * j, r0 + W_R_N * j, F)  # F = ^λ(j)X_j^* F
-                j = mi[HEADER_I + BODY_I * j + J_PARENT]  # j = λ(j)
-                vj = mi[HEADER_I + BODY_I * j + J_VI]
-                for d2 in range(vj, vj + mi[HEADER_I + BODY_I * j + J_NV]):
+                j = parent(mi, j)  # j = λ(j)
+                vj = first_dof(mi, j)
+                for d2 in range(vj, vj + dof_count(mi, j)):
                     x = S_dot(mf, dofs + DOF_F * d2 + D_S, F)  # H_ij = H_ji^T = F^T S_j
                     H[dof * nvt + d2] = x
                     H[d2 * nvt + dof] = x
@@ -108,7 +109,7 @@ def crba_c(mip, mfp, qp, nq, outp, wp, nw):
     nu = mi[H_NVU]
     b = scratch_at(mi, nw, nqt + nvt * nvt)
     if b < 0:
-        return BAD_LENGTH * 100000000
+        return status(BAD_LENGTH, 0, 0)
     qt, Ht = w[b:b + nqt], w[b + nqt:b + nqt + nvt * nvt]
     st = q_to_tree(mi, mf, q, qt, A_Q)
     if st == 0:

@@ -1,8 +1,11 @@
-"""Small dense solves of the contact problem (algorithms/contact/ncp.py), written without allocation so that the
-contact forward dynamics runs as one C callback (contact.contact_fd_c): every array they need is cut
-from the scratch arrays ``s`` (floats) and ``si`` (ints) they are given, of the sizes ``*_scratch(n)``
-says (entries beyond those are not touched).
+"""Small dense factorisations and solves of the kernels, written without allocation (so that the contact
+forward dynamics runs as one C callback, contact.contact_fd_c): every array they need is given, or cut
+from the scratch arrays ``s`` (floats) and ``si`` (ints) of the sizes ``*_scratch(n)`` says (entries beyond
+those are not touched).
 
+    cholesky       A = L L^T of a symmetric positive definite A, the one dense Cholesky factor of the
+                   package (the reduced mass matrix of mimic joints, H and A = Y^T Y of the closed loops'
+                   Method 2, the operational-space inertia); cholesky_solve, cholesky_solve_rows its solves
     psd_minnorm    the minimum-norm solution of a symmetric positive semidefinite system (Cholesky with
                    diagonal pivoting): the contact problem's singular A = T^T H^-1 T (Eq. 11.35) when
                    several contacts share the arm's few degrees of freedom (four corners of a box)
@@ -15,6 +18,66 @@ from __future__ import annotations
 import math
 
 from ..._jit import njit
+
+
+@njit(cache=True, inline="always")
+def cholesky(A, L, n, tol):
+    """L L^T = A for the symmetric positive definite n x n A (its lower triangle is read, L's lower triangle
+    written; L may be A: in place). Returns -1, or the first column whose pivot is not above tol."""
+    for j in range(n):
+        d = A[j, j]
+        for k in range(j):
+            d -= L[j, k] * L[j, k]
+        if not d > tol:
+            return j
+        d = math.sqrt(d)
+        L[j, j] = d
+        for i in range(j + 1, n):
+            t = A[i, j]
+            for k in range(j):
+                t -= L[i, k] * L[j, k]
+            L[i, j] = t / d
+    return -1
+
+
+@njit(cache=True, inline="always")
+def cholesky_solve(L, x, n):
+    """x <- L^-T L^-1 x (A x = b with A = L L^T, b given in x)."""
+    for i in range(n):
+        t = x[i]
+        for k in range(i):
+            t -= L[i, k] * x[k]
+        x[i] = t / L[i, i]
+    for i in range(n - 1, -1, -1):
+        t = x[i]
+        for k in range(i + 1, n):
+            t -= L[k, i] * x[k]
+        x[i] = t / L[i, i]
+
+
+@njit(cache=True, inline="always")
+def cholesky_solve_rows(L, X, n, scale):
+    """X <- scale L^-T L^-1 X, every column of X at once (row operations over contiguous memory)."""
+    if scale != 1.0:
+        for i in range(n):
+            for c in range(X.shape[1]):
+                X[i, c] *= scale
+    for i in range(n):                 # L y = x
+        for k in range(i):
+            a = L[i, k]
+            for c in range(X.shape[1]):
+                X[i, c] -= a * X[k, c]
+        d = 1.0 / L[i, i]
+        for c in range(X.shape[1]):
+            X[i, c] *= d
+    for i in range(n - 1, -1, -1):     # L^T x = y
+        for k in range(i + 1, n):
+            a = L[k, i]
+            for c in range(X.shape[1]):
+                X[i, c] -= a * X[k, c]
+        d = 1.0 / L[i, i]
+        for c in range(X.shape[1]):
+            X[i, c] *= d
 
 
 @njit(cache=True, pure=True)

@@ -35,7 +35,8 @@ import numpy as np
 from ..._jit import carray, cfunc, njit, types
 from ...dispatch import Route
 from ...errors import InputError, clip
-from ...layout import BODY_I, HEADER_I, H_NB, H_NVT, J_NV, J_PARENT, J_VI, V_U_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V_N
+from ...packed import dof_count, first_dof, parent
+from ...layout import H_NB, H_NVT, V_U_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V_N
 from ..._kernel_io import F1, FASTMATH, I1, SIG3S, check_q_qd, model_from_pointers
 from .coriolis import motion_offsets, world_motion
 from .kinematics import _link, _pose, jacobian_kernel
@@ -66,7 +67,7 @@ def _jdot(mi, mf, q, qd, body, pl, out, dJ, w):
     for i in range(body + 1):  # poses and motion of the support only, outward (a parent's index is
         j = body               # below its children's: i supports body when the walk up meets it)
         while j > i:
-            j = mi[HEADER_I + BODY_I * j + J_PARENT]
+            j = parent(mi, j)
         if j == i:
             _pose(mi, mf, q, w, i)
             world_motion(mi, mf, qd, w, i)
@@ -81,9 +82,8 @@ def _jdot(mi, mf, q, qd, body, pl, out, dJ, w):
     Pd2 = w[vo + W_V_N * body + 5] + wb0 * P1 - wb1 * P0
     j = body  # J's row r at out[r * nvt] (when dJ > 0), J̇'s at out[dJ + r * nvt]
     while j >= 0:
-        jj = HEADER_I + BODY_I * j
-        vj = mi[jj + J_VI]
-        for d in range(vj, vj + mi[jj + J_NV]):
+        vj = first_dof(mi, j)
+        for d in range(vj, vj + dof_count(mi, j)):
             w0, w1, w2 = w[So + V_U_N * d], w[So + V_U_N * d + 1], w[So + V_U_N * d + 2]
             a0, a1, a2 = w[dSo + V_U_N * d], w[dSo + V_U_N * d + 1], w[dSo + V_U_N * d + 2]
             if dJ > 0:
@@ -95,7 +95,7 @@ def _jdot(mi, mf, q, qd, body, pl, out, dJ, w):
             out[dJ + R_VY * nvt + d] = w[dSo + V_U_N * d + 4] + a2 * P0 - a0 * P2 + w2 * Pd0 - w0 * Pd2
             out[dJ + R_VZ * nvt + d] = w[dSo + V_U_N * d + 5] + a0 * P1 - a1 * P0 + w0 * Pd1 - w1 * Pd0
             out[dJ + R_WX * nvt + d], out[dJ + R_WY * nvt + d], out[dJ + R_WZ * nvt + d] = a0, a1, a2
-        j = mi[jj + J_PARENT]
+        j = parent(mi, j)
     return 0
 
 

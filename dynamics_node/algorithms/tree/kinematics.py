@@ -17,13 +17,13 @@ from ..._jit import njit, types
 
 from ...errors import InputError
 from ...joints import jcalc
-from ...layout import HEADER_F, HEADER_I
+from ...packed import dof_count, dof_f, first_dof, joint_type, parent
 from ...spatial import load6, xm_t
 from ...dispatch import Route
 from ..._kernel_io import (check_state, F1, I1, check_q)
 from ...joints import joint_motion
-from ...layout import (BODY_F, BODY_I, DOF_F, D_S, H_NB, H_NVT, J_NV, J_PARENT, J_TYPE, J_VI, W_A, W_A_N, W_E, W_E_N,
-                       W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V, W_V_N)
+from ...layout import (DOF_F, D_S, H_NB, H_NVT, W_A,
+                      W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V, W_V_N)
 from ...spatial import store6
 
 
@@ -41,7 +41,7 @@ def _pose_from_x(mi, w, i):
     """_pose with ^iX_λ(i) = (E, r) already in the work array (W_E, W_R; the RNEA leaves it there):
     R_i = R_λ(i) E^T, p_i = p_λ(i) + R_λ(i) r."""
     nb = mi[H_NB]
-    p = mi[HEADER_I + BODY_I * i + J_PARENT]
+    p = parent(mi, i)
     eo = W_E * nb + W_E_N * i
     ro = W_R * nb + W_R_N * i
     Ro = W_RW * nb + W_RW_N * i
@@ -98,7 +98,7 @@ def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
     J[:, :] = 0.0
     if body < 0:
         return 0
-    do0 = HEADER_F + BODY_F * nb
+    do0 = dof_f(nb, 0)
     Rb = W_RW * nb + W_RW_N * body
     pb = W_PW * nb + W_PW_N * body
     P = (w[pb] + w[Rb] * pl[0] + w[Rb + 1] * pl[1] + w[Rb + 2] * pl[2],
@@ -111,9 +111,8 @@ def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
         d0 = P[0] - w[pj]
         d1 = P[1] - w[pj + 1]
         d2 = P[2] - w[pj + 2]
-        jj = HEADER_I + BODY_I * j
-        vj = mi[jj + J_VI]
-        for dof in range(vj, vj + mi[jj + J_NV]):
+        vj = first_dof(mi, j)
+        for dof in range(vj, vj + dof_count(mi, j)):
             s = do0 + DOF_F * dof + D_S
             # omega = R_j s_w ; v_P = R_j s_v + omega x (P - p_j)
             w0 = w[Rj] * mf[s] + w[Rj + 1] * mf[s + 1] + w[Rj + 2] * mf[s + 2]
@@ -128,7 +127,7 @@ def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
             J[3, dof] = w0
             J[4, dof] = w1
             J[5, dof] = w2
-        j = mi[jj + J_PARENT]
+        j = parent(mi, j)
     return 0
 
 
@@ -149,12 +148,12 @@ def motion_kernel(mi, mf, q, qd, qdd, body, pl, out, w):
     E0, r0, v0, a0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb
     zero = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     for i in range(body + 1):
-        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        p = parent(mi, i)
         eo = E0 + W_E_N * i
         ro = r0 + W_R_N * i
         xv = xm_t(w, eo, ro, load6(w, v0 + W_V_N * p)) if p >= 0 else zero
         xa = xm_t(w, eo, ro, load6(w, a0 + W_A_N * p)) if p >= 0 else zero
-        v, a = joint_motion(mi, mf, i, mi[HEADER_I + BODY_I * i + J_TYPE], xv, xa, qd, qdd)  # Eqs. 5.14-5.15
+        v, a = joint_motion(mi, mf, i, joint_type(mi, i), xv, xa, qd, qdd)  # Eqs. 5.14-5.15
         store6(w, v0 + W_V_N * i, v)
         store6(w, a0 + W_A_N * i, a)
     vb = v0 + W_V_N * body

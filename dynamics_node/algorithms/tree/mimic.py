@@ -11,15 +11,17 @@ own numpy route (algorithms/derivatives/dynamics_derivatives.py), which the test
 from __future__ import annotations
 
 from ..._jit import njit
-from ...layout import (BODY_F, DOF_F, HEADER_F, H_NB, H_NQT, H_NVT, MH_NQ, MH_NV, MIMIC_HEAD, MIMIC_Q, MIMIC_V, MQ_MUL,
-                       MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, WORK_BODY, WORK_DOF, WORK_EXTRA)
+from ...packed import dof_f
+from ...layout import (H_NB, H_NQT, H_NVT, MH_NQ, MH_NV, MIMIC_HEAD, MIMIC_Q, MIMIC_V,
+                      MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, WORK_BODY, WORK_DOF, WORK_EXTRA)
+from ..._kernel_io import INDEX_MAX, status
 from ..._kernel_io import A_Q, A_QD, BAD_LENGTH
 
 
 @njit(cache=True, inline="always")
 def mimic_at(mi):
     """The offset of the mimic section in mf."""
-    return HEADER_F + BODY_F * mi[H_NB] + DOF_F * mi[H_NVT]
+    return dof_f(mi[H_NB], mi[H_NVT])
 
 
 @njit(cache=True, inline="always")
@@ -42,7 +44,7 @@ def q_to_tree(mi, mf, q, qt, arg):
     """qt = G q + offset (the tree's position coordinates); a status if q is not nq long."""
     nq, _ = user_sizes(mi, mf)
     if q.shape[0] != nq:
-        return BAD_LENGTH * 100000000 + arg * 100000 + min(q.shape[0], 99999)
+        return status(BAD_LENGTH, arg, min(q.shape[0], INDEX_MAX))
     o = mimic_at(mi) + MIMIC_HEAD
     for k in range(mi[H_NQT]):
         r = o + MIMIC_Q * k
@@ -55,7 +57,7 @@ def v_to_tree(mi, mf, v, vt, arg):
     """vt = G v (velocities, accelerations); a status if v is not nv long."""
     _, nv = user_sizes(mi, mf)
     if v.shape[0] != nv:
-        return BAD_LENGTH * 100000000 + arg * 100000 + min(v.shape[0], 99999)
+        return status(BAD_LENGTH, arg, min(v.shape[0], INDEX_MAX))
     o = mimic_at(mi) + MIMIC_HEAD + MIMIC_Q * mi[H_NQT]
     for k in range(mi[H_NVT]):
         r = o + MIMIC_V * k
@@ -105,63 +107,3 @@ def g_vec(mi, mf, x, xt):
     for k in range(mi[H_NVT]):
         r = o + MIMIC_V * k
         xt[k] = mf[r + MV_MUL] * x[int(mf[r + MV_SRC])]
-
-
-@njit(cache=True, inline="always")
-def cholesky(A, n, tol):
-    """In place A = L L^T (lower triangle; the reduced mass matrix, symmetric positive definite). Returns -1,
-    or the first column whose pivot is <= tol."""
-    for j in range(n):
-        d = A[j, j]
-        for k in range(j):
-            d -= A[j, k] * A[j, k]
-        if d <= tol:
-            return j
-        d = d ** 0.5
-        A[j, j] = d
-        for i in range(j + 1, n):
-            t = A[i, j]
-            for k in range(j):
-                t -= A[i, k] * A[j, k]
-            A[i, j] = t / d
-    return -1
-
-
-@njit(cache=True, inline="always")
-def cholesky_solve_rows(L, X, n, scale):
-    """X <- scale L^-T L^-1 X, every column of X at once (row operations over contiguous memory)."""
-    if scale != 1.0:
-        for i in range(n):
-            for c in range(X.shape[1]):
-                X[i, c] *= scale
-    for i in range(n):                 # L y = x
-        for k in range(i):
-            a = L[i, k]
-            for c in range(X.shape[1]):
-                X[i, c] -= a * X[k, c]
-        d = 1.0 / L[i, i]
-        for c in range(X.shape[1]):
-            X[i, c] *= d
-    for i in range(n - 1, -1, -1):     # L^T x = y
-        for k in range(i + 1, n):
-            a = L[k, i]
-            for c in range(X.shape[1]):
-                X[i, c] -= a * X[k, c]
-        d = 1.0 / L[i, i]
-        for c in range(X.shape[1]):
-            X[i, c] *= d
-
-
-@njit(cache=True, inline="always")
-def cholesky_solve(L, x, n):
-    """x <- L^-T L^-1 x."""
-    for i in range(n):
-        t = x[i]
-        for k in range(i):
-            t -= L[i, k] * x[k]
-        x[i] = t / L[i, i]
-    for i in range(n - 1, -1, -1):
-        t = x[i]
-        for k in range(i + 1, n):
-            t -= L[k, i] * x[k]
-        x[i] = t / L[i, i]

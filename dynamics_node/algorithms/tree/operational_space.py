@@ -21,31 +21,21 @@ import numpy as np
 from ..._jit import njit, types
 from ...dispatch import Route, magnitudes, overflow
 from ...errors import InputError, RangeError, clip
-from ...layout import BODY_I, HEADER_I, HF_TOL, H_NB, H_NVT, J_NV, J_PARENT, J_VI
+from ...packed import dof_count, first_dof, parent
+from ...layout import HF_TOL, H_NB, H_NVT
+from ..._kernel_io import status
 from ..._kernel_io import F1, F2, FASTMATH, I1, SINGULAR
 from .crba import crba_kernel
 from .jacobians import ORIGIN, ROWS, _point
 from .kinematics import jacobian_kernel
+from .dense import cholesky
 from .ltdl import ltdl_factor
+from .topology import expanded_parents
 
 ROW_NAMES = ("x", "y", "z", "rx", "ry", "rz")
 RANK_TOL = 1e-10  # a Cholesky pivot of J H^-1 J^T at or below this times its largest diagonal: rank lost
 RANK_LOST = -1  # osi_kernel's status when the selected rows of J H^-1 J^T are singular (or not finite)
 ALL_ROWS = np.arange(6, dtype=np.int64)
-
-
-@njit(cache=True, inline="always")
-def expanded_parents(mi, lam):
-    """λ' (§6.5) over the tree dofs, 0-based, -1 for the base (ltdl.dof_parents in compiled code)."""
-    nb = mi[H_NB]
-    for i in range(nb):
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]
-        prev = -1 if p < 0 else mi[HEADER_I + BODY_I * p + J_VI] + mi[HEADER_I + BODY_I * p + J_NV] - 1
-        vi = mi[ii + J_VI]
-        for d in range(vi, vi + mi[ii + J_NV]):
-            lam[d] = prev
-            prev = d
 
 
 @njit(cache=True, inline="always")
@@ -57,17 +47,9 @@ def spd_inverse(A, tol):
     for i in range(n):
         big = max(big, A[i, i])
     L = np.zeros((n, n))
-    for i in range(n):
-        for j in range(i + 1):
-            s = A[i, j]
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            if i == j:
-                if not s > tol * big:
-                    return i
-                L[i, i] = np.sqrt(s)
-            else:
-                L[i, j] = s / L[j, j]
+    k = cholesky(A, L, n, tol * big)
+    if k >= 0:
+        return k
     for i in range(n):  # L := L^-1 (lower triangular), row by row
         L[i, i] = 1.0 / L[i, i]
         for j in range(i):
@@ -104,26 +86,23 @@ def osi_kernel(mi, mf, q, body, pl, sel, out, w):
     k = ltdl_factor(Hm, lam, mf[HF_TOL])  # Table 6.3
     if k >= 0:
         for i in range(nb):
-            ii = HEADER_I + BODY_I * i
-            if mi[ii + J_VI] <= k < mi[ii + J_VI] + mi[ii + J_NV]:
-                return SINGULAR * 100000000 + i
-        return SINGULAR * 100000000
+            if first_dof(mi, i) <= k < first_dof(mi, i) + dof_count(mi, i):
+                return status(SINGULAR, 0, i)
+        return status(SINGULAR, 0, 0)
     M = out[out.shape[0] - 36:].reshape((6, 6))
     M[:, :] = 0.0
     Jm = J[:ROWS * nvt].reshape((ROWS, nvt))
     Y = np.zeros((max(nvt, 1), 6))
     j = body
     while j >= 0:  # Y = J^T on the support
-        jj = HEADER_I + BODY_I * j
-        for d in range(mi[jj + J_VI], mi[jj + J_VI] + mi[jj + J_NV]):
+        for d in range(first_dof(mi, j), first_dof(mi, j) + dof_count(mi, j)):
             for r in range(6):
                 Y[d, r] = Jm[r, d]
-        j = mi[jj + J_PARENT]
+        j = parent(mi, j)
     j = body
     while j >= 0:  # Y = L^-T Y (Table 6.5, first loop), support dofs in descending order
-        jj = HEADER_I + BODY_I * j
-        vj = mi[jj + J_VI]
-        for i in range(vj + mi[jj + J_NV] - 1, vj - 1, -1):
+        vj = first_dof(mi, j)
+        for i in range(vj + dof_count(mi, j) - 1, vj - 1, -1):
             a = lam[i]
             while a != -1:
                 Lia = Hm[i, a]
@@ -135,7 +114,7 @@ def osi_kernel(mi, mf, q, body, pl, sel, out, w):
                 yr = Y[i, r] * dinv
                 for c in range(r, 6):
                     M[r, c] += yr * Y[i, c]
-        j = mi[jj + J_PARENT]
+        j = parent(mi, j)
     for r in range(6):
         for c in range(r):
             M[r, c] = M[c, r]

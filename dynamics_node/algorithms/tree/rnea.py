@@ -16,17 +16,19 @@ import numpy as np
 from ..._jit import carray, cfunc, njit, types
 
 from ...joints import jcalc_sc, sincos_all
-from ...layout import HEADER_F, HEADER_I
+from ...packed import body_f, dof_count, dof_f, first_dof, joint_type, parent
 from ...spatial import crf_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from ...dispatch import Route, check_model, wrenches
 from ...joints import joint_motion
-from ...layout import (BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_GRAVITY, H_NB, H_NQT, H_NVU, J_NV,
-                       J_PARENT, J_TYPE, J_VI, W_A, W_A_N, W_COS, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
+from ...layout import (B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_GRAVITY, H_NB, H_NQT, H_NVU,
+                      W_A, W_A_N, W_COS, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_SIN, W_V,
+                      W_V_N)
 from ...joint_law import friction_torque
 from .mimic import gt_vec, q_to_tree, scratch_at, state_to_tree, v_to_tree
 from .rnea_batch import rnea_lanes_kernel, work_size as lanes_work_size
+from ..._kernel_io import INDEX_MAX, status
 from ..._kernel_io import (FASTMATH, check_state, SIG1, SIG3, model_from_pointers, F1, I1, check_q, new_work, A_FEXT,
-                           A_Q, A_QDD, BAD_LENGTH)
+                      A_Q, A_QDD, BAD_LENGTH)
 
 
 @njit(cache=True, inline="always")
@@ -42,14 +44,13 @@ def inward_pass(mi, mf, w, tau, qd, qdd, joint_terms):
     tau_i = S_i^T f_i ; f_λ(i) += ^iX_λ(i)^T f_i. With joint_terms, the model's rotor inertia
     (armature qdd, Example 9.5) and friction (the joint law of joint_law.py) are added to tau_i."""
     nb = mi[H_NB]
-    dofs = HEADER_F + BODY_F * nb
+    dofs = dof_f(nb, 0)
     E0, r0, f0 = W_E * nb, W_R * nb, W_F * nb
     for i in range(nb - 1, -1, -1):
-        ii = HEADER_I + BODY_I * i
-        p = mi[ii + J_PARENT]  # λ(i)
-        vi = mi[ii + J_VI]
+        p = parent(mi, i)  # λ(i)
+        vi = first_dof(mi, i)
         fo = f0 + W_F_N * i
-        for dof in range(vi, vi + mi[ii + J_NV]):
+        for dof in range(vi, vi + dof_count(mi, i)):
             dd = dofs + DOF_F * dof
             so = dd + D_S
             t = (mf[so] * w[fo] + mf[so + 1] * w[fo + 1] + mf[so + 2] * w[fo + 2] + mf[so + 3] * w[fo + 3]
@@ -71,13 +72,13 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
         return st
     hasfx = fx.shape[0] != 0
     if hasfx and fx.shape[0] != FEXT_N * nb:
-        return BAD_LENGTH * 100000000 + A_FEXT * 100000 + min(fx.shape[0], 99999)
+        return status(BAD_LENGTH, A_FEXT, min(fx.shape[0], INDEX_MAX))
     E0, r0, v0, a0, f0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb, W_F * nb
     sincos_all(mi, q, w, W_SIN * nb)  # sin q, cos q of every joint, in one vectorised loop
     a_0 = gravity_acceleration(mf)
     for i in range(nb):
-        p = mi[HEADER_I + BODY_I * i + J_PARENT]  # λ(i)
-        jt = mi[HEADER_I + BODY_I * i + J_TYPE]
+        p = parent(mi, i)  # λ(i)
+        jt = joint_type(mi, i)
         i_X_p = (E0 + W_E_N * i, r0 + W_R_N * i)
         jcalc_sc(mi, mf, i, q, w, i_X_p[0], i_X_p[1], w[W_SIN * nb + i], w[W_COS * nb + i])
         if p >= 0:
@@ -88,7 +89,7 @@ def rnea_kernel(mi, mf, q, qd, qdd, fx, tau, w):
             xa = xm_t(w, i_X_p[0], i_X_p[1], a_0)
         v, a = joint_motion(mi, mf, i, jt, xv, xa, qd, qdd)  # Eqs. 5.14-5.15
         # Eq. 5.16: f_i = I_i a_i + v_i x* I_i v_i - f^x_i
-        I_i = HEADER_F + BODY_F * i + B_RBI
+        I_i = body_f(i) + B_RBI
         Ia = rbi_mul_t(mf, I_i, a)
         vIv = crf_t(v, rbi_mul_t(mf, I_i, v))
         fo = f0 + W_F_N * i
@@ -115,12 +116,12 @@ def gravity_kernel(mi, mf, q, tau, w):
     sincos_all(mi, q, w, W_SIN * nb)
     a_0 = gravity_acceleration(mf)
     for i in range(nb):
-        p = mi[HEADER_I + BODY_I * i + J_PARENT]
+        p = parent(mi, i)
         i_X_p = (E0 + W_E_N * i, r0 + W_R_N * i)
         jcalc_sc(mi, mf, i, q, w, i_X_p[0], i_X_p[1], w[W_SIN * nb + i], w[W_COS * nb + i])
         a = xm_t(w, i_X_p[0], i_X_p[1], load6(w, a0 + W_A_N * p) if p >= 0 else a_0)  # a_i = X_i a_λ(i)
         store6(w, a0 + W_A_N * i, a)
-        store6(w, f0 + W_F_N * i, rbi_mul_t(mf, HEADER_F + BODY_F * i + B_RBI, a))  # f_i = I_i a_i
+        store6(w, f0 + W_F_N * i, rbi_mul_t(mf, body_f(i) + B_RBI, a))  # f_i = I_i a_i
     inward_pass(mi, mf, w, tau, q, q, False)  # Eqs. 5.17-5.18 (no joint-rate terms at rest)
     return 0
 
@@ -157,7 +158,7 @@ def rnea_c(mip, mfp, qp, nq, qdp, nqd, qddp, nqdd, outp, wp, nw):
     nqt = mi[H_NQT]
     b = scratch_at(mi, nw, nqt + nvt + nvt + nvt)
     if b < 0:
-        return BAD_LENGTH * 100000000
+        return status(BAD_LENGTH, 0, 0)
     qt = w[b:b + nqt]
     o = b + nqt   # then qd_t, qdd_t, tau_t, nvt each
     qdt = w[o:o + nvt]
@@ -186,7 +187,7 @@ def gravity_c(mip, mfp, qp, nq, outp, wp, nw):
     nqt = mi[H_NQT]
     b = scratch_at(mi, nw, nqt + nvt)
     if b < 0:
-        return BAD_LENGTH * 100000000
+        return status(BAD_LENGTH, 0, 0)
     qt, taut = w[b:b + nqt], w[b + nqt:b + nqt + nvt]
     st = q_to_tree(mi, mf, q, qt, A_Q)
     if st == 0:

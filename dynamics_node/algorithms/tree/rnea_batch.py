@@ -37,9 +37,10 @@ import numpy as np
 
 from ..._jit import njit, types
 from ...joints import FREE, REVOLUTE, S_mul, jcalc_lanes, jcalc_sc, sincos_row
-from ...layout import (BATCH_BLOCK, BATCH_EXTRA, BODY_F, BODY_I, B_RBI, DOF_F, D_ARMATURE, D_S, HEADER_F, HEADER_I,
-                       HF_GRAVITY, H_NB, J_NV, J_PARENT, J_QI, J_TYPE, J_VI, LANES, LT_X, L_A, L_A_N, L_COS, L_E, L_E_N,
-                       L_F, L_PAC, L_PV, L_Q, L_QD, L_QDD, L_R, L_R_N, L_SIN, L_SQ, L_TAU, L_V, L_V_N, L_VJ)
+from ...packed import body_f, dof_count, dof_f, first_dof, first_q, joint_type, parent
+from ...layout import (BATCH_BLOCK, BATCH_EXTRA, B_RBI, DOF_F, D_ARMATURE, D_S, HF_GRAVITY, H_NB, LANES, LT_X, L_A,
+                      L_A_N, L_COS, L_E, L_E_N, L_F, L_PAC, L_PV, L_Q, L_QD, L_QDD, L_R, L_R_N, L_SIN, L_SQ, L_TAU,
+                      L_V, L_V_N, L_VJ)
 from ...spatial import crf_t, crm_t, ld6_s, rbi_mul_c, st6_s, xm_s, xtf_s
 from ..._kernel_io import FASTMATH, F1, F2, I1, check_state
 from ...joint_law import friction_torque
@@ -93,7 +94,7 @@ def rnea_lanes_kernel(mi, mf, Q, QD, QDD, TAU, w):
         st = check_state(Q[k], QD[k], QDD[k], mi)
         if st != 0:
             return st
-    do0 = HEADER_F + BODY_F * nb
+    do0 = dof_f(nb, 0)
     base = BATCH_BLOCK * nb * L                    # the fixed base: v = 0, a = -a_g (§5.3)
     tmp = w[BATCH_BLOCK * (nb + 1) * L + LT_X:]    # E and r of a free joint, one state at a time
     for m in range(6):
@@ -104,12 +105,11 @@ def rnea_lanes_kernel(mi, mf, Q, QD, QDD, TAU, w):
         nk = min(L, n - k0)
         # outward pass, Eqs. 5.14-5.16
         for i in range(nb):
-            ii = HEADER_I + BODY_I * i
-            p = mi[ii + J_PARENT]
-            jt = mi[ii + J_TYPE]
-            qi = mi[ii + J_QI]
-            vi = mi[ii + J_VI]
-            I_i = HEADER_F + BODY_F * i + B_RBI
+            p = parent(mi, i)
+            jt = joint_type(mi, i)
+            qi = first_q(mi, i)
+            vi = first_dof(mi, i)
+            I_i = body_f(i) + B_RBI
             b = BATCH_BLOCK * i * L
             pb = BATCH_BLOCK * p * L if p >= 0 else base
             for t in range((L_V_N + L_A_N) * L):  # the parent's v and a (one run: layout.py), into this block
@@ -160,12 +160,11 @@ def rnea_lanes_kernel(mi, mf, Q, QD, QDD, TAU, w):
                                       Ia[4] + cf[4], Ia[5] + cf[5]))
         # inward pass, Eqs. 5.17-5.18
         for i in range(nb - 1, -1, -1):
-            ii = HEADER_I + BODY_I * i
-            p = mi[ii + J_PARENT]
-            vi = mi[ii + J_VI]
+            p = parent(mi, i)
+            vi = first_dof(mi, i)
             b = BATCH_BLOCK * i * L
-            if mi[ii + J_TYPE] == FREE:
-                for dof in range(vi, vi + mi[ii + J_NV]):
+            if joint_type(mi, i) == FREE:
+                for dof in range(vi, vi + dof_count(mi, i)):
                     c = _dof_constants(mf, do0 + DOF_F * dof)
                     for k in range(nk):
                         TAU[k0 + k, dof] = _joint_force(c, _ld6(w, b + L_F * L + k), QD[k0 + k, dof],
