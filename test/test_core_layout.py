@@ -14,7 +14,7 @@ from dynamics_node import layout as L
 PKG = pathlib.Path(dn.__file__).resolve().parent
 # the core's kernel files and every file of algorithms/ and sim/ and their sub-packages, so that a new
 # kernel file is scanned too
-KERNEL_FILES = ["joints.py", "spatial.py", "joint_law.py", "loop_data.py", "topology.py", "_kernel_io.py",
+KERNEL_FILES = ["joints.py", "spatial.py", "joint_law.py", "loop_data.py", "topology.py", "packed.py", "_kernel_io.py",
                 *sorted(p.relative_to(PKG).as_posix() for d in ("algorithms", "sim") for p in (PKG / d).rglob("*.py"))]
 ALLOWED_BIG = set()  # no big literal in compiled code: status codes are built by _kernel_io.status
 
