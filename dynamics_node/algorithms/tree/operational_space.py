@@ -30,7 +30,7 @@ from .jacobians import ORIGIN, ROWS, _point
 from .kinematics import jacobian_kernel
 from .dense import cholesky
 from .ltdl import ltdl_factor
-from .topology import expanded_parents
+from ...topology import expanded_parents
 
 ROW_NAMES = ("x", "y", "z", "rx", "ry", "rz")
 RANK_TOL = 1e-10  # a Cholesky pivot of J H^-1 J^T at or below this times its largest diagonal: rank lost
