@@ -66,7 +66,7 @@ def test_the_one_dense_cholesky_against_numpy():
     solves against numpy's Cholesky and solve; the first non-positive pivot is reported by its column."""
     from numba import njit
 
-    from dynamics_node.algorithms import dense
+    from dynamics_node.algorithms.tree import dense
 
     @njit
     def run(A, b, B, tol):

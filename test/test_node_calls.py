@@ -29,10 +29,12 @@ def test_a_server_slower_than_the_resend_interval_is_answered():
     rclpy.init(domain_id=ns.DOMAIN_ID)  # the default context: call_service spins with rclpy.spin_once, as the CLI does
     ctx = rclpy.get_default_context()
     served = []
+    closing = threading.Event()
 
     def slow(req, res):
         served.append(time.monotonic())
-        time.sleep(SLOW_S)
+        if not closing.is_set():
+            closing.wait(SLOW_S)
         res.success, res.message = True, f"answer {len(served)}"
         return res
 
@@ -49,6 +51,7 @@ def test_a_server_slower_than_the_resend_interval_is_answered():
         # resends at doubling intervals: a handful of copies, not one per second of the wait
         assert len(served) <= 8, f"{len(served)} requests served"
     finally:
-        ex.shutdown(timeout_sec=0)
+        closing.set()             # the copies still queued answer at once; then the server stops
+        ex.shutdown(timeout_sec=10)
+        spinner.join(timeout=10)
         rclpy.shutdown(context=ctx)
-        spinner.join(timeout=SLOW_S + 5)
