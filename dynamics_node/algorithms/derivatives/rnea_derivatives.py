@@ -52,7 +52,7 @@ from ...layout import (B_H, B_IBAR, B_M, DERIV_BODY, DERIV_DOF, DERIV_EXTRA, DOF
                       FEXT_N, HF_GRAVITY, H_NB, H_NVT, RB_A, RB_BC,
                       RB_F, RB_PW, RB_RW, RB_SC, RB_V, RB_YC, RC_A0, RC_TMP, RC_TMP2, RC_VJ, RC_X, RC_ZERO, RD_DA,
                       RD_DAV, RD_DFA, RD_DFQ, RD_DFV, RD_DV, RD_J)
-from ...joint_law import friction_slope  # the joint law's d tau_f / d qd (issue 27), written once
+from ...joint_law import friction_slope  # the joint law's d tau_f / d qd, written once
 from ..._kernel_io import INDEX_MAX, status
 from ..._kernel_io import (A_FEXT, BAD_LENGTH, F1, F2, FASTMATH, I1, check_q, check_state)
 
