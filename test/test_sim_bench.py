@@ -147,6 +147,39 @@ def test_a_trajectory_is_followed_in_simulated_time():
     assert w.q[0] == pytest.approx(1.5, abs=1e-3)
 
 
+def test_a_stamped_trajectory_starts_at_its_stamp_and_a_copy_sent_again_changes_nothing():
+    """header.stamp in simulated time, as a joint_trajectory_controller reads it: before the stamp the
+    wheel holds where it was when the message arrived; from the stamp it follows the points as an
+    unstamped message taken at that step would; a copy of it arriving mid-way changes nothing."""
+    def wheel():
+        w = world(WHEEL.replace("JTYPE", "revolute"), simulation_floor=[], effort_command_topic="/c",
+                  simulation_command_interface="position")
+        assert w.command_named(["spin"], [0.3]) == ""
+        run(w, 2.0)  # at rest at 0.3
+        return w
+    pts = [(0.0, [0.0], []), (1.0, [1.0], [])]
+    w, once, now = wheel(), wheel(), wheel()
+    start = w.t_ns + 300_000_000  # 0.3 s ahead
+    assert w.command_trajectory(["spin"], pts, start) == "" and once.command_trajectory(["spin"], pts, start) == ""
+    held = []
+    run(w, 0.3, lambda w: held.append(w.q[0]))
+    run(once, 0.3)
+    run(now, 0.3)
+    assert held == pytest.approx([0.3] * len(held), abs=1e-6) and now.t_ns == start
+    assert now.command_trajectory(["spin"], pts) == ""  # unstamped, taken at the stamp's step
+    seen = []
+    for k in range(1500):
+        if k == 400:  # a copy of the stamped message, late
+            assert w.command_trajectory(["spin"], pts, start) == ""
+        for x in (w, once, now):
+            run(x, x.dt)
+        seen.append((w.q[0], once.q[0], now.q[0]))
+    seen = np.array(seen)
+    assert (seen[:, 0] == seen[:, 1]).all()  # the copy: bit for bit the same motion
+    assert np.abs(seen[:, 0] - seen[:, 2]).max() < 1e-6 and abs(seen[:, 0]).max() > 0.1  # started at the stamp
+    assert w.q[0] == pytest.approx(1.0, abs=1e-3)
+
+
 # ----------------------------------------------------------------------------- shapes and obstacles
 BOX = """<robot name="box"><link name="box"><inertial><mass value="4.0"/>
   <inertia ixx="0.05" ixy="0" ixz="0" iyy="0.05" iyz="0" izz="0.05"/></inertial>

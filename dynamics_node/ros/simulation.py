@@ -183,7 +183,7 @@ class Simulation:
         elif hasattr(msg, "points"):
             why = w.command_trajectory(list(msg.joint_names), [
                 (p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec, list(p.positions), list(p.velocities))
-                for p in msg.points])
+                for p in msg.points], msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec)
         else:
             why = w.command_named(list(msg.name), getattr(msg, w.commands.mode))
         if why:

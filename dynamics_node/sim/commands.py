@@ -15,8 +15,11 @@ reported (`clipped`, `last_clip`).
 Messages: std_msgs/Float64MultiArray in command_joints order (a forward_command_controller's
 ~/commands), sensor_msgs/JointState by name (its effort, position or velocity field by the
 interface), or trajectory_msgs/JointTrajectory (a joint_trajectory_controller's ~/joint_trajectory):
-its points are followed in simulated time from the step the message arrives (positions linearly
-interpolated between points, velocities the points' or the interpolation's slope), the last point held.
+its points are followed in simulated time from its header.stamp, or from the step the message arrives
+when the stamp is zero, as a joint_trajectory_controller does (positions linearly interpolated between
+points, velocities the points' or the interpolation's slope), the last point held; before a stamp still
+to come, the joints hold the positions they had when the message arrived. A copy of a stamped trajectory
+sent again replaces it with the same reference.
 Gains `simulation_pd_gains`: kp kd for every joint or per joint; empty = kp = I w^2, kd = 2 I w
 (w = 2 pi 10 rad/s; I the geometric mean of the joint's smallest and largest diagonal inertia of H over
 16 poses within its limits: `_inertia`).
@@ -157,8 +160,9 @@ class Commands:
             return f"{self.mode} command refused: {self.mode}[{k}] ('{names[k]}') is {e[k]}"
         return self._take(dst, e[src], t_ns, "command")
 
-    def trajectory(self, names, points, t_ns) -> str:
-        """points: [(time_from_start s, positions, velocities)] of a JointTrajectory."""
+    def trajectory(self, names, points, t_ns, start_ns=0, q_v=None) -> str:
+        """points: [(time_from_start s, positions, velocities)] of a JointTrajectory; start_ns its
+        header.stamp (0: now, t_ns); q_v the joints' positions by v index at t_ns, held until a later start."""
         if self.mode == "effort":
             return "trajectory refused: simulation_command_interface is effort (a trajectory is followed in " \
                    "position or velocity)"
@@ -185,7 +189,8 @@ class Commands:
             self.clipped += 1
             j = self.names_v(dst[np.argwhere(cP != P)[0][1]])
             self.last_clip = f"trajectory: positions beyond the URDF <limit> of '{j}' clipped to it"
-        self.traj = (t_ns, dst, np.asarray(ts), cP, V)
+        now = np.zeros(dst.size) if q_v is None else np.asarray(q_v, dtype=float)[dst]
+        self.traj = (start_ns if start_ns > 0 else t_ns, dst, np.asarray(ts), cP, V, now)
         self.cmd_t[dst] = t_ns
         return ""
 
@@ -194,11 +199,14 @@ class Commands:
         keep = ~np.isin(traj[1], dst)
         if not keep.any():
             return None
-        return (traj[0], traj[1][keep], traj[2], traj[3][:, keep], [None if v is None else v[keep] for v in traj[4]])
+        return (traj[0], traj[1][keep], traj[2], traj[3][:, keep], [None if v is None else v[keep] for v in traj[4]],
+                traj[5][keep])
 
     def _reference(self, t_ns):
         """(q_ref, qd_ref, where) of a trajectory at the simulated time, or None."""
-        t0, dst, ts, P, V = self.traj
+        t0, dst, ts, P, V, before = self.traj
+        if t_ns < t0:  # a start still to come
+            return dst, before, np.zeros(dst.size)
         t = (t_ns - t0) * 1e-9
         k = int(np.searchsorted(ts, t, side="right"))
         if k == 0:

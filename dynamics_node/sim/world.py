@@ -216,9 +216,12 @@ class World:
         self.started = self.started or not why
         return why
 
-    def command_trajectory(self, names, points) -> str:
-        """A JointTrajectory: [(time_from_start s, positions, velocities)] (commands.py)."""
-        why = self.commands.trajectory(list(names), points, self.t_ns)
+    def command_trajectory(self, names, points, start_ns=0) -> str:
+        """A JointTrajectory: [(time_from_start s, positions, velocities)], start_ns its header.stamp in
+        simulated time (0: now) (commands.py)."""
+        qv = np.zeros(self.model.nv)
+        qv[self.jv] = self.q[self.jq]
+        why = self.commands.trajectory(list(names), points, self.t_ns, start_ns, qv)
         self.started = self.started or not why
         return why
 
