@@ -28,8 +28,12 @@ def node():
     yield from ns.serve_one(NAME, {"urdf_path": str(ns.ARM7), "joint_states_topic": "/cli_test/js"})
 
 
-def cli(*args, node=f"/{NAME}", timeout=60):
-    p = subprocess.run([sys.executable, "-m", "dynamics_node.cli.dynamics_cli", "--node", node, *map(str, args)],
+def cli(*args, node=f"/{NAME}", timeout=120):
+    """dynamics_cli with --timeout 60 (a call that waits that long hangs; its default 10 s is a user's, on an
+    idle machine) unless args say otherwise."""
+    wait = () if "--timeout" in args else ("--timeout", "60")
+    p = subprocess.run([sys.executable, "-m", "dynamics_node.cli.dynamics_cli", "--node", node, *wait,
+                        *map(str, args)],
                        cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
 

@@ -157,13 +157,20 @@ def test_gravity_compensation_uses_latest_joint_state(node, io, model):
     from dynamics_interfaces.srv import GravityCompensation
     pub, torques, _ = io
     q = np.array([0.4, 0.3, -0.2, -0.9, 0.5, 0.2, 0.1])
-    pub.publish(ns.joint_state(J[::-1], q[::-1], stamp_ns=42))
-    assert ns.collect(torques, 1, 5.0)
-    r = ns.ros().call(GravityCompensation, node.path("gravity_compensation"),
-                      GravityCompensation.Request(name=J[::-1]))
+    c = ns.ros()
+    # fresh however long this process takes to call on a busy machine; then stale after STALE again
+    assert c.set_parameters(NAME, joint_state_timeout=3600.0) == [(True, "")]
+    try:
+        pub.publish(ns.joint_state(J[::-1], q[::-1], stamp_ns=42))
+        assert ns.collect(torques, 1, 60.0)
+        r = c.call(GravityCompensation, node.path("gravity_compensation"), GravityCompensation.Request(name=J[::-1]))
+    finally:
+        assert c.set_parameters(NAME, joint_state_timeout=STALE) == [(True, "")]
     assert r.success, r.message
     np.testing.assert_array_equal(np.asarray(r.position), q[::-1])
     np.testing.assert_allclose(r.effort, dn.gravity(model, q)[::-1], **TOL)
+    pub.publish(ns.joint_state(J[::-1], q[::-1], stamp_ns=43))  # taken with joint_state_timeout STALE
+    assert ns.collect(torques, 1, 60.0)
     time.sleep(STALE + 0.2)  # older than joint_state_timeout: refused
     r = ns.ros().call(GravityCompensation, node.path("gravity_compensation"), GravityCompensation.Request())
     assert not r.success and "old" in r.message and "position" in r.message
@@ -233,23 +240,26 @@ def test_set_payload_changes_every_later_result_and_markers(node, io, model):
     assert r.success, r.message
     loaded = model.with_payload("tool0", 3.0, (0.01, 0.0, 0.08), tuple(inertia))
     markers, msub = c.subscribe(MarkerArray, node.path("markers"))
+    # the joint state below stays the latest, not stale, however long this process waits on a busy machine
+    assert c.set_parameters(NAME, joint_state_timeout=3600.0) == [(True, "")]
     try:
         res = c.call(InverseDynamics, node.path("inverse_dynamics"),
                      InverseDynamics.Request(position=list(q), velocity=list(qd), acceleration=list(qdd)))
         np.testing.assert_allclose(res.effort, dn.inverse_dynamics(loaded, q, qd, qdd), **TOL)
         ns.drain(torques)
         pub.publish(ns.joint_state(J, q, stamp_ns=77))
-        got = ns.collect(torques, 1, 5.0)
+        got = ns.collect(torques, 1, 60.0)
+        answered = time.time()  # the node has q as its latest joint state from here on
         np.testing.assert_allclose(got[0].effort, dn.gravity(loaded, q), **TOL)
-        # markers: the robot's centre of mass at the latest joint state, and the payload (only
-        # those published from now on: set_payload published some for the previous state)
-        ns.drain(markers)
-        deadline = time.monotonic() + 5.0
+        # markers: the robot's centre of mass at the latest joint state, and the payload: those stamped
+        # after the answer (set_payload published some for the previous state, which may come late)
+        deadline = time.monotonic() + 60.0
         found = None
         while time.monotonic() < deadline and found is None:
             for arr in ns.drain(markers, timeout=0.1):
                 byns = {(m.ns, m.id): m for m in arr.markers}
-                if ("payload", 0) in byns and ("center_of_mass", 0) in byns:
+                if ("payload", 0) in byns and ("center_of_mass", 0) in byns and \
+                        ns.stamp_ns(byns[("center_of_mass", 0)]) * 1e-9 > answered:
                     found = byns
         assert found is not None, "no MarkerArray with the centre of mass and the payload"
         com = found[("center_of_mass", 0)].pose.position
@@ -261,6 +271,7 @@ def test_set_payload_changes_every_later_result_and_markers(node, io, model):
     finally:
         r = c.call(SetPayload, node.path("set_payload"), SetPayload.Request(link="tool0", mass=0.0))
         c.node.destroy_subscription(msub)
+        assert c.set_parameters(NAME, joint_state_timeout=STALE) == [(True, "")]
     assert r.success, r.message
     res = c.call(InverseDynamics, node.path("inverse_dynamics"),
                  InverseDynamics.Request(position=list(q), velocity=list(qd), acceleration=list(qdd)))
