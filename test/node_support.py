@@ -271,7 +271,7 @@ class RosClient:
     def publisher(self, msg_type, topic, depth=1000):
         return self.node.create_publisher(msg_type, topic, depth)
 
-    def wait_for_subscriber(self, pub, timeout=20.0, count=1):
+    def wait_for_subscriber(self, pub, timeout=60.0, count=1):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if pub.get_subscription_count() >= count:
