@@ -439,7 +439,10 @@ def main(argv=None):
     ap.add_argument("--no-node", action="store_true")
     ap.add_argument("--only-scaling", action="store_true",
                     help="the scaling sweep alone (bench/out/scaling.png; make docs-figures uses it)")
+    ap.add_argument("--against", metavar="REV", help="only compare this checkout with REV (bench/compare.py)")
     args = ap.parse_args(argv)
+    if args.against:
+        return subprocess.run([sys.executable, str(HERE / "compare.py"), args.against]).returncode
     if args.only_scaling:
         scaling(quick=args.quick)
         return 0

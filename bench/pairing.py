@@ -6,6 +6,7 @@ compare.py use it; no assertion anywhere: this only measures."""
 from __future__ import annotations
 
 import statistics
+import time
 import timeit
 
 RATIO_HEADER = "ratio = median [interquartile range] of the per-round ratios ours/reference"
@@ -41,13 +42,15 @@ class Rounds:
         return statistics.median(self.ref)
 
 
-def paired_rounds(fo, fp, target=0.4, rounds=9):
+def paired_rounds(fo, fp, target=0.4, rounds=9, timer=time.perf_counter):
     """fo and fp called in alternating batches (fo's batch, then fp's, `rounds` times), after a warm-up and
-    a calibration that sizes a batch so that all rounds together take about `target` seconds."""
+    a calibration that sizes a batch so that all rounds together take about `target` seconds. timer: the
+    clock, wall time (time.perf_counter) or this process's CPU time (time.process_time: what the process
+    computed, without the time it waited for a core)."""
     for _ in range(3):
         fo()
         fp()
-    to, tp = timeit.Timer(fo), timeit.Timer(fp)
+    to, tp = timeit.Timer(fo, timer=timer), timeit.Timer(fp, timer=timer)
     n = 1
     while to.timeit(n) + tp.timeit(n) < 0.02:
         n *= 2
