@@ -106,8 +106,10 @@ def prepare(sha):
         print(f"git worktree add --detach {wt.relative_to(REPO)} {sha[:10]}", flush=True)
         _git("worktree", "add", "--detach", str(wt), sha)
     env = _env(wt)
-    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=str(wt), env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    r = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=str(wt), env=env,
+                       capture_output=True, text=True)
+    if r.returncode:   # its warnings only when it fails
+        raise RuntimeError(f"setup.py build_ext in {wt} exited with {r.returncode}:\n{r.stdout}{r.stderr}")
     # the kernel builder's module: dynamics_node._jit_build, or dynamics_node._jit before it was split off
     builder = "dynamics_node._jit_build" if (wt / "dynamics_node" / "_jit_build.py").exists() else "dynamics_node._jit"
     print(f"{sha[:10]}'s kernels: python -m {builder} build --if-missing (the first time about 10 min on one core)",
