@@ -4,7 +4,7 @@
 
 REV is checked out once into build/against/<its commit> (a detached git worktree, kept for the next
 comparison), its C extensions built there and its kernels compiled into its own kernel cache (the first
-time about 10 minutes on one core; reused afterwards). Both checkouts run with this checkout's venv;
+time minutes of CPU; reused afterwards). Both checkouts run with this checkout's venv;
 PYTHONPATH names the checkout whose package a process imports, and each process prints that package's
 folder, which is checked. The measuring code is this checkout's for both (this file, pairing.py, bench.py's
 Bench on this checkout's urdf/arm7.urdf and example-robot-data's Panda).
@@ -112,7 +112,7 @@ def prepare(sha):
         raise RuntimeError(f"setup.py build_ext in {wt} exited with {r.returncode}:\n{r.stdout}{r.stderr}")
     # the kernel builder's module: dynamics_node._jit_build, or dynamics_node._jit before it was split off
     builder = "dynamics_node._jit_build" if (wt / "dynamics_node" / "_jit_build.py").exists() else "dynamics_node._jit"
-    print(f"{sha[:10]}'s kernels: python -m {builder} build --if-missing (the first time about 10 min on one core)",
+    print(f"{sha[:10]}'s kernels: python -m {builder} build --if-missing (minutes the first time)",
           flush=True)
     subprocess.run([sys.executable, "-m", builder, "build", "--if-missing"], cwd=str(wt), env=env, check=True)
     return wt
