@@ -128,8 +128,10 @@ lock:
 	.venv-lock/bin/pip freeze --all --exclude-editable | grep -v '^pip==' > $(CONSTRAINTS)
 	rm -rf .venv-lock
 
+# make bench AGAINST=REV: instead of the whole benchmark, this checkout against the revision REV in alternating
+# processes (bench/compare.py; bench/README.md says how to read it)
 bench: setup workspace-venv
-	$(PY) bench/bench.py
+	$(PY) bench/bench.py $(if $(AGAINST),--against $(AGAINST))
 
 # The pictures of docs/ (tools/docs_figures.py says how each is made), into DOCS_IMG (default docs/img)
 DOCS_IMG ?= docs/img

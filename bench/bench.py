@@ -2,7 +2,8 @@
 """Speed benchmark of the dynamics core against Pinocchio (run by `make bench`).
 
 Measured in one run, on the same model and the same state:
-  1. per-call time (ours and Pinocchio's timed in alternating batches, minimum over 9 rounds) of our inverse_dynamics,
+  1. per-call time (ours and Pinocchio's timed in alternating batches, 9 rounds; the ratio is the median of the
+     per-round ratios with their interquartile range, bench/pairing.py) of our inverse_dynamics,
      gravity, mass_matrix, forward_dynamics next to Pinocchio's rnea, computeGeneralizedGravity,
      crba, aba, on (a) the project's 7-DoF arm urdf/arm7.urdf (panda if missing) and (b) a humanoid
      with a floating base and 30+ joints (TALOS full v2 from example-robot-data, its 12 gripper
@@ -53,6 +54,7 @@ if str(REPO) not in sys.path:
 import pinocchio as pin  # noqa: E402
 
 import urdfgen as ug  # noqa: E402
+from pairing import RATIO_HEADER, paired_rounds  # noqa: E402
 
 FUNCS = [  # (label, our name, pinocchio label)
     ("inverse dynamics", "inverse_dynamics", "rnea"),
@@ -79,23 +81,10 @@ def per_call(fn, target=0.25, repeat=7):
 
 
 def paired(fo, fp, target=0.4, rounds=9):
-    """Seconds per call of fo and fp measured in alternation (fo batch, fp batch, ...) so both see
-    the same machine; each is the minimum over the rounds, the least-disturbed estimate on a shared
-    machine (other processes only ever add time)."""
-    for _ in range(3):
-        fo()
-        fp()
-    to, tp = timeit.Timer(fo), timeit.Timer(fp)
-    n = 1
-    while to.timeit(n) + tp.timeit(n) < 0.02:
-        n *= 2
-    per = (to.timeit(n) + tp.timeit(n)) / n
-    n = max(1, int(target / rounds / per))
-    bo, bp = [], []
-    for _ in range(rounds):
-        bo.append(to.timeit(n) / n)
-        bp.append(tp.timeit(n) / n)
-    return min(bo), min(bp)
+    """Seconds per call of fo and fp measured in alternation (pairing.paired_rounds), each the minimum over
+    the rounds (the batch and scaling figures; the tables print the median of the per-round ratios)."""
+    r = paired_rounds(fo, fp, target, rounds)
+    return min(r.ours), min(r.ref)
 
 
 def fmt_t(s):
@@ -160,16 +149,17 @@ def time_ours(fn):
 
 def table(benches):
     rows = []
-    print(f"{'model':<34} {'function':<17} {'ours':>12} {'pinocchio':>12} {'ratio':>7}  note")
-    print("-" * 110)
+    print(f"{'model':<34} {'function':<17} {'ours':>12} {'pinocchio':>12} {'ratio':>17}  note ({RATIO_HEADER}; "
+          "times: medians of the 9 rounds)")
+    print("-" * 120)
     for b in benches:
         for label, name, pname in FUNCS:
             ours, note = time_ours(b.ours(name))
-            theirs = per_call(b.pin(name))
+            theirs, ratio = per_call(b.pin(name)), "-"
             if ours:
-                ours, theirs = paired(b.ours(name), b.pin(name))
-            ratio = f"{ours / theirs:7.2f}" if ours else "      -"
-            print(f"{b.label:<34} {label:<17} {fmt_t(ours):>12} {fmt_t(theirs):>12} {ratio}  "
+                r = paired_rounds(b.ours(name), b.pin(name))
+                ours, theirs, ratio = r.ours_median, r.ref_median, r.fmt()
+            print(f"{b.label:<34} {label:<17} {fmt_t(ours):>12} {fmt_t(theirs):>12} {ratio:>17}  "
                   f"{'MISSING' if note == 'missing' else ''}{pname if note != 'missing' else ''}"
                   f"{'' if note in ('missing',) else ' | ' + note}")
             rows.append((b.label, name, ours, theirs))
@@ -337,9 +327,9 @@ def _tool_link(b):
 
 def controller_terms(benches):
     """Issue 11: the terms of model-based controllers against Pinocchio's, paired in this run."""
-    print("Controller terms (issue 11), ours vs Pinocchio, paired")
-    print(f"{'model':<34} {'function':<27} {'ours':>12} {'pinocchio':>12} {'ratio':>7}  pinocchio's pieces")
-    print("-" * 120)
+    print(f"Controller terms (issue 11), ours vs Pinocchio, paired; {RATIO_HEADER}")
+    print(f"{'model':<34} {'function':<27} {'ours':>12} {'pinocchio':>12} {'ratio':>17}  pinocchio's pieces")
+    print("-" * 130)
     for b in benches:
         dn, m, q, qd = b.dn, b.model, b.q, b.qd
         pm, pd, pq, pv = b.pm, b.pd, b.pq, b.pv
@@ -369,8 +359,9 @@ def controller_terms(benches):
                 print(f"{b.label:<34} {name:<27} {'MISSING':>12}")
                 continue
             try:
-                ours, theirs = paired(fo, fp)
-                print(f"{b.label:<34} {name:<27} {fmt_t(ours):>12} {fmt_t(theirs):>12} {ours / theirs:7.2f}  {pname}")
+                r = paired_rounds(fo, fp)
+                print(f"{b.label:<34} {name:<27} {fmt_t(r.ours_median):>12} {fmt_t(r.ref_median):>12} {r.fmt():>17}  "
+                      f"{pname}")
             except Exception as e:  # report, never hide
                 print(f"{b.label:<34} {name:<27} error: {type(e).__name__}: {str(e)[:70]}")
         print(f"{'':<34} (link '{link}')")
@@ -391,10 +382,11 @@ def contact_bench(b):
     if getattr(dn, "contact_forward_dynamics", None) is None or any(l not in m.link_names for l, _ in CONTACT_POINTS):
         print("contact forward dynamics: MISSING (or not the arm)\n")
         return
-    print("Contact forward dynamics (issue 23), ours vs Pinocchio, paired; arm at rest, contacts sticking")
-    print(f"{'contacts':<10} {'ours':>12} {'constraintDynamics':>19} {'ratio':>7} {'forwardDynamics(J)':>19} "
-          f"{'ratio':>7}  max |qdd - pin|")
-    print("-" * 100)
+    print("Contact forward dynamics (issue 23), ours vs Pinocchio, paired; arm at rest, contacts sticking; "
+          + RATIO_HEADER)
+    print(f"{'contacts':<10} {'ours':>12} {'constraintDynamics':>19} {'ratio':>17} {'forwardDynamics(J)':>19} "
+          f"{'ratio':>17}  max |qdd - pin|")
+    print("-" * 120)
     pm, pd = b.pm, b.pd
     q, qd = b.q, np.zeros(m.nv)
     tau = dn.gravity(m, q) * 0.3
@@ -429,12 +421,12 @@ def contact_bench(b):
         try:
             r = dn.contact_forward_dynamics(m, q, qd, tau, contacts)
             err = float(np.max(np.abs(r.qdd - G.T @ a)))
-            ours, theirs = paired(lambda: dn.contact_forward_dynamics(m, q, qd, tau, contacts),
-                                  lambda: pin.constraintDynamics(pm, pd, pq, pv, pt, cms, cds, prox))
-            _, kkt = paired(lambda: dn.contact_forward_dynamics(m, q, qd, tau, contacts),
-                            lambda: pin.forwardDynamics(fm, fd, pq, pv, pt, J, gam, 1e-12))
-            print(f"{k:<10} {fmt_t(ours):>12} {fmt_t(theirs):>19} {ours / theirs:7.2f} {fmt_t(kkt):>19} "
-                  f"{ours / kkt:7.2f}  {err:.1e} ({', '.join(r.states)})")
+            cd_ = paired_rounds(lambda: dn.contact_forward_dynamics(m, q, qd, tau, contacts),
+                                lambda: pin.constraintDynamics(pm, pd, pq, pv, pt, cms, cds, prox))
+            kkt = paired_rounds(lambda: dn.contact_forward_dynamics(m, q, qd, tau, contacts),
+                                lambda: pin.forwardDynamics(fm, fd, pq, pv, pt, J, gam, 1e-12))
+            print(f"{k:<10} {fmt_t(cd_.ours_median):>12} {fmt_t(cd_.ref_median):>19} {cd_.fmt():>17} "
+                  f"{fmt_t(kkt.ref_median):>19} {kkt.fmt():>17}  {err:.1e} ({', '.join(r.states)})")
         except Exception as e:  # report, never hide
             print(f"{k:<10} error: {type(e).__name__}: {str(e)[:80]}")
     print()
@@ -447,7 +439,10 @@ def main(argv=None):
     ap.add_argument("--no-node", action="store_true")
     ap.add_argument("--only-scaling", action="store_true",
                     help="the scaling sweep alone (bench/out/scaling.png; make docs-figures uses it)")
+    ap.add_argument("--against", metavar="REV", help="only compare this checkout with REV (bench/compare.py)")
     args = ap.parse_args(argv)
+    if args.against:
+        return subprocess.run([sys.executable, str(HERE / "compare.py"), args.against]).returncode
     if args.only_scaling:
         scaling(quick=args.quick)
         return 0

@@ -4,11 +4,12 @@
 
   1. dn.inverse_dynamics_derivatives vs pin.computeRNEADerivatives, dn.forward_dynamics_derivatives vs
      pin.computeABADerivatives, dn.gravity_derivatives vs pin.computeGeneralizedGravityDerivatives, timed in
-     alternating batches (bench.paired: the minimum over 9 rounds), at the same state, on the 7-DoF arm
+     alternating batches (9 rounds; the ratio is the median of the per-round ratios with their interquartile
+     range, bench/pairing.py), at the same state, on the 7-DoF arm
      (urdf/arm7.urdf), Panda with its finger's mimic joint (ours in user coordinates, Pinocchio's with the
      follower as a joint of its own), a quadruped with a floating base (solo12) and TALOS (floating, mimic
      tags removed);
-  2. the batch forms per state (N = 200) next to the single-state call;
+  2. the batch forms per state (N = 200) next to the single-state call (bench.paired: minimum over 5 rounds);
   3. the analytic derivatives against our own central finite differences (2 nv calls of inverse_dynamics for
      d/dq through dn.integrate, 2 nv for d/dqd): the reason analytic derivatives exist.
 No assertion: this only prints.
@@ -22,6 +23,7 @@ import numpy as np
 
 import bench as B  # bench/bench.py: paired(), fmt_t(), Bench, humanoid(), arm(), pinocchio and urdfgen loaded
 from bench import pin, ug
+from pairing import RATIO_HEADER, paired_rounds
 
 
 def _fd(dn, m, q, qd, qdd, eps=1e-6):
@@ -46,9 +48,9 @@ def main():
     cases.append(("solo12 floating", solo.read_text(), True, solo))
     hl, hx = B.humanoid()
     cases.append((hl, hx, True, None))
-    print("Derivatives (issue 29), ours vs Pinocchio, paired, per call from Python")
-    print(f"{'model':<34} {'function':<32} {'ours':>12} {'pinocchio':>12} {'ratio':>7}")
-    print("-" * 102)
+    print(f"Derivatives (issue 29), ours vs Pinocchio, paired, per call from Python; {RATIO_HEADER}")
+    print(f"{'model':<34} {'function':<32} {'ours':>12} {'pinocchio':>12} {'ratio':>17}")
+    print("-" * 112)
     benches = []
     for lab, x, fl, src in cases:
         with warnings.catch_warnings():
@@ -66,8 +68,9 @@ def main():
              lambda: pin.computeGeneralizedGravityDerivatives(pm, pd, pq)),
         ]
         for name, fo, fp in rows:
-            to, tp = B.paired(fo, fp)
-            print(f"{lab:<34} {name:<32} {B.fmt_t(to):>12} {B.fmt_t(tp):>12} {to / tp:7.2f}", flush=True)
+            r = paired_rounds(fo, fp)
+            print(f"{lab:<34} {name:<32} {B.fmt_t(r.ours_median):>12} {B.fmt_t(r.ref_median):>12} {r.fmt():>17}",
+                  flush=True)
     print()
     print(f"{'model':<34} {'per state (N = 200)':<44} {'batch':>12} {'single':>12} {'ratio':>7}")
     print("-" * 114)
