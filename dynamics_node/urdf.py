@@ -27,8 +27,9 @@ import numpy as np
 
 from .errors import ModelError, ModelWarning, clip, clip_names
 from .joints import FREE, PRISMATIC, REVOLUTE, joint_dims
-from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, BODY_F, BODY_I, D_ARMATURE,
-                     D_S, D_S_N, DOF_F, HEADER_F, HEADER_I, J_NV, J_VI)
+from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, D_ARMATURE,
+                     D_S, D_S_N, J_NV, J_VI)
+from .packed import body_floats, body_ints, dof_floats
 from .loop_joints import parse_loop_joints, parse_transmissions, validate_loop_bodies
 from .model import LinkFrame, Model, TreeSpec
 from .spatial import rbi_from_com, rpy_to_matrix, skew
@@ -451,10 +452,10 @@ def _check_mass_matrix(model: Model, report):
     if nb == 0:
         return
     mf, tol = model.mf, model.singular_tol
-    B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape(nb, BODY_F)
-    Dof = mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt].reshape(nvt, DOF_F)
-    vi = model.mi[HEADER_I + J_VI::BODY_I]
-    nvj = model.mi[HEADER_I + J_NV::BODY_I]
+    B = body_floats(mf, nb)
+    Dof = dof_floats(mf, nb, nvt)
+    vi = body_ints(model.mi, nb)[:, J_VI]
+    nvj = body_ints(model.mi, nb)[:, J_NV]
     parent = model.parent
     if not np.all(np.isfinite(B)):
         i = int(np.nonzero(~np.all(np.isfinite(B), axis=1))[0][0])

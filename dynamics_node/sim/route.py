@@ -14,10 +14,11 @@ import numpy as np
 from .. import _fast
 from ..batch_errors import BIG
 from ..errors import InputError
-from ..layout import (BODY_F, D_COULOMB, D_DAMPING, D_OFFSET, D_STRIBECK, DOF_F, HEADER_F, SC_D, SC_K, SC_MU, SC_P,
+from ..layout import (D_COULOMB, D_DAMPING, D_OFFSET, D_STRIBECK, SC_D, SC_K, SC_MU, SC_P,
                       SC_R, SC_S, SE_MODE, SE_NPT, SIM_CONTACT, SIM_EXPLICIT, SIM_HEAD_F, SIM_HEAD_I, SIM_INFO_N,
                       SIM_PT_I, SP_BODY)
 from .._kernel_io import OVERFLOW_STATUS
+from ..packed import dof_floats
 from .step import sim_step_c, step_kernel, step_scratch
 from ..algorithms.contact.soft import SimulationStep, _state_arg, reference_step
 
@@ -161,8 +162,7 @@ def overflow_error(model, q, qd, tau, dt, state, f_ext=None):
 def _own_parameters(model):
     """The model's parameters beyond BIG that a step multiplies: its joint friction law, gravity, payloads."""
     out = []
-    d0 = HEADER_F + BODY_F * model.nb
-    D = model._kmf[d0:d0 + DOF_F * model.nvt].reshape(model.nvt, DOF_F)
+    D = dof_floats(model._kmf, model.nb, model.nvt)
     law = float(np.max(np.abs(D[:, [D_DAMPING, D_COULOMB, D_STRIBECK, D_OFFSET]]), initial=0.0))
     if law > BIG:
         out.append(f"the model's joint friction law (coefficients up to {law:.3g})")
