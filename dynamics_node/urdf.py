@@ -27,8 +27,7 @@ import numpy as np
 
 from .errors import ModelError, ModelWarning, clip, clip_names
 from .joints import FREE, PRISMATIC, REVOLUTE, joint_dims
-from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, D_ARMATURE,
-                     D_S, D_S_N, J_NV, J_VI)
+from .layout import B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, D_ARMATURE, D_S, D_S_N, J_NV, J_VI
 from .packed import body_floats, body_ints, dof_floats
 from .loop_joints import parse_loop_joints, parse_transmissions, validate_loop_bodies
 from .model import LinkFrame, Model, TreeSpec
