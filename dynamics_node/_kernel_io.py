@@ -61,6 +61,13 @@ NOT_FINITE = 2   # an entry that is NaN or inf (INDEX: the entry)
 SINGULAR = 3     # a pivot at or below the model's tolerance (INDEX: the body, or the dof)
 BAD_QUAT = 4     # a free joint's quaternion too small to normalise (INDEX: its first coordinate)
 OVERFLOW = 5     # finite inputs whose result is not finite
+# kinds of an algorithm's own outcome, which its caller handles (raise_status has no message for them); each
+# code is status(kind, 0, 0), named in the module that returns it
+RANK_LOST_KIND = 6    # tree/operational_space.RANK_LOST: the selected rows of J H^-1 J^T are singular
+NO_SOLUTION_KIND = 7  # contact/ncp.NO_SOLUTION: the contact solver found no forces
+FIXED_LINK_KIND = 8   # contact/forward_dynamics.FIXED_LINK: a contact on a link welded to the fixed base
+SCRATCH_KIND = 9      # contact/forward_dynamics.SCRATCH, sim/step.SCRATCH: scratch arrays too small
+BAD_ARG_KIND = 10     # sim/select.BAD_ARG: a step's arguments or environment not what they must be
 
 # arguments
 ARG_NAMES = ("q", "qd", "qdd", "tau", "f_ext")
@@ -85,7 +92,9 @@ def status_index(st):
     return st % ARG_UNIT
 
 
-OVERFLOW_STATUS = KIND_UNIT * OVERFLOW   # status(OVERFLOW, 0, 0), for Python code and numba globals alike
+# status codes of no argument and no index, as module constants (numba reads them as compile-time constants);
+# status.py_func is status() run as Python, also once numba is loaded
+OVERFLOW_STATUS = status.py_func(OVERFLOW, 0, 0)
 
 
 def decode(st) -> tuple[int, int, int]:
