@@ -17,7 +17,7 @@ from ._jit import carray, njit, types
 from .errors import InputError, SingularMassMatrixError, clip, clip_names
 from .joints import DBL_MIN, FREE, quat_scale
 from .packed import body_i, dof_f, first_q, joint_type
-from .layout import (BODY_F, BODY_I, DOF_F, HEADER_F, HEADER_I, H_NB, H_NQT, H_NVT, H_NVU, MIMIC_HEAD,
+from .layout import (HEADER_I, H_NB, H_NQT, H_NVT, H_NVU, MIMIC_HEAD,
                       MIMIC_Q, MIMIC_V, V_U, V_UU,
                       V_U_N, WORK_BODY, WORK_DOF, WORK_EXTRA, W_A, W_A_N, W_C, W_C_N, W_DINV, W_DINV_N, W_E,
                       W_E_N, W_F, W_F_N, W_IA, W_IA_N, W_PA, W_PA_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N,
@@ -61,6 +61,13 @@ NOT_FINITE = 2   # an entry that is NaN or inf (INDEX: the entry)
 SINGULAR = 3     # a pivot at or below the model's tolerance (INDEX: the body, or the dof)
 BAD_QUAT = 4     # a free joint's quaternion too small to normalise (INDEX: its first coordinate)
 OVERFLOW = 5     # finite inputs whose result is not finite
+# kinds of an algorithm's own outcome, which its caller handles (raise_status has no message for them); each
+# code is status(kind, 0, 0), named in the module that returns it
+RANK_LOST_KIND = 6    # tree/operational_space.RANK_LOST: the selected rows of J H^-1 J^T are singular
+NO_SOLUTION_KIND = 7  # contact/ncp.NO_SOLUTION: the contact solver found no forces
+FIXED_LINK_KIND = 8   # contact/forward_dynamics.FIXED_LINK: a contact on a link welded to the fixed base
+SCRATCH_KIND = 9      # contact/forward_dynamics.SCRATCH, sim/step.SCRATCH: scratch arrays too small
+BAD_ARG_KIND = 10     # sim/select.BAD_ARG: a step's arguments or environment not what they must be
 
 # arguments
 ARG_NAMES = ("q", "qd", "qdd", "tau", "f_ext")
@@ -85,7 +92,9 @@ def status_index(st):
     return st % ARG_UNIT
 
 
-OVERFLOW_STATUS = KIND_UNIT * OVERFLOW   # status(OVERFLOW, 0, 0), for Python code and numba globals alike
+# status codes of no argument and no index, as module constants (numba reads them as compile-time constants);
+# status.py_func is status() run as Python, also once numba is loaded
+OVERFLOW_STATUS = status.py_func(OVERFLOW, 0, 0)
 
 
 def decode(st) -> tuple[int, int, int]:
@@ -93,19 +102,6 @@ def decode(st) -> tuple[int, int, int]:
     kind, rest = divmod(int(st), KIND_UNIT)
     arg, index = divmod(rest, ARG_UNIT)
     return kind, arg, index
-
-
-@njit(cache=True, inline="always")
-def unpack(mi, mf):
-    """(nb, nvt, nqt, J, B, D): the packed model's per-body ints J (nb x BODY_I, columns J_*), per-body
-    floats B (nb x BODY_F, columns B_*) and per-dof floats D (nvt x DOF_F, columns D_*) as views."""
-    nb = mi[H_NB]
-    nvt = mi[H_NVT]
-    nqt = mi[H_NQT]
-    J = mi[HEADER_I:body_i(nb)].reshape((nb, BODY_I))
-    B = mf[HEADER_F:dof_f(nb, 0)].reshape((nb, BODY_F))
-    D = mf[dof_f(nb, 0):dof_f(nb, nvt)].reshape((nvt, DOF_F))
-    return nb, nvt, nqt, J, B, D
 
 
 @njit(cache=True, inline="always")

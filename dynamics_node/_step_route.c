@@ -29,7 +29,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#define SCRATCH_STATUS (-9) /* sim_step.SCRATCH */
+#define SCRATCH_STATUS 900000000 /* sim_step.SCRATCH: status(SCRATCH_KIND, 0, 0) of _kernel_io.py */
 #define INFO_N DN_SIM_INFO_N /* info = [NSEL, NF, a slot per contact] */
 #define INFO_NF DN_SI_NF
 

@@ -36,9 +36,9 @@ import math
 import numpy as np
 
 from ._jit import njit
-from .packed import dof_f
-from .layout import (BODY_F, D_COULOMB, D_COULOMB_VELOCITY, D_DAMPING, D_OFFSET, D_STRIBECK, D_STRIBECK_VELOCITY,
-                      DOF_F, HEADER_F, LAW_COLUMNS)
+from .packed import dof_f, dof_floats
+from .layout import (D_COULOMB, D_COULOMB_VELOCITY, D_DAMPING, D_OFFSET, D_STRIBECK, D_STRIBECK_VELOCITY,
+                      LAW_COLUMNS)
 
 LAYOUT = dict(LAW_COLUMNS)   # field -> its column of the packed model's dofs (layout.MODEL_DOF_F)
 FIELDS = tuple(LAYOUT)       # viscous, coulomb, coulomb_velocity, stribeck, stribeck_velocity, offset
@@ -99,10 +99,9 @@ def friction_slope(mf, dd, v):
 
 @njit(cache=True)
 def _law_kernel(mf, nb, QD, out, slope):
-    do0 = dof_f(nb, 0)
     for k in range(QD.shape[0]):
         for dof in range(QD.shape[1]):
-            dd = do0 + DOF_F * dof
+            dd = dof_f(nb, dof)
             out[k, dof] = friction_slope(mf, dd, QD[k, dof]) if slope else friction_torque(mf, dd, QD[k, dof])
 
 
@@ -221,8 +220,7 @@ def apply(friction, names, dofs, urdf_values, src):
 
 def has_friction(model) -> bool:
     """True when some coefficient of the law (joint_law.py) is not zero."""
-    d0 = HEADER_F + BODY_F * model.nb
-    D = model._kmf[d0:d0 + DOF_F * model.nvt].reshape(model.nvt, DOF_F)
+    D = dof_floats(model._kmf, model.nb, model.nvt)
     return bool(np.any(D[:, [LAYOUT[f] for f in FIELDS]] != 0.0))
 
 

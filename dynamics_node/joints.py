@@ -32,7 +32,7 @@ import numpy as np
 from ._jit import njit
 
 from .packed import body_f, dof_count, dof_f, first_dof, first_q, joint_type
-from .layout import (B_ET, B_RT, D_S, DOF_F, H_NB, W_COS, W_SIN)
+from .layout import (B_ET, B_RT, D_S, H_NB, W_COS, W_SIN)
 from .spatial import crm_t, st6_s
 
 assert W_COS == W_SIN + 1  # sincos_all writes the cosines right after the sines
@@ -324,10 +324,10 @@ def S_mul(mi, mf, i, x):
     """S_i x as a 6-tuple (angular-first): joint i's motion subspace (Table 4.1) times the entries of x
     at its degrees of freedom, e.g. v_J = S qd (Eq. 3.32) or S qdd."""
     vi = first_dof(mi, i)
-    do0 = dof_f(mi[H_NB], 0)
+    nb = mi[H_NB]
     j0 = j1 = j2 = j3 = j4 = j5 = 0.0
     for dof in range(vi, vi + dof_count(mi, i)):
-        so = do0 + DOF_F * dof + D_S
+        so = dof_f(nb, dof) + D_S
         y = x[dof]
         j0 += mf[so] * y
         j1 += mf[so + 1] * y

@@ -8,8 +8,8 @@ size where code needs it, and the table's total size is named too. test/test_cor
 constants are the tables' running sums. numba reads module-level integers as compile-time constants, so a
 kernel written as ``mf[bo + B_M]`` compiles to the same machine code as ``mf[bo + 12]``. The C shims read
 the same constants from ``_layout.h``, which tools/gen_layout_header.py writes from these tables (a test
-checks that the committed header is what the tables give). The kernels read the packed model through the
-accessors of ``_kernel_io.py``.
+checks that the committed header is what the tables give). Code reads the packed model through the
+accessors of ``packed.py`` (test/test_repo_rules.py checks that no other module sums these offsets).
 
 Packed model (one int array, one float array; a numba call costs per argument):
 

@@ -30,7 +30,8 @@ import numpy as np
 
 from ._jit import njit
 from .errors import ModelError
-from .layout import BODY_I, HEADER_I, J_NV, J_PARENT, J_VI
+from .layout import H_NB, J_NV, J_PARENT, J_VI
+from .packed import body_ints
 
 # li header
 LI_NL = 0
@@ -250,14 +251,15 @@ def loop_tree_joints(mi, li, l):
     children, so the larger index is the deeper one)."""
     o = LI_HEADER + LJ_STRIDE * l
     bi, bj = int(li[o + LJ_PRED]), int(li[o + LJ_SUCC])
+    J = body_ints(mi, int(mi[H_NB]))
     out = []
     while bi != bj:
         if bi > bj:
             out.append(bi)
-            bi = int(mi[HEADER_I + BODY_I * bi + J_PARENT])
+            bi = int(J[bi, J_PARENT])
         else:
             out.append(bj)
-            bj = int(mi[HEADER_I + BODY_I * bj + J_PARENT])
+            bj = int(J[bj, J_PARENT])
     return out
 
 
@@ -265,14 +267,15 @@ def analyse(model, li, rows) -> ClusterData:
     """Cluster analysis of ``model`` (its loop data li, rows per loop): union-find over the loops
     that share a column of K.  Called once when the model is packed."""
     mi = model.mi
+    J = body_ints(mi, model.nb)
     nl = len(rows)
     v_src = np.asarray(model.v_src) if model.has_mimic else None
     cols = []
     for l in range(nl):
         c = set()
         for b in loop_tree_joints(mi, li, l):
-            vi = int(mi[HEADER_I + BODY_I * b + J_VI])
-            for t in range(vi, vi + int(mi[HEADER_I + BODY_I * b + J_NV])):
+            vi = int(J[b, J_VI])
+            for t in range(vi, vi + int(J[b, J_NV])):
                 c.add(int(v_src[t]) if v_src is not None else t)
         cols.append(c)
     parent = list(range(nl))

@@ -32,9 +32,10 @@ from ._fast import AVAILABLE as SHIM_AVAILABLE
 from .joints import FREE, joint_dims, motion_subspace
 
 from .spatial import rbi_from_com
-from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, BODY_F, BODY_I, D_ARMATURE,
-                     D_S, D_S_N, LAW_COLUMNS, DOF_F, H_NB, H_NQT, H_NVT, H_NVU, HEADER_F, MH_NQ, MH_NV, MIMIC_HEAD,
-                     MIMIC_Q, MIMIC_V, MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, HEADER_I, HF_GRAVITY,
+from .packed import body_floats, body_ints, dof_floats, sizes
+from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, D_ARMATURE,
+                     D_S, D_S_N, LAW_COLUMNS, H_NB, H_NQT, H_NVT, H_NVU, MH_NQ, MH_NV, MIMIC_HEAD,
+                     MIMIC_Q, MIMIC_V, MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, HF_GRAVITY,
                      HF_GRAVITY_N, HF_TOL, J_DEND, J_NV, J_PARENT, J_QI, J_TYPE, J_VI, WORK_BODY, WORK_DOF, WORK_EXTRA,
                      W_A, W_A_N, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_V, W_V_N)
 
@@ -191,9 +192,10 @@ class Model:
         self.G = G
 
         # ---- pack for the kernels
-        mi = np.zeros(HEADER_I + BODY_I * nb, dtype=np.int64)
+        ni, mimic_at = sizes(nb, self.nvt)   # the mimic section, if any, starts at mimic_at in mf
+        mi = np.zeros(ni, dtype=np.int64)
         mi[H_NB], mi[H_NVT], mi[H_NQT], mi[H_NVU] = nb, self.nvt, self.nqt, self.nv
-        J = mi[HEADER_I:].reshape(nb, BODY_I)
+        J = body_ints(mi, nb)
         J[:, J_PARENT] = spec.parent
         J[:, J_TYPE] = spec.jtype
         J[:, J_QI] = qi
@@ -209,16 +211,15 @@ class Model:
         Ib = np.array(spec.Ibar, dtype=float).reshape(nb, 9)
         for pl in spec.payloads.values():
             self._add_payload_inertia(pl, mass, h, Ib)
-        mimic_at = HEADER_F + BODY_F * nb + DOF_F * self.nvt
         mf = np.zeros(mimic_at + ((MIMIC_HEAD + MIMIC_Q * self.nqt + MIMIC_V * self.nvt) if self.has_mimic else 0))
         mf[HF_GRAVITY:HF_GRAVITY + HF_GRAVITY_N] = spec.gravity
-        B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape(nb, BODY_F)
+        B = body_floats(mf, nb)
         B[:, B_ET:B_ET + B_ET_N] = np.array(spec.ET, dtype=float).reshape(nb, 9)
         B[:, B_RT:B_RT + B_RT_N] = np.array(spec.rT, dtype=float).reshape(nb, 3)
         B[:, B_M] = mass
         B[:, B_H:B_H + B_H_N] = h
         B[:, B_IBAR:B_IBAR + B_IBAR_N] = Ib
-        D = mf[HEADER_F + BODY_F * nb:mimic_at].reshape(self.nvt, DOF_F)
+        D = dof_floats(mf, nb, self.nvt)
         if self.has_mimic:   # layout.MODEL_MIMIC_*: the map from user to tree coordinates (Eq. 3.19)
             mf[mimic_at + MH_NQ], mf[mimic_at + MH_NV] = self.nq, self.nv
             Mq = mf[mimic_at + MIMIC_HEAD:mimic_at + MIMIC_HEAD + MIMIC_Q * self.nqt].reshape(self.nqt, MIMIC_Q)
@@ -292,21 +293,21 @@ class Model:
     def neutral(self) -> np.ndarray:
         """The zero configuration (identity quaternion for a floating base and every floating joint)."""
         q = np.zeros(self.nq)
-        qi = self.mi[HEADER_I + J_QI::BODY_I]
+        qi = body_ints(self.mi, self.nb)[:, J_QI]
         for i in np.nonzero(self.jtype == FREE)[0]:  # every free joint (the base and floating joints)
             q[self.q_src[qi[i] + 6]] = 1.0
         return q
 
     def total_mass(self) -> float:
         """Mass of every link (those welded to the fixed base included) plus payloads."""
-        moving = float(np.sum(self.mf[HEADER_F + B_M:HEADER_F + BODY_F * self.nb:BODY_F]))
+        moving = float(np.sum(body_floats(self.mf, self.nb)[:, B_M]))
         fixed = sum(self._spec.link_inertia[n][0] for n, f in self.link_frames.items() if f.body < 0)
         fixed += sum(p.mass for p in self.payloads.values() if self.link_frames[p.link].body < 0)
         return moving + fixed
 
     def body_inertia(self, i: int):
         """rbi(m, h, Ibar) of body i in its own frame (payloads included)."""
-        B = self.mf[HEADER_F + BODY_F * i:HEADER_F + BODY_F * (i + 1)]
+        B = body_floats(self.mf, self.nb)[i]
         return float(B[B_M]), B[B_H:B_H + B_H_N].copy(), B[B_IBAR:B_IBAR + B_IBAR_N].reshape(3, 3).copy()
 
     def summary(self) -> str:

@@ -5,6 +5,12 @@ offset sums, as spatial_v2 writes ``parent(i)``. Each is inlined where it is cal
 
     body i's ints:    parent(mi, i) = λ(i), joint_type, first_q, first_dof, dof_count, subtree_end
     where in mf:      body_f(i) + B_*  (body i's floats),  dof_f(nb, k) + D_*  (dof k's floats)
+
+The Python side (the packer in model.py, the loader's checks, the identification) reads and writes whole
+blocks instead, as numpy views with one row per body or dof: ``body_ints(mi, nb)[i, J_*]``,
+``body_floats(mf, nb)[i, B_*]``, ``dof_floats(mf, nb, nvt)[k, D_*]``; ``sizes(nb, nvt)`` are the lengths of
+mi and mf (mf's without a mimic section, which starts there). These are plain functions, never called
+by a kernel. Every offset sum over the blocks' sizes is in this module.
 """
 from __future__ import annotations
 
@@ -65,3 +71,24 @@ def dof_f(nb, k):
     """Where dof k's floats start in mf (its D_* fields follow) for a model of nb bodies; dof_f(nb, 0) is where
     the dofs' section starts."""
     return HEADER_F + BODY_F * nb + DOF_F * k
+
+
+def sizes(nb, nvt):
+    """(len(mi), where mf's mimic section starts: len(mf) without one) of a model of nb bodies, nvt dofs."""
+    return HEADER_I + BODY_I * nb, HEADER_F + BODY_F * nb + DOF_F * nvt
+
+
+def body_ints(mi, nb):
+    """The bodies' ints of mi as an (nb, BODY_I) view: row i is body i's J_* fields."""
+    return mi[HEADER_I:HEADER_I + BODY_I * nb].reshape(nb, BODY_I)
+
+
+def body_floats(mf, nb):
+    """The bodies' floats of mf as an (nb, BODY_F) view: row i is body i's B_* fields."""
+    return mf[HEADER_F:HEADER_F + BODY_F * nb].reshape(nb, BODY_F)
+
+
+def dof_floats(mf, nb, nvt):
+    """The dofs' floats of mf as an (nvt, DOF_F) view: row k is dof k's D_* fields."""
+    d0 = HEADER_F + BODY_F * nb
+    return mf[d0:d0 + DOF_F * nvt].reshape(nvt, DOF_F)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import njit
-from .layout import BODY_I, H_NB, HEADER_I, J_NV, J_PARENT, J_VI
-from .packed import dof_count, first_dof, parent
+from .layout import H_NB, J_NV, J_PARENT, J_VI
+from .packed import body_ints, dof_count, first_dof, parent, sizes
 
 
 @njit(cache=True, inline="always", pure=True)
@@ -35,9 +35,9 @@ def expanded_parent_array(parents, dofs):
     (0, 1, 2, 3, 1, 4, 4, 5)
     """
     nb = len(parents)
-    mi = np.zeros(HEADER_I + BODY_I * nb, dtype=np.int64)
+    mi = np.zeros(sizes(nb, 0)[0], dtype=np.int64)
     mi[H_NB] = nb
-    J = mi[HEADER_I:].reshape(nb, BODY_I)
+    J = body_ints(mi, nb)
     J[:, J_PARENT] = np.asarray(parents, dtype=np.int64) - 1
     J[:, J_NV] = dofs
     J[:, J_VI] = np.concatenate(([0], np.cumsum(dofs)[:-1])) if nb else []

@@ -27,13 +27,13 @@ import numpy as np
 
 from .errors import ModelError, ModelWarning, clip, clip_names
 from .joints import FREE, PRISMATIC, REVOLUTE, joint_dims
-from .layout import (B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, BODY_F, BODY_I, D_ARMATURE,
-                     D_S, D_S_N, DOF_F, HEADER_F, HEADER_I, J_NV, J_VI)
+from .layout import B_ET, B_ET_N, B_H, B_H_N, B_IBAR, B_IBAR_N, B_M, B_RT, B_RT_N, D_ARMATURE, D_S, D_S_N, J_NV, J_VI
+from .packed import body_floats, body_ints, dof_floats
 from .loop_joints import parse_loop_joints, parse_transmissions, validate_loop_bodies
 from .model import LinkFrame, Model, TreeSpec
 from .spatial import rbi_from_com, rpy_to_matrix, skew
 from .urdf_source import MAX_BYTES, parse_xml, read_description  # noqa: F401
-from .urdf_xml import PARAM_LIMIT, ignored_elements, misplaced, read_joints, read_links, unit_vector
+from .urdf_xml import PARAM_LIMIT, ignored_elements, link_inertia, misplaced, read_joints, read_links, unit_vector
 
 ROOT_JOINT = "root_joint"
 
@@ -133,32 +133,6 @@ def _pose(rpy, xyz):
     return rpy_to_matrix(rpy), np.array(xyz, dtype=float)
 
 
-def _link_inertia(link, src, report):
-    """(mass, com (3,), I about the CoM in link axes) of a URDF link. Non-physical rotational inertia
-    (indefinite, or principal moments breaking the triangle inequality) goes to the report."""
-    ine = link.inertial
-    if ine is None:
-        return 0.0, np.zeros(3), np.zeros((3, 3))
-    R, c = _pose(ine.rpy, ine.xyz)
-    ixx, ixy, ixz, iyy, iyz, izz = ine.inertia
-    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]], dtype=float)
-    ev = np.linalg.eigvalsh(I)
-    # round-off of eigvalsh, and anything below a radius of gyration of 1 micrometre, is no problem
-    tol = max(1e-9 * float(np.abs(ev).max()), 1e-12 * ine.mass)
-    moments = "[" + ", ".join(f"{e:.4g}" for e in ev) + "]"
-    msg = None
-    if ev[0] < -tol:
-        msg = (f"inertia is not positive semi-definite: principal moments {moments} kg·m², the smallest "
-               f"negative by {-ev[0]:.3g} kg·m²")
-    elif ev[0] + ev[1] < ev[2] - tol:
-        msg = (f"principal moments {moments} kg·m² break the triangle inequality by "
-               f"{ev[2] - ev[0] - ev[1]:.3g} kg·m² (the largest exceeds the sum of the others)")
-    if msg:
-        report.inertia[link.name] = msg
-        report.warnings.append(f"{src}: link '{clip(link.name, 80)}': {msg}")
-    return ine.mass, c, R @ I @ R.T
-
-
 def _unit_axis(j, src):
     return unit_vector(j.axis, src, f"joint '{clip(j.name, 80)}'")
 
@@ -202,7 +176,7 @@ def _build(name, links, joints, xml_root, src, floating_base, gravity, armature,
     for j in joints:
         children[j.parent].append(j)
 
-    inertia = {n: _link_inertia(links[n], src, report) for n in links}
+    inertia = {n: link_inertia(links[n], src, report) for n in links}
     # ---- depth-first walk
     spec = dict(parent=[], jtype=[], axis=[], ET=[], rT=[], mass=[], h=[], Ibar=[], body_link=[],
                 body_joint=[], body_label=[])
@@ -451,10 +425,10 @@ def _check_mass_matrix(model: Model, report):
     if nb == 0:
         return
     mf, tol = model.mf, model.singular_tol
-    B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape(nb, BODY_F)
-    Dof = mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt].reshape(nvt, DOF_F)
-    vi = model.mi[HEADER_I + J_VI::BODY_I]
-    nvj = model.mi[HEADER_I + J_NV::BODY_I]
+    B = body_floats(mf, nb)
+    Dof = dof_floats(mf, nb, nvt)
+    vi = body_ints(model.mi, nb)[:, J_VI]
+    nvj = body_ints(model.mi, nb)[:, J_NV]
     parent = model.parent
     if not np.all(np.isfinite(B)):
         i = int(np.nonzero(~np.all(np.isfinite(B), axis=1))[0][0])

@@ -4,7 +4,8 @@ Read: ``<robot name>``; each ``<link>``'s name and first ``<inertial>`` (origin,
 ``<joint>``'s name, type, parent, child, origin, axis, limit, dynamics and mimic. ``<transmission>`` and
 ``<loop_joint>`` are read by :mod:`dynamics_node.loop_joints`. Nothing else is looked at: ``<visual>``,
 ``<collision>``, ``<material>``, ``<gazebo>``, ``<ros2_control>`` and unknown elements cannot stop a
-load (they are counted for ``dynamics_summary --check``).
+load (they are counted for ``dynamics_summary --check``). :func:`link_inertia` turns a link's
+``<inertial>`` into its mass, centre of mass and inertia, and reports one that is not physical.
 
 Numbers: every attribute dynamics reads must be finite, and lengths, masses, inertias, mimic
 multipliers and offsets, damping and friction must have a magnitude of at most :data:`PARAM_LIMIT`
@@ -19,6 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from .errors import ModelError, clip
+from .spatial import rpy_to_matrix
 
 PARAM_LIMIT = 1e30
 JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
@@ -236,3 +238,28 @@ def _locate(text):
         return None
     return None
 
+
+def link_inertia(link, src, report):
+    """(mass, com (3,), I about the CoM in link axes) of a URDF link. Non-physical rotational inertia
+    (indefinite, or principal moments breaking the triangle inequality) goes to the report."""
+    ine = link.inertial
+    if ine is None:
+        return 0.0, np.zeros(3), np.zeros((3, 3))
+    R, c = rpy_to_matrix(ine.rpy), np.array(ine.xyz, dtype=float)
+    ixx, ixy, ixz, iyy, iyz, izz = ine.inertia
+    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]], dtype=float)
+    ev = np.linalg.eigvalsh(I)
+    # round-off of eigvalsh, and anything below a radius of gyration of 1 micrometre, is no problem
+    tol = max(1e-9 * float(np.abs(ev).max()), 1e-12 * ine.mass)
+    moments = "[" + ", ".join(f"{e:.4g}" for e in ev) + "]"
+    msg = None
+    if ev[0] < -tol:
+        msg = (f"inertia is not positive semi-definite: principal moments {moments} kg·m², the smallest "
+               f"negative by {-ev[0]:.3g} kg·m²")
+    elif ev[0] + ev[1] < ev[2] - tol:
+        msg = (f"principal moments {moments} kg·m² break the triangle inequality by "
+               f"{ev[2] - ev[0] - ev[1]:.3g} kg·m² (the largest exceeds the sum of the others)")
+    if msg:
+        report.inertia[link.name] = msg
+        report.warnings.append(f"{src}: link '{clip(link.name, 80)}': {msg}")
+    return ine.mass, c, R @ I @ R.T

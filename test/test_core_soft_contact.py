@@ -385,11 +385,20 @@ def test_huge_inputs_give_a_finite_step_or_a_refusal():
 
 
 def test_the_c_front_reads_the_step_info_where_layout_puts_it():
-    """What _step_route.c assumes of layout.py (its INFO_N and INFO_NF) and of sim/step.py (SCRATCH)."""
+    """What _step_route.c assumes of layout.py (its INFO_N and INFO_NF) and of sim/step.py (SCRATCH, written
+    out in the C source as SCRATCH_STATUS)."""
+    import pathlib
+    import re
+
+    import dynamics_node
     from dynamics_node import layout as L
     from dynamics_node.sim import step as sim_step
 
-    assert (L.SIM_INFO_N, L.SI_NF, L.SI_NSEL) == (2, 1, 0) and sim_step.SCRATCH == -9
+    assert (L.SIM_INFO_N, L.SI_NF, L.SI_NSEL) == (2, 1, 0)
+    c = (pathlib.Path(dynamics_node.__file__).parent / "_step_route.c").read_text(encoding="utf-8")
+    m = re.search(r"^#define SCRATCH_STATUS \(?(-?\d+)\)?", c, re.M)
+    assert m, "_step_route.c no longer defines SCRATCH_STATUS"
+    assert int(m.group(1)) == sim_step.SCRATCH
 
 
 def test_without_the_c_shim_the_step_is_the_same(monkeypatch):

@@ -131,7 +131,7 @@ def js(names, pos, vel=(), eff=()):
 
 
 def test_split_joint_states_are_merged_by_name_and_need_every_joint_fresh():
-    from dynamics_node.ros.stream import JointStateMerger
+    from dynamics_node.ros.joint_states import JointStateMerger
     st, _ = state(PANDA)
     mg = JointStateMerger(st)
     arm = [f"panda_joint{i}" for i in range(1, 8)]
@@ -149,7 +149,7 @@ def test_split_joint_states_are_merged_by_name_and_need_every_joint_fresh():
 
 def test_a_joint_listed_twice_is_refused_and_a_bad_effort_length_reported():
     from dynamics_node.errors import InputError
-    from dynamics_node.ros.stream import JointStateMerger
+    from dynamics_node.ros.joint_states import JointStateMerger
     st, _ = state(UR5)
     mg = JointStateMerger(st)
     names = list(st.model.joint_names)
@@ -162,7 +162,7 @@ def test_a_joint_listed_twice_is_refused_and_a_bad_effort_length_reported():
 
 
 def test_a_nan_drops_only_what_it_would_corrupt():
-    from dynamics_node.ros.stream import JointStateMerger
+    from dynamics_node.ros.joint_states import JointStateMerger
     st, _ = state(UR5)
     mg = JointStateMerger(st)
     names = list(st.model.joint_names)
@@ -180,7 +180,8 @@ def test_closed_loop_joint_states_with_only_the_actuated_joints_are_completed():
     """The four-bar reports its crank only: the coupler and rocker are solved from the closure,
     the first time from the neutral pose, then from the last solution."""
     import dynamics_node as dn
-    from dynamics_node.ros.stream import JointStateMerger, gravity_effort
+    from dynamics_node.ros.joint_states import JointStateMerger
+    from dynamics_node.ros.stream import gravity_effort
     st, _ = state(FOURBAR)
     m = st.model
     assert st.loops and st.torque_names == ("crank_joint",)

@@ -212,7 +212,7 @@ def test_effort_command_adds_the_friction_fraction():
     from dynamics_node.ros.friction_params import command_friction
     from dynamics_node.ros.model_state import build_state, load
     from dynamics_node.ros.node_params import validate
-    from dynamics_node.ros.stream import JointStateMerger
+    from dynamics_node.ros.joint_states import JointStateMerger
     vals = {"urdf_path": str(ns.ARM7), "friction": True, "friction_model.joints": NAMES, "armature": ARM,
             "effort_command_topic": "/cmd", "command_joints": ["joint3", "joint1"], "effort_command_friction": 0.5,
             **{f"friction_model.{k}": v for k, v in VALS.items()}}

@@ -226,3 +226,59 @@ def test_module_names_are_unique_across_the_package():
     packages = {p.parent.name for p in (REPO / "dynamics_node").rglob("__init__.py")}
     clash = {n: ps for n, ps in where.items() if len(ps) > 1 or n in packages}
     assert not clash, f"module names used twice (or as a package's): {clash}"
+
+
+BLOCK_SIZES = ("HEADER_I", "BODY_I", "HEADER_F", "BODY_F", "DOF_F")  # layout.py: the packed model's blocks
+OFFSET_OWNERS = ("layout.py", "packed.py")
+
+
+def _offset_sums(source):
+    """Lines of a module's source where one of the packed model's block sizes is an operand of arithmetic
+    (`HEADER_F + BODY_F * i`) or a bound or step of a slice (`mi[HEADER_I + J_VI::BODY_I]`)."""
+    import ast
+
+    def block(node):
+        return (isinstance(node, ast.Name) and node.id in BLOCK_SIZES
+                or isinstance(node, ast.Attribute) and node.attr in BLOCK_SIZES)
+
+    lines = set()
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.BinOp):
+            operands = (n.left, n.right)
+        elif isinstance(n, ast.Slice):
+            operands = (n.lower, n.upper, n.step)
+        elif isinstance(n, ast.AugAssign):
+            operands = (n.value,)
+        else:
+            continue
+        if any(o is not None and block(o) for o in operands):
+            lines.add(n.lineno)
+    return sorted(lines)
+
+
+def test_the_rule_on_offset_sums_sees_them():
+    """The next test's scan finds the forms it forbids and passes the accessors' calls."""
+    planted = ("B = mf[HEADER_F:HEADER_F + BODY_F * nb].reshape(nb, BODY_F)\n"
+               "vi = model.mi[HEADER_I + J_VI::BODY_I]\n"
+               "dd = do0 + DOF_F * dof\n"
+               "o = layout.HEADER_I + layout.BODY_I * i\n"
+               "mi = np.zeros(HEADER_I + BODY_I * nb)\n"
+               "n = BODY_F\nn *= BODY_F\n")
+    assert _offset_sums(planted) == [1, 2, 3, 4, 5, 7]
+    allowed = ("hdr = carray(mip, (HEADER_I,))\nB = body_floats(mf, nb)\nso = dof_f(nb, dof) + D_S\n"
+               "vi = body_ints(mi, nb)[:, J_VI]\n")
+    assert _offset_sums(allowed) == []
+    packed = (REPO / "dynamics_node" / "packed.py").read_text(encoding="utf-8")
+    assert len(_offset_sums(packed)) >= 8, "packed.py's accessors are offset sums: the scan should see them"
+
+
+def test_only_layout_and_packed_sum_the_packed_models_offsets():
+    """Every module but layout.py (the tables) and packed.py (the accessors) reads the packed model through
+    packed.py's accessors (body_f, dof_f, body_ints, body_floats, dof_floats, sizes, parent ...): no
+    sum over the blocks' sizes is written anywhere else."""
+    offenders = []
+    for p in sorted((REPO / "dynamics_node").rglob("*.py")):
+        if p.parent == REPO / "dynamics_node" and p.name in OFFSET_OWNERS:
+            continue
+        offenders += [f"{p.relative_to(REPO)}:{k}" for k in _offset_sums(p.read_text(encoding="utf-8"))]
+    assert not offenders, f"offset sums over the packed model's blocks (use packed.py's accessors): {offenders}"

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..algorithms.estimation.regressor import N_PARAMS, PARAM_NAMES
 from ..errors import InputError, clip
-from ..layout import BODY_F, BODY_I, D_COULOMB, D_DAMPING, DOF_F, HEADER_F, HEADER_I, J_VI
+from ..layout import D_COULOMB, D_DAMPING, J_VI
+from ..packed import body_ints, dof_floats
 
 CLASSES = {"coulomb": ("viscous", "coulomb"), "smooth": ("viscous", "coulomb", "offset", "armature"),
            "stribeck": ("viscous", "coulomb", "offset", "armature", "stribeck")}
@@ -89,17 +90,18 @@ def setup(model, model_friction, fields=CLASSES["coulomb"]) -> Parameterisation:
     spec = model._spec
     nb, nvt = model.nb, model.nvt
     fj, dof_f = [], np.zeros(nvt, dtype=np.int64)
+    vi = body_ints(model.mi, nb)[:, J_VI]
     for b in range(nb):  # one dof per body: setup's callers refuse floating joints
         name = spec.body_joint[b]
         if name not in fj:
             fj.append(name)
-        dof_f[int(model.mi[HEADER_I + BODY_I * b + J_VI])] = fj.index(name)
+        dof_f[int(vi[b])] = fj.index(name)
     names = [f"{PARAM_NAMES[k]}({clip(spec.body_link[b], 60)})" for b in range(nb) for k in range(N_PARAMS)]
     names += [f"{fl}({clip(j, 60)})" for fl in fields for j in fj]
     from .. import inertial_parameters
 
     pi0 = inertial_parameters(model)
-    D = model_friction.mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt].reshape(nvt, DOF_F)
+    D = dof_floats(model_friction.mf, nb, nvt)
     fv0, fc0 = np.zeros(len(fj)), np.zeros(len(fj))
     for d in range(nvt):
         fv0[dof_f[d]], fc0[dof_f[d]] = D[d, D_DAMPING], D[d, D_COULOMB]

@@ -257,7 +257,7 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None, edges=True) -> Samp
 
 
 def joint_states(rec, names, t_from=None, t_to=None):
-    """For evaluate: the recording's joint states as the node merges them (stream.JointStateMerger: the
+    """For evaluate: the recording's joint states as the node merges them (joint_states.JointStateMerger: the
     latest value of each joint by name), none dropped at the filter's edges. A joint state is complete
     when every joint of ``names`` has a new value since the previous one: one per message when one
     publisher sends every joint, one per round when several publishers each send some (joints 1-4 and

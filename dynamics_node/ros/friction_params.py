@@ -71,7 +71,7 @@ def joint_friction_option(friction_model, joint_names, error):
 
 def command_friction(st, merger, now, cfg, log):
     """effort_command_friction's tau_f(qd) (dn.joint_friction) on the effort command's joints, from the
-    stream's merged velocities (stream.JointStateMerger). Zeros, with a warning, until every joint's
+    stream's merged velocities (joint_states.JointStateMerger). Zeros, with a warning, until every joint's
     velocity is fresh: friction compensation from a stale velocity would push the arm."""
     import numpy as np
 

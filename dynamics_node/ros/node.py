@@ -25,7 +25,7 @@ from .model_state import WAITING, payload_table, plan, summary_lines, warm_loade
 from .node_params import (MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, declare, plain,
                           unknown_overrides, validate)
 from .services import SERVICES, serve
-from .stream import LatestJointStates
+from .joint_states import LatestJointStates
 from .stream_process import StreamProcess
 
 

@@ -13,13 +13,13 @@ import numpy as np
 
 from .. import _fast
 from ..batch_errors import BIG
-from ..errors import InputError
-from ..layout import (BODY_F, D_COULOMB, D_DAMPING, D_OFFSET, D_STRIBECK, DOF_F, HEADER_F, SC_D, SC_K, SC_MU, SC_P,
+from ..layout import (D_COULOMB, D_DAMPING, D_OFFSET, D_STRIBECK, SC_D, SC_K, SC_MU, SC_P,
                       SC_R, SC_S, SE_MODE, SE_NPT, SIM_CONTACT, SIM_EXPLICIT, SIM_HEAD_F, SIM_HEAD_I, SIM_INFO_N,
                       SIM_PT_I, SP_BODY)
 from .._kernel_io import OVERFLOW_STATUS
+from ..packed import dof_floats
 from .step import sim_step_c, step_kernel, step_scratch
-from ..algorithms.contact.soft import SimulationStep, _state_arg, reference_step
+from ..algorithms.contact.soft import SimulationStep, reference_step, step_args
 
 _CACHE: dict = {}  # (model, *contacts) -> the entry of _entry
 _EMPTY = np.zeros(0)
@@ -93,25 +93,11 @@ def run(model, q, qd, tau, fx, dt, envi, envf, sin, lim, e, spec, out, nf, ni):
 
 def _slow(model, q, qd, tau, contacts, dt, state, f_ext, limits, restitution, speculative):
     """Every call the C front does not answer, errors included (module docstring)."""
-    from ..dispatch import _length, vec, wrenches
-    from .._kernel_io import A_TAU
-    from ..algorithms.contact.args import _real
-    from ..algorithms.contact.checks import _check_common, _raise, finite_or_raise
-    from ..algorithms.tree.joint_limits import limits_arg
+    from ..dispatch import wrenches
+    from ..algorithms.contact.checks import _raise
 
-    q, qd, packed = _check_common(model, q, qd, contacts)
-    tau = vec(tau, "tau")
-    _length(model, tau, "tau", "v")
-    finite_or_raise(model, tau, "tau", A_TAU)
-    dt = _real(dt, "dt")
-    if not dt > 0.0:
-        raise InputError(f"dt must be > 0, got {dt:g}")
-    e = _real(restitution, "restitution")
-    if not 0.0 <= e <= 1.0:
-        raise InputError(f"restitution must be in [0, 1], got {e:g}")
-    lim = limits_arg(model, limits) if limits is not None else None
+    q, qd, tau, packed, dt, e, lim, s = step_args(model, q, qd, tau, contacts, dt, state, limits, restitution)
     k = packed.k
-    s = _state_arg(state, k)
     fx = wrenches(model, f_ext)
     if model.has_mimic:
         r = reference_step(model, q, qd, tau, contacts, dt, s, f_ext, limits, e, speculative)
@@ -161,8 +147,7 @@ def overflow_error(model, q, qd, tau, dt, state, f_ext=None):
 def _own_parameters(model):
     """The model's parameters beyond BIG that a step multiplies: its joint friction law, gravity, payloads."""
     out = []
-    d0 = HEADER_F + BODY_F * model.nb
-    D = model._kmf[d0:d0 + DOF_F * model.nvt].reshape(model.nvt, DOF_F)
+    D = dof_floats(model._kmf, model.nb, model.nvt)
     law = float(np.max(np.abs(D[:, [D_DAMPING, D_COULOMB, D_STRIBECK, D_OFFSET]]), initial=0.0))
     if law > BIG:
         out.append(f"the model's joint friction law (coefficients up to {law:.3g})")

@@ -17,13 +17,15 @@ from __future__ import annotations
 import math
 
 from .._jit import njit
+from .._kernel_io import BAD_ARG_KIND, status
 from ..layout import (H_NB, SB_C, SB_FACE_R, SB_FACE_S, SB_H, SC_D, SC_K, SC_MU, SC_P, SC_R, SC_S, SE_FLOOR,
                       SE_MODE, SE_NBOX, SE_NPT, SE_NSPH, SF_D, SF_FLOOR_R, SF_FLOOR_S, SF_K, SF_MARGIN, SF_MU,
                       SIM_BOX, SIM_CONTACT, SIM_EXPLICIT, SIM_FACES, SIM_HEAD_F, SIM_HEAD_I, SIM_PT_I, SIM_SPHERE,
                       SIM_WORLD, SIM_WPOINT, SP_BODY, SQ_P, SR_P, SR_RADIUS, W_PW, W_PW_N, W_RW, W_RW_N)
 
-BAD_ARG = -10  # dt, restitution, the state, the limits or the environment are not what they must be (the
-#               Python side checks them and names what is wrong)
+# dt, restitution, the state, the limits or the environment are not what they must be (the Python side checks
+# them and names what is wrong)
+BAD_ARG = status.py_func(BAD_ARG_KIND, 0, 0)
 
 
 @njit(cache=True, pure=True)

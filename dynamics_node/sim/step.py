@@ -29,7 +29,7 @@ from ..joints import FREE
 from ..packed import first_dof, first_q, joint_type
 from ..layout import (H_NB, H_NQT, H_NVT, SE_MODE, SE_NBOX, SE_NPT, SE_NSPH,
                       SI_NF, SI_NSEL, SIM_HEAD_I, SIM_INFO_N)
-from .._kernel_io import OVERFLOW_STATUS
+from .._kernel_io import OVERFLOW_STATUS, SCRATCH_KIND, status
 from .._kernel_io import P_F, P_I, model_from_pointers
 from ..algorithms.contact.forward_dynamics import TERMS_SCRATCH, contact_rows, rigid_terms
 from ..algorithms.contact.ncp import STICK, scratch_size, solve_in
@@ -38,7 +38,7 @@ from ..algorithms.tree.kinematics import _pose
 from ..algorithms.tree.ltdl import dl_solve, lt_solve
 from .select import BAD_ARG, _env_ok, _finite, _select, _world_point, env_kmax
 
-SCRATCH = -9              # the scratch is too small: info[SI_NF] floats are needed (the caller grows it)
+SCRATCH = status.py_func(SCRATCH_KIND, 0, 0)  # the scratch too small: info[SI_NF] floats needed (the caller grows it)
 CAND_F = 25               # floats per candidate contact (step_scratch)
 SIDES = 2                 # limit rows per coordinate at most: its lower and its upper limit
 

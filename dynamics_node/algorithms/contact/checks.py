@@ -40,7 +40,8 @@ def finite_or_raise(model, x, name, arg):
 
 def _raise(model, st, what, names, arrays, f_ext=None):
     from ...dispatch import raise_status
-    from ...layout import BODY_I, HEADER_I, J_VI
+    from ...layout import J_VI
+    from ...packed import body_ints
 
     extras = (("f_ext", f_ext),) if f_ext else ()
     if st == NO_SOLUTION:  # also what inputs out of range lead to: the route names such an input (refuse)
@@ -52,7 +53,7 @@ def _raise(model, st, what, names, arrays, f_ext=None):
             "found none)"), names, arrays, extras)
     if status_kind(st) == SINGULAR:
         k = status_index(st)
-        vi = model.mi[HEADER_I + J_VI::BODY_I]
+        vi = body_ints(model.mi, model.nb)[:, J_VI]
         st = status(SINGULAR, 0, int(np.searchsorted(vi, k, side="right") - 1))
     raise_status(model, st, False, what, names, arrays, extras)
 

@@ -31,9 +31,9 @@ import numpy as np
 
 from ..._jit import carray, cfunc, njit, types
 from ...packed import dof_count, dof_f, first_dof, parent
-from ...layout import (DOF_F, D_S, HF_GRAVITY, HF_TOL, H_NB, H_NVT, W_A, W_A_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V,
+from ...layout import (D_S, HF_GRAVITY, HF_TOL, H_NB, H_NVT, W_A, W_A_N, W_PW, W_PW_N, W_RW, W_RW_N, W_V,
                       W_V_N)
-from ..._kernel_io import OVERFLOW_STATUS, status
+from ..._kernel_io import FIXED_LINK_KIND, OVERFLOW_STATUS, SCRATCH_KIND, status
 from ..._kernel_io import A_TAU, F1, F2, I1, P_F, P_I, SINGULAR, check, model_from_pointers
 from ...dispatch import _conform
 from ...model import Model as _Model
@@ -48,8 +48,8 @@ from ...topology import expanded_parents
 
 _EMPTY = np.zeros(0)
 STATE_NAMES = ("separating", "sticking", "sliding")
-FIXED_LINK = -8  # a contact on a link welded to the fixed base
-SCRATCH = -9  # contact_fd_core's scratch arrays too small (the C front then takes the Python route)
+FIXED_LINK = status.py_func(FIXED_LINK_KIND, 0, 0)  # a contact on a link welded to the fixed base
+SCRATCH = status.py_func(SCRATCH_KIND, 0, 0)  # contact_fd_core's scratch too small (the C front: Python route)
 TERMS_SCRATCH = 2  # contact_terms' scratch: this many vectors of nvt (the zero qdd, C)
 
 
@@ -113,7 +113,6 @@ def contact_rows(mi, mf, qd, cb, cp, cR, Hm, lam, Yt, bias, vloc, qdd0, w):
     nb = mi[H_NB]
     nvt = mi[H_NVT]
     k = cb.shape[0]
-    do0 = dof_f(nb, 0)
     g = HF_GRAVITY
     for j in range(k):
         bj = cb[j]
@@ -145,7 +144,7 @@ def contact_rows(mi, mf, qd, cb, cp, cR, Hm, lam, Yt, bias, vloc, qdd0, w):
             d0, d1, d2 = P0 - w[pi], P1 - w[pi + 1], P2 - w[pi + 2]
             vi = first_dof(mi, i)
             for dof in range(vi, vi + dof_count(mi, i)):
-                so = do0 + DOF_F * dof + D_S
+                so = dof_f(nb, dof) + D_S
                 w0 = w[Ri] * mf[so] + w[Ri + 1] * mf[so + 1] + w[Ri + 2] * mf[so + 2]
                 w1 = w[Ri + 3] * mf[so] + w[Ri + 4] * mf[so + 1] + w[Ri + 5] * mf[so + 2]
                 w2 = w[Ri + 6] * mf[so] + w[Ri + 7] * mf[so + 1] + w[Ri + 8] * mf[so + 2]

@@ -39,13 +39,13 @@ import math
 
 import numpy as np
 
-from ..._kernel_io import OVERFLOW_STATUS
+from ..._kernel_io import NO_SOLUTION_KIND, OVERFLOW_STATUS, status
 from ..._jit import njit
 from .single import SEP, SLIDE, SLIP, STICK, single
 from ..tree.dense import lstsq_minnorm, lstsq_scratch, psd_minnorm, psd_scratch
 
 TOL = 1e-10  # acceptance of a solution, relative to the force and acceleration scales
-NO_SOLUTION = -7
+NO_SOLUTION = status.py_func(NO_SOLUTION_KIND, 0, 0)  # solve found no contact forces
 SWEEPS = (1, 3, 8, 20, 50, 100)  # Gauss-Seidel sweeps after which the settled modes are solved exactly
 ENUM_MAX = 729  # mode combinations tried at most in step 3 (3^6)
 NEWTON_ITER = 40

@@ -254,14 +254,16 @@ def reference_step(model, q, qd, tau, contacts, dt, state=None, f_ext=None, limi
         return _reference_step(model, q, qd, tau, contacts, dt, state, f_ext, limits, restitution, speculative)
 
 
-def _reference_step(model, q, qd, tau, contacts, dt, state, f_ext, limits, restitution, speculative):
+def step_args(model, q, qd, tau, contacts, dt, state, limits, restitution):
+    """A simulation step's arguments checked, each refused by name as every route does (the Python side of
+    dn.simulate_step and reference_step): (q, qd, tau, the packed contacts, dt, the restitution e, the joint
+    limits or None, the contacts' surface states, k x 3)."""
     from ...dispatch import _length, vec
     from ...errors import InputError
     from ..._kernel_io import A_TAU
-    from .checks import _check_common, _raise, finite_or_raise
-    from .args import _real, to_world
-    from .ncp import STICK, solve
-    from ..tree.joint_limits import coupling, limit_rows, limits_arg
+    from .checks import _check_common, finite_or_raise
+    from .args import _real
+    from ..tree.joint_limits import limits_arg
 
     q, qd, packed = _check_common(model, q, qd, contacts)
     tau = vec(tau, "tau")
@@ -274,8 +276,17 @@ def _reference_step(model, q, qd, tau, contacts, dt, state, f_ext, limits, resti
     if not 0.0 <= e <= 1.0:
         raise InputError(f"restitution must be in [0, 1], got {e:g}")
     lim = limits_arg(model, limits) if limits is not None else None
-    k = packed.body.shape[0]
-    s = _state_arg(state, k)
+    return q, qd, tau, packed, dt, e, lim, _state_arg(state, packed.k)
+
+
+def _reference_step(model, q, qd, tau, contacts, dt, state, f_ext, limits, restitution, speculative):
+    from .checks import _raise
+    from .args import to_world
+    from .ncp import STICK, solve
+    from ..tree.joint_limits import coupling, limit_rows
+
+    q, qd, tau, packed, dt, e, lim, s = step_args(model, q, qd, tau, contacts, dt, state, limits, restitution)
+    k = packed.k
     w = np.empty(model.work_size)
     pos, vel, _J = _points(model, q, qd, packed, w) if k else (None, None, None)
     dist = np.array([float(c.normal @ (pos[3 * j:3 * j + 3] - c.surface_point)) for j, c in enumerate(packed.contacts)])

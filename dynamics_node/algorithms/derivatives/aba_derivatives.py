@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..._jit import ints, njit, types
 from ...packed import dof_count, dof_f, first_dof, parent, subtree_end
-from ...layout import (DOF_F, FEXT_N, HF_TOL, H_NB, H_NVT)
+from ...layout import (FEXT_N, HF_TOL, H_NB, H_NVT)
 from ..._kernel_io import INDEX_MAX, OVERFLOW, status
 from ..._kernel_io import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SINGULAR, check, check_q_qd)
 from ...joint_law import friction_torque
@@ -161,14 +161,14 @@ def tau0(mi, mf, s, qd, out):
     """out = tau0 = ID(q, qd, 0, f^x) = J^T F (F: the composite force rnea_derivatives_kernel left in its scratch
     s, run at qdd = 0) + the joint law's friction (joint_law.py), tree coordinates."""
     nv = mi[H_NVT]
-    dofs = dof_f(mi[H_NB], 0)
-    _, _, _, _, F, _, _, J, _, _, _, _, _, _, _, _, _, _, _, _, _ = scratch_views(s, mi[H_NB], nv)
-    for i in range(mi[H_NB]):
+    nb = mi[H_NB]
+    _, _, _, _, F, _, _, J, _, _, _, _, _, _, _, _, _, _, _, _, _ = scratch_views(s, nb, nv)
+    for i in range(nb):
         for c in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
             t = 0.0
             for k in range(6):
                 t += J[c, k] * F[i, k]
-            out[c] = t + friction_torque(mf, dofs + DOF_F * c, qd[c])
+            out[c] = t + friction_torque(mf, dof_f(nb, c), qd[c])
 
 
 @njit(types.int64(I1, F1, F1, F1, F1, F1, F1, F2, F2, F2, F2, F1, F1), cache=True, fastmath=FASTMATH)

@@ -25,7 +25,7 @@ import numpy as np
 from ..._jit import njit, types, view
 from ...joints import jcalc_sc, sincos_all
 from ...packed import body_f, dof_count, dof_f, first_dof, parent, subtree_end
-from ...layout import (B_H, B_M, DOF_F, D_S, GB_HC, GB_MC, GB_PW, GB_RW, GB_SC, GC_AG, GC_X, GD_D,
+from ...layout import (B_H, B_M, D_S, GB_HC, GB_MC, GB_PW, GB_RW, GB_SC, GC_AG, GC_X, GD_D,
                       GD_DF, GD_J, GRAV_BODY, GRAV_DOF, GRAV_EXTRA, HF_GRAVITY, H_NB, H_NVT)
 from ..._kernel_io import status
 from ..._kernel_io import BAD_LENGTH, F1, F2, FASTMATH, I1, check_q
@@ -41,7 +41,6 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
         return st
     nb = mi[H_NB]
     nv = mi[H_NVT]
-    dofs = dof_f(nb, 0)
     if s.shape[0] < GRAV_BODY * nb + GRAV_DOF * nv + GRAV_EXTRA:   # scratch_size
         return status(BAD_LENGTH, 0, 0)
     d0 = GRAV_BODY * nb          # the scratch's fields by name (layout.GRAV_*)
@@ -78,7 +77,7 @@ def gravity_derivatives_kernel(mi, mf, q, dq, s):
                 pw[i, a] = x[9 + a]
         p0, p1, p2 = pw[i, 0], pw[i, 1], pw[i, 2]
         for c in range(vi, vi + dof_count(mi, i)):   # J_c = ^0X_i S_c: w = R s_w, u = R s_u + o x w
-            so = dofs + DOF_F * c + D_S
+            so = dof_f(nb, c) + D_S
             for a in range(3):
                 J[c, a] = R[a, 0] * mf[so] + R[a, 1] * mf[so + 1] + R[a, 2] * mf[so + 2]
                 J[c, 3 + a] = R[a, 0] * mf[so + 3] + R[a, 1] * mf[so + 4] + R[a, 2] * mf[so + 5]

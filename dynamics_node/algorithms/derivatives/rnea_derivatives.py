@@ -48,7 +48,7 @@ import numpy as np
 from ..._jit import njit, types, view
 from ...joints import jcalc_sc, sincos_all
 from ...packed import body_f, dof_count, dof_f, first_dof, parent, subtree_end
-from ...layout import (B_H, B_IBAR, B_M, DERIV_BODY, DERIV_DOF, DERIV_EXTRA, DOF_F, D_ARMATURE, D_S,
+from ...layout import (B_H, B_IBAR, B_M, DERIV_BODY, DERIV_DOF, DERIV_EXTRA, D_ARMATURE, D_S,
                       FEXT_N, HF_GRAVITY, H_NB, H_NVT, RB_A, RB_BC,
                       RB_F, RB_PW, RB_RW, RB_SC, RB_V, RB_YC, RC_A0, RC_TMP, RC_TMP2, RC_VJ, RC_X, RC_ZERO, RD_DA,
                       RD_DAV, RD_DFA, RD_DFQ, RD_DFV, RD_DV, RD_J)
@@ -215,7 +215,6 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         return status(BAD_LENGTH, A_FEXT, min(fx.shape[0], INDEX_MAX))
     if s.shape[0] < DERIV_BODY * nb + DERIV_DOF * nv + DERIV_EXTRA:   # scratch_size
         return status(BAD_LENGTH, 0, 0)
-    dofs = dof_f(nb, 0)
     Rw, pw, ov, oa, F, Yc, Bc, J, dV, dA, dAv, dFq, dFv, dFa, x, tmp, tmp2, vJ, zero6, a0, sc = scratch_views(s, nb, nv)
     full = gravity_only != 1
     want_h = gravity_only == 0   # NO_H (2): H is not written (the inverse dynamics' derivatives)
@@ -251,7 +250,7 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         for k in range(6):
             vJ[k] = 0.0
         for c in range(vi, vi + nvi):   # J_c = ^0X_i S_c: w = R s_w, u = R s_u + o x w
-            so = dofs + DOF_F * c + D_S
+            so = dof_f(nb, c) + D_S
             for a in range(3):
                 J[c, a] = R[a, 0] * mf[so] + R[a, 1] * mf[so + 1] + R[a, 2] * mf[so + 2]
                 J[c, 3 + a] = R[a, 0] * mf[so + 3] + R[a, 1] * mf[so + 4] + R[a, 2] * mf[so + 5]
@@ -329,7 +328,7 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                     dFq[c, k] += tmp[k]
         for m in range(vi, vi + nvi):
             Jm = J[m]
-            dd = dofs + DOF_F * m
+            dd = dof_f(nb, m)
             if full:
                 for c in range(vi, end):   # own and descendant columns: J_m^T dF_c
                     s_q = 0.0

@@ -21,7 +21,8 @@ import numpy as np
 
 from ...dispatch import check_model, check_out, mat, refuse
 from ...errors import InputError, RangeError
-from ...layout import BODY_I, HEADER_I, J_NV, J_VI
+from ...layout import J_NV, J_VI
+from ...packed import body_ints
 
 _DEFAULT_RCOND = 1e-6  # singular values of the column-scaled regressor below rcond * largest: undetermined
 _POOR_CONDITION = 1e3  # above this condition number the result carries a warning (poor excitation)
@@ -67,10 +68,10 @@ def carrying_dofs(model, body) -> np.ndarray:
     """The velocity coordinates (user order) of the joints between the root and ``body``: the rows
     of a payload's torques that can be non-zero."""
     tree = []
+    J = body_ints(model.mi, model.nb)
     i = body
     while i >= 0:
-        ii = HEADER_I + BODY_I * i
-        vi, nvi = int(model.mi[ii + J_VI]), int(model.mi[ii + J_NV])
+        vi, nvi = int(J[i, J_VI]), int(J[i, J_NV])
         tree.extend(range(vi, vi + nvi))
         i = int(model.parent[i])
     return np.unique(model.v_src[np.array(tree, dtype=np.int64)]) if tree else np.zeros(0, np.int64)

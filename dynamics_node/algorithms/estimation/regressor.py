@@ -25,7 +25,7 @@ from ..._jit import njit, types
 from ...dispatch import Route
 from ...errors import InputError
 from ...packed import dof_count, dof_f, first_dof, parent
-from ...layout import (DOF_F, D_S, H_NB, H_NVT, RBI_N, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
+from ...layout import (D_S, H_NB, H_NVT, RBI_N, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
 from ...spatial import crf_t, load6, rbi_mul_t, xtf_t
 from ..._kernel_io import F1, F2, I1
 from ..tree.rnea import rnea_kernel
@@ -60,7 +60,6 @@ def regressor_kernel(mi, mf, q, qd, qdd, body, Y, A, w):
     st = rnea_kernel(mi, mf, q, qd, qdd, w[0:0], np.empty(mi[H_NVT]), w)  # outward pass: X_i, v_i, a_i
     if st != 0:
         return st
-    dofs = dof_f(nb, 0)
     E0, r0, v0, a0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb
     first, last = (0, nb) if body < 0 else (body, body + 1)
     for j in range(first, last):
@@ -76,7 +75,7 @@ def regressor_kernel(mi, mf, q, qd, qdd, body, Y, A, w):
         while i >= 0:  # tau_i = S_i^T f (Eq. 5.17), f carried to the parent (Eq. 5.18)
             vi = first_dof(mi, i)
             for dof in range(vi, vi + dof_count(mi, i)):
-                so = dofs + DOF_F * dof + D_S
+                so = dof_f(nb, dof) + D_S
                 for k in range(N_PARAMS):
                     Y[dof, col + k] = (mf[so] * A[k, 0] + mf[so + 1] * A[k, 1] + mf[so + 2] * A[k, 2]
                                        + mf[so + 3] * A[k, 3] + mf[so + 4] * A[k, 4] + mf[so + 5] * A[k, 5])

@@ -26,7 +26,7 @@ import numpy as np
 from ..._jit import njit, types
 from ...dispatch import Route
 from ...packed import dof_count, dof_f, first_dof, parent
-from ...layout import (DOF_F, D_S, H_NB, H_NVT, W_A,
+from ...layout import (D_S, H_NB, H_NVT, W_A,
                       W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
 from ...spatial import load6, xm_t
 from ..._kernel_io import FASTMATH, F1, F2, I1
@@ -70,7 +70,6 @@ def regressor_batch_kernel(mi, mf, Q, QD, QDD, Y, w, Sb, A):
     (work_size), Sb: nb x 6 nvt scratch (the ancestors' S columns in each body's frame), A: 6 x 10
     scratch. Status as rnea_kernel (the first bad row stops the batch)."""
     nb = mi[H_NB]
-    dofs = dof_f(nb, 0)
     E0, r0, v0, a0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb
     tau = np.empty(mi[H_NVT])
     for k in range(Q.shape[0]):
@@ -89,7 +88,7 @@ def regressor_batch_kernel(mi, mf, Q, QD, QDD, Y, w, Sb, A):
                         Sb[j, 6 * dof + e] = s[e]
                 i = parent(mi, i)
             for dof in range(first_dof(mi, j), first_dof(mi, j) + dof_count(mi, j)):  # j's own: S (Table 4.1)
-                so = dofs + DOF_F * dof + D_S
+                so = dof_f(nb, dof) + D_S
                 for e in range(6):
                     Sb[j, 6 * dof + e] = mf[so + e]
             body_force_columns(load6(w, v0 + W_V_N * j), load6(w, a0 + W_A_N * j), A)

@@ -28,7 +28,7 @@ import numpy as np
 from ..._jit import njit
 from ...errors import InputError, clip_names
 from ...packed import dof_count, dof_f, first_dof, parent
-from ...layout import (DOF_F, H_NB, H_NVT, HF_GRAVITY, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
+from ...layout import (H_NB, H_NVT, HF_GRAVITY, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N)
 from ...spatial import crm_t, load6, xm_t
 from ..._kernel_io import (A_Q, ARG_NAMES, FASTMATH, as_vec, coordinate_owner, new_work, raise_status, to_tree_q,
                            to_tree_v)
@@ -226,7 +226,6 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
     world_poses(mi, w, s)
     for k in range(K.shape[0]):
         K[k] = 0.0
-    do0 = dof_f(nb, 0)
     for l in range(li[LI_NL]):
         o = LI_HEADER + LJ_STRIDE * l
         bp = li[o + LJ_PRED]
@@ -250,7 +249,7 @@ def loop_terms(mi, mf, li, lf, w, alpha, K, kk, dl, vj, s):
             _joint_from_body(s, g, b, p0)
             vb = first_dof(mi, b)
             for dof in range(vb, vb + dof_count(mi, b)):
-                m6 = xm_t(s, g + TS_EJ, g + TS_RJ, load6(mf, do0 + DOF_F * dof))  # ^JX_b S_dof
+                m6 = xm_t(s, g + TS_EJ, g + TS_RJ, load6(mf, dof_f(nb, dof)))  # ^JX_b S_dof
                 for c in range(nc):
                     K[(row + c) * nvt + dof] = sgn * t_dot(m6, li[o + LJ_DIR + c], hp)  # Eq. 8.20
     return 0

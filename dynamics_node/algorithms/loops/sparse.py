@@ -52,9 +52,9 @@ import numpy as np
 
 from ..._jit import njit
 from ...errors import InputError, RangeError
-from ...packed import body_f, dof_count, dof_f, first_dof, parent
-from ...layout import (FEXT_N, BODY_F, BODY_I, DOF_F, D_ARMATURE, D_S, H_NB, H_NVT, HEADER_F,
-                       HEADER_I, J_NV, J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_R, W_R_N, W_V, W_V_N, B_RBI)
+from ...packed import body_f, body_floats, body_ints, dof_count, dof_f, dof_floats, first_dof, parent
+from ...layout import (FEXT_N, B_M, D_ARMATURE, D_S, H_NB, H_NVT, J_NV, J_PARENT, J_VI, W_A, W_A_N, W_E, W_E_N, W_R,
+                       W_R_N, W_V, W_V_N, B_RBI)
 from ...spatial import crf_t, load6, rbi_mul_t, xm_t, xtf_t
 from ..._kernel_io import A_TAU, check, fext_array, new_work, raise_status
 from ...joint_law import friction_torque
@@ -97,7 +97,6 @@ def assemble(mi, mf, li, lf, nl, q, qd, tau, fx, alpha, Tt, tto, Ta, vals, rhs, 
     st = check(tau, nvt, A_TAU)
     if st != 0:
         return st
-    do0 = dof_f(nb, 0)
     hasfx = fx.shape[0] != 0
     for i in range(SV * nb):
         rhs[i] = 0.0
@@ -113,7 +112,7 @@ def assemble(mi, mf, li, lf, nl, q, qd, tau, fx, alpha, Tt, tto, Ta, vals, rhs, 
         fa = [0.0] * 6
         vi = first_dof(mi, i)
         for dof in range(vi, vi + dof_count(mi, i)):
-            d = do0 + DOF_F * dof
+            d = dof_f(nb, dof)
             t = tau[dof] - friction_torque(mf, d, qd[dof])   # the joint law (zero with friction off)
             for k in range(6):
                 fa[k] += Ta[SV * dof + k] * t          # T_a tau (Eq. 3.73)
@@ -249,9 +248,9 @@ class SparsePattern:
         self.li = ld._kli if ld is not None else np.zeros(LI_HEADER, dtype=np.int64)
         self.lf = ld._klf if ld is not None else np.zeros(1)
         m = ld.n_c if ld is not None else 0
-        J = np.asarray(mi[HEADER_I:HEADER_I + BODY_I * nb]).reshape(nb, BODY_I)
+        J = np.asarray(body_ints(mi, nb))
         parent, vi, nvj = J[:, J_PARENT], J[:, J_VI], J[:, J_NV]
-        D = np.asarray(mf[HEADER_F + BODY_F * nb:HEADER_F + BODY_F * nb + DOF_F * nvt]).reshape(nvt, DOF_F)
+        D = np.asarray(dof_floats(mf, nb, nvt))
         self.error = ("armature (rotor inertia, Example 9.5) is not in Eq. 8.64's body inertias"
                       if np.any(D[:, D_ARMATURE] != 0.0) else None)
         Sall = D[:, D_S:D_S + 6]
@@ -269,12 +268,12 @@ class SparsePattern:
         nct = int(self.tto[-1])
         n = 6 * nb + nct + m
         self.n, self.m, self.m0 = n, m, 6 * nb + nct
-        mass = np.asarray(mf[HEADER_F + BODY_F * np.arange(nb) + B_RBI])
+        mass = np.asarray(body_floats(mf, nb)[:, B_M])
         self.eps = EPS_REL / max(float(np.max(mass)) if nb else 1.0, 1e-12)
         self.drop = np.flatnonzero(_zero_rows(model)) if m else np.zeros(0, np.int64)
         # constant entries (upper triangle): I_i, T_i^T at (body i, its joint's rows), the diagonal
         # of the constraint rows
-        Io = HEADER_F + BODY_F * np.arange(nb) + B_RBI
+        Io = [body_f.py_func(i) + B_RBI for i in range(nb)]
         eye = np.eye(6)
         # (nb, column, row): I_i e_k by the kernels' own product
         Iblk = np.array([[rbi_mul_t.py_func(mf, int(o), tuple(eye[k])) for k in range(6)] for o in Io])

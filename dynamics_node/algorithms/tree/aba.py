@@ -32,7 +32,7 @@ from ..._kernel_io import INDEX_MAX, status
 from ..._kernel_io import (FASTMATH, SIG3, model_from_pointers, F1, I1, check_q_qd, new_work, A_FEXT, A_TAU,
                       BAD_LENGTH, EMPTY, EMPTY_I, SINGULAR, check)
 from ...joints import joint_velocity
-from ...layout import (B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_TOL, H_NB, H_NQT,
+from ...layout import (B_RBI, D_ARMATURE, D_S, FEXT_N, HF_TOL, H_NB, H_NQT,
                       H_NVT, H_NVU, T_D, T_D_N, T_IA, T_PA, T_UA, V_U, V_UU, V_U_N, WORK_BODY,
                       WORK_DOF, W_A, W_A_N, W_C, W_COS, W_C_N, W_DINV, W_DINV_N, W_E, W_E_N, W_IA, W_IA_N, W_PA,
                       W_PA_N, W_R, W_R_N, W_SIN, W_V, W_V_N)
@@ -87,7 +87,6 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
     if hasfx and fx.shape[0] != FEXT_N * nb:
         return status(BAD_LENGTH, A_FEXT, min(fx.shape[0], INDEX_MAX))
     tol = mf[HF_TOL]
-    do0 = dof_f(nb, 0)
     E0, r0, v0, a0, c0 = W_E * nb, W_R * nb, W_V * nb, W_A * nb, W_C * nb
     I0, P0, Di0 = W_IA * nb, W_PA * nb, W_DINV * nb
     U0 = WORK_BODY * nb + V_U * nvt
@@ -113,7 +112,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
             w[co + k] = cc[k]
         if hybrid and fdmask[i] == 0:  # Table 9.3: c_i += S_i qdd_i at an inverse-dynamics joint
             for dof in range(vi, vi + nv):
-                so = do0 + DOF_F * dof + D_S
+                so = dof_f(nb, dof) + D_S
                 for k in range(6):
                     w[co + k] += mf[so + k] * qdd_in[dof]
         rbi_to_dense(mf, I_i, w, I0 + W_IA_N * i)  # I_i^A = I_i
@@ -137,7 +136,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
         if fd and nv == 1:
             # one degree of freedom (every joint but a free one): scalars, and I^a, p^a formed in
             # place of I^A, p^A, which pass 3 no longer needs at a forward-dynamics joint
-            dd = do0 + DOF_F * vi
+            dd = dof_f(nb, vi)
             so = dd + D_S
             Uo = U0 + V_U_N * vi
             s0, s1, s2, s3, s4, s5 = mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5]
@@ -166,7 +165,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
         elif fd:
             for col in range(nv):
                 dof = vi + col
-                dd = do0 + DOF_F * dof
+                dd = dof_f(nb, dof)
                 so = dd + D_S
                 Uo = U0 + V_U_N * dof
                 for k in range(6):  # U_i = I_i^A S_i
@@ -180,7 +179,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                 x -= friction_torque(mf, dd, qd[dof])
                 w[u0 + dof] = x
             for r1 in range(nv):  # D_i = S_i^T U_i (+ rotor inertia, Eq. 9.28)
-                dd = do0 + DOF_F * (vi + r1)
+                dd = dof_f(nb, vi + r1)
                 so = dd + D_S
                 for r2 in range(nv):
                     Uo = U0 + V_U_N * (vi + r2)
@@ -257,7 +256,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
                 for r2 in range(nv):
                     x += w[Dio + 6 * r1 + r2] * w[ap + r2]
                 qdd[vi + r1] = x
-                so = do0 + DOF_F * (vi + r1) + D_S
+                so = dof_f(nb, vi + r1) + D_S
                 for k in range(6):
                     w[ao + k] += mf[so + k] * x
             if hybrid:
@@ -269,7 +268,7 @@ def aba_kernel(mi, mf, q, qd, tau, fx, qdd, w, fdmask, qdd_in, tau_out):
             po = P0 + W_PA_N * i
             for r1 in range(nv):
                 dof = vi + r1
-                dd = do0 + DOF_F * dof
+                dd = dof_f(nb, dof)
                 so = dd + D_S
                 x = 0.0
                 for k in range(6):

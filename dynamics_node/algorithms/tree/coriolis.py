@@ -30,7 +30,7 @@ import numpy as np
 from ..._jit import carray, cfunc, njit, types, view
 from ...dispatch import Route
 from ...packed import body_f, dof_count, dof_f, first_dof, parent
-from ...layout import (B_RBI, DOF_F, D_S, H_NB, H_NQT, H_NVT, H_NVU, V_U, V_U_N, WORK_BODY, W_DINV, W_F, W_F_N, W_IA,
+from ...layout import (B_RBI, D_S, H_NB, H_NQT, H_NVT, H_NVU, V_U, V_U_N, WORK_BODY, W_DINV, W_F, W_F_N, W_IA,
                       W_PW, W_PW_N, W_RW, W_RW_N, W_V, W_V_N)
 from ...spatial import crf_t, crm_t, load6, rbi_mul_c
 from ..._kernel_io import status
@@ -134,7 +134,6 @@ def world_motion(mi, mf, qd, w, i):
     summed in the world frame), dS[dof] = ov[i] x S[dof] (Eq. 2.44), at motion_offsets."""
     nb = mi[H_NB]
     So, dSo, vo = motion_offsets(nb, mi[H_NVT])
-    do0 = dof_f(nb, 0)
     p = parent(mi, i)
     Ro = W_RW * nb + W_RW_N * i
     Po = W_PW * nb + W_PW_N * i
@@ -144,7 +143,7 @@ def world_motion(mi, mf, qd, w, i):
     v = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0) if p < 0 else load6(w, vo + W_V_N * p)
     vi = first_dof(mi, i)
     for dof in range(vi, vi + dof_count(mi, i)):
-        s = do0 + DOF_F * dof + D_S
+        s = dof_f(nb, dof) + D_S
         w0 = r0 * mf[s] + r1 * mf[s + 1] + r2 * mf[s + 2]
         w1 = r3 * mf[s] + r4 * mf[s + 1] + r5 * mf[s + 2]
         w2 = r6 * mf[s] + r7 * mf[s + 1] + r8 * mf[s + 2]

@@ -15,7 +15,7 @@ from ..._jit import carray, cfunc, njit, types, view
 
 from ...joints import jcalc_sc, sincos_all
 from ...packed import body_f, dof_count, dof_f, first_dof, parent
-from ...layout import (B_RBI, DOF_F, D_ARMATURE, D_S, H_NB, H_NQT, H_NVT, H_NVU,
+from ...layout import (B_RBI, D_ARMATURE, D_S, H_NB, H_NQT, H_NVT, H_NVU,
                       RBI_N, W_COS, W_E, W_E_N, W_IA, W_IA_N, W_R, W_R_N, W_SIN)
 from ...spatial import rbi_mul_t, rbi_to_parent_add, xtf_t
 from ..._fast import invoke
@@ -38,7 +38,6 @@ def crba_from_x(mi, mf, H, w):
     jcalc leaves them (the RNEA leaves the same: contact.contact_terms runs it first)."""
     nb = mi[H_NB]
     nvt = mi[H_NVT]
-    dofs = dof_f(nb, 0)
     E0, r0, Ic0 = W_E * nb, W_R * nb, W_IA * nb
     for i in range(nb):
         I_i = body_f(i) + B_RBI
@@ -54,19 +53,19 @@ def crba_from_x(mi, mf, H, w):
         vi = first_dof(mi, i)
         nv = dof_count(mi, i)
         for dof in range(vi, vi + nv):
-            so = dofs + DOF_F * dof + D_S
+            so = dof_f(nb, dof) + D_S
             # F = I_i^c S_i ; H_ii = S_i^T F  (Eq. 6.14)
             F = rbi_mul_t(w, Ic0 + W_IA_N * i, (mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5]))
             for d2 in range(vi, vi + nv):
-                H[dof * nvt + d2] = S_dot(mf, dofs + DOF_F * d2 + D_S, F)
-            H[dof * nvt + dof] += mf[dofs + DOF_F * dof + D_ARMATURE]  # rotor inertia (Example 9.5)
+                H[dof * nvt + d2] = S_dot(mf, dof_f(nb, d2) + D_S, F)
+            H[dof * nvt + dof] += mf[dof_f(nb, dof) + D_ARMATURE]  # rotor inertia (Example 9.5)
             j = i
             while parent(mi, j) >= 0:
                 F = xtf_t(w, E0 + W_E_N * j, r0 + W_R_N * j, F)  # F = ^λ(j)X_j^* F
                 j = parent(mi, j)  # j = λ(j)
                 vj = first_dof(mi, j)
                 for d2 in range(vj, vj + dof_count(mi, j)):
-                    x = S_dot(mf, dofs + DOF_F * d2 + D_S, F)  # H_ij = H_ji^T = F^T S_j
+                    x = S_dot(mf, dof_f(nb, d2) + D_S, F)  # H_ij = H_ji^T = F^T S_j
                     H[dof * nvt + d2] = x
                     H[d2 * nvt + dof] = x
     return 0

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...layout import BODY_I, HEADER_I, J_VI
+from ...layout import J_VI
+from ...packed import body_ints
 from ...errors import InputError, clip, clip_names
 from ...urdf import ROOT_JOINT
 from ...dispatch import Route, names_arg, wrenches
@@ -35,7 +36,7 @@ def _mask(model, forward_joints):
     # a body is forward-dynamics when its dofs are (tree dofs == user dofs without mimic)
     if model.has_mimic:
         return mask, vmask  # the dense route of _hybrid_dense works on vmask alone
-    vi = model.mi[HEADER_I + J_VI::BODY_I]
+    vi = body_ints(model.mi, model.nb)[:, J_VI]
     for i in range(model.nb):
         mask[i] = 1 if vmask[vi[i]] else 0
     return mask, vmask

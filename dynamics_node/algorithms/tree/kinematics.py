@@ -22,7 +22,7 @@ from ...spatial import load6, xm_t
 from ...dispatch import Route
 from ..._kernel_io import (check_state, F1, I1, check_q)
 from ...joints import joint_motion
-from ...layout import (DOF_F, D_S, H_NB, H_NVT, W_A,
+from ...layout import (D_S, H_NB, H_NVT, W_A,
                       W_A_N, W_E, W_E_N, W_PW, W_PW_N, W_R, W_RW, W_RW_N, W_R_N, W_V, W_V_N)
 from ...spatial import store6
 
@@ -98,7 +98,6 @@ def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
     J[:, :] = 0.0
     if body < 0:
         return 0
-    do0 = dof_f(nb, 0)
     Rb = W_RW * nb + W_RW_N * body
     pb = W_PW * nb + W_PW_N * body
     P = (w[pb] + w[Rb] * pl[0] + w[Rb + 1] * pl[1] + w[Rb + 2] * pl[2],
@@ -113,7 +112,7 @@ def jacobian_kernel(mi, mf, q, body, pl, Jout, w):
         d2 = P[2] - w[pj + 2]
         vj = first_dof(mi, j)
         for dof in range(vj, vj + dof_count(mi, j)):
-            s = do0 + DOF_F * dof + D_S
+            s = dof_f(nb, dof) + D_S
             # omega = R_j s_w ; v_P = R_j s_v + omega x (P - p_j)
             w0 = w[Rj] * mf[s] + w[Rj + 1] * mf[s + 1] + w[Rj + 2] * mf[s + 2]
             w1 = w[Rj + 3] * mf[s] + w[Rj + 4] * mf[s + 1] + w[Rj + 5] * mf[s + 2]

@@ -11,7 +11,8 @@ import numpy as np
 from ..._jit import njit, types
 
 from ..._kernel_io import (F1, F2, I1)
-from ...layout import BODY_I, HEADER_I, J_VI
+from ...layout import J_VI
+from ...packed import body_ints
 from ...topology import dof_parents, expanded_parent_array  # noqa: F401 - §6.5's λ', where the book has it
 
 
@@ -101,7 +102,7 @@ def crba_forward_dynamics(model, q, qd, tau, f_ext=None, data=None):
     Hf = np.array(H)
     k = ltdl_factor(Hf, lam, model.singular_tol)
     if k >= 0:
-        b = int(np.searchsorted(model.mi[HEADER_I + J_VI::BODY_I], k, side="right") - 1)
+        b = int(np.searchsorted(body_ints(model.mi, model.nb)[:, J_VI], k, side="right") - 1)
         raise SingularMassMatrixError(
             f"forward dynamics needs to invert the mass matrix, which is singular at {model.body_label[b]}: that body "
             "and the links it carries have no inertia about its joint axis")
@@ -121,7 +122,7 @@ def singular_mass_matrix(model, H, what):
 
 
 def _first_singular_body(model, H):
-    vi = model.mi[HEADER_I + J_VI::BODY_I]
+    vi = body_ints(model.mi, model.nb)[:, J_VI]
     for i in range(model.nb):
         if H[vi[i], vi[i]] <= model.singular_tol:
             return i

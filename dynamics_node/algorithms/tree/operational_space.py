@@ -24,7 +24,7 @@ from ...errors import InputError, RangeError, clip
 from ...packed import dof_count, first_dof, parent
 from ...layout import HF_TOL, H_NB, H_NVT
 from ..._kernel_io import status
-from ..._kernel_io import F1, F2, FASTMATH, I1, SINGULAR
+from ..._kernel_io import F1, F2, FASTMATH, I1, RANK_LOST_KIND, SINGULAR
 from .crba import crba_kernel
 from .jacobians import ORIGIN, ROWS, _point
 from .kinematics import jacobian_kernel
@@ -34,7 +34,7 @@ from ...topology import expanded_parents
 
 ROW_NAMES = ("x", "y", "z", "rx", "ry", "rz")
 RANK_TOL = 1e-10  # a Cholesky pivot of J H^-1 J^T at or below this times its largest diagonal: rank lost
-RANK_LOST = -1  # osi_kernel's status when the selected rows of J H^-1 J^T are singular (or not finite)
+RANK_LOST = status.py_func(RANK_LOST_KIND, 0, 0)  # osi_kernel's status: the selected rows of J H^-1 J^T singular
 ALL_ROWS = np.arange(6, dtype=np.int64)
 
 

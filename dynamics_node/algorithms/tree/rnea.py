@@ -20,7 +20,7 @@ from ...packed import body_f, dof_count, dof_f, first_dof, joint_type, parent
 from ...spatial import crf_t, load6, rbi_mul_t, store6, xm_t, xtf_add_t
 from ...dispatch import Route, check_model, wrenches
 from ...joints import joint_motion
-from ...layout import (B_RBI, DOF_F, D_ARMATURE, D_S, FEXT_N, HF_GRAVITY, H_NB, H_NQT, H_NVU,
+from ...layout import (B_RBI, D_ARMATURE, D_S, FEXT_N, HF_GRAVITY, H_NB, H_NQT, H_NVU,
                       W_A, W_A_N, W_COS, W_E, W_E_N, W_F, W_F_N, W_R, W_R_N, W_SIN, W_V,
                       W_V_N)
 from ...joint_law import friction_torque
@@ -44,14 +44,13 @@ def inward_pass(mi, mf, w, tau, qd, qdd, joint_terms):
     tau_i = S_i^T f_i ; f_λ(i) += ^iX_λ(i)^T f_i. With joint_terms, the model's rotor inertia
     (armature qdd, Example 9.5) and friction (the joint law of joint_law.py) are added to tau_i."""
     nb = mi[H_NB]
-    dofs = dof_f(nb, 0)
     E0, r0, f0 = W_E * nb, W_R * nb, W_F * nb
     for i in range(nb - 1, -1, -1):
         p = parent(mi, i)  # λ(i)
         vi = first_dof(mi, i)
         fo = f0 + W_F_N * i
         for dof in range(vi, vi + dof_count(mi, i)):
-            dd = dofs + DOF_F * dof
+            dd = dof_f(nb, dof)
             so = dd + D_S
             t = (mf[so] * w[fo] + mf[so + 1] * w[fo + 1] + mf[so + 2] * w[fo + 2] + mf[so + 3] * w[fo + 3]
                  + mf[so + 4] * w[fo + 4] + mf[so + 5] * w[fo + 5])  # tau_i = S_i^T f_i (Eq. 5.17)

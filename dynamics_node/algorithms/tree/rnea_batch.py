@@ -38,7 +38,7 @@ import numpy as np
 from ..._jit import njit, types
 from ...joints import FREE, REVOLUTE, S_mul, jcalc_lanes, jcalc_sc, sincos_row
 from ...packed import body_f, dof_count, dof_f, first_dof, first_q, joint_type, parent
-from ...layout import (BATCH_BLOCK, BATCH_EXTRA, B_RBI, DOF_F, D_ARMATURE, D_S, HF_GRAVITY, H_NB, LANES, LT_X, L_A,
+from ...layout import (BATCH_BLOCK, BATCH_EXTRA, B_RBI, D_ARMATURE, D_S, HF_GRAVITY, H_NB, LANES, LT_X, L_A,
                       L_A_N, L_COS, L_E, L_E_N, L_F, L_PAC, L_PV, L_Q, L_QD, L_QDD, L_R, L_R_N, L_SIN, L_SQ, L_TAU,
                       L_V, L_V_N, L_VJ)
 from ...spatial import crf_t, crm_t, ld6_s, rbi_mul_c, st6_s, xm_s, xtf_s
@@ -94,7 +94,6 @@ def rnea_lanes_kernel(mi, mf, Q, QD, QDD, TAU, w):
         st = check_state(Q[k], QD[k], QDD[k], mi)
         if st != 0:
             return st
-    do0 = dof_f(nb, 0)
     base = BATCH_BLOCK * nb * L                    # the fixed base: v = 0, a = -a_g (§5.3)
     tmp = w[BATCH_BLOCK * (nb + 1) * L + LT_X:]    # E and r of a free joint, one state at a time
     for m in range(6):
@@ -133,7 +132,7 @@ def rnea_lanes_kernel(mi, mf, Q, QD, QDD, TAU, w):
                 if jt == REVOLUTE:
                     sincos_row(w, b + L_Q * L, b + L_SIN * L, b + L_COS * L, L)
                 jcalc_lanes(mi, mf, i, w, b + L_E * L, b + L_R * L, b + L_Q * L, b + L_SIN * L, b + L_COS * L, L)
-                so = do0 + DOF_F * vi + D_S  # v_J = S qd, S qdd (Table 4.1: S is constant)
+                so = dof_f(nb, vi) + D_S  # v_J = S qd, S qdd (Table 4.1: S is constant)
                 s0, s1, s2, s3, s4, s5 = mf[so], mf[so + 1], mf[so + 2], mf[so + 3], mf[so + 4], mf[so + 5]
                 for k in range(L):
                     x = w[_u(b + L_QD * L + k)]
@@ -165,15 +164,15 @@ def rnea_lanes_kernel(mi, mf, Q, QD, QDD, TAU, w):
             b = BATCH_BLOCK * i * L
             if joint_type(mi, i) == FREE:
                 for dof in range(vi, vi + dof_count(mi, i)):
-                    c = _dof_constants(mf, do0 + DOF_F * dof)
+                    c = _dof_constants(mf, dof_f(nb, dof))
                     for k in range(nk):
                         TAU[k0 + k, dof] = _joint_force(c, _ld6(w, b + L_F * L + k), QD[k0 + k, dof],
-                                                        QDD[k0 + k, dof], mf, do0 + DOF_F * dof)
+                                                        QDD[k0 + k, dof], mf, dof_f(nb, dof))
             else:
-                c = _dof_constants(mf, do0 + DOF_F * vi)  # read once, outside the loop
+                c = _dof_constants(mf, dof_f(nb, vi))  # read once, outside the loop
                 for k in range(L):
                     w[_u(b + L_TAU * L + k)] = _joint_force(c, _ld6(w, b + L_F * L + k), w[_u(b + L_QD * L + k)],
-                                                            w[_u(b + L_QDD * L + k)], mf, do0 + DOF_F * vi)
+                                                            w[_u(b + L_QDD * L + k)], mf, dof_f(nb, vi))
                 for k in range(nk):
                     TAU[k0 + k, vi] = w[_u(b + L_TAU * L + k)]
             if p >= 0:
