@@ -66,100 +66,34 @@ def warm():
     _jit_warm.run()
 
 
-_STUBS = r"""
-/* What numba's compiled code may call on its error paths, which the kernels never take (they
-   return status codes, and error_model="numpy" means no ZeroDivisionError): numba's runtime is not
-   loaded in a process that uses this library, so these report the impossible loudly instead. */
-#include <Python.h>
-#include <stdlib.h>
-void numba_gil_ensure(PyGILState_STATE *s) { *s = PyGILState_Ensure(); }
-void numba_gil_release(PyGILState_STATE *s) { PyGILState_Release(*s); }
-static void *fail(const char *what) {
-    if (!PyErr_Occurred())
-        PyErr_Format(PyExc_RuntimeError, "dynamics_node ahead-of-time kernel: %s", what);
-    return NULL;
-}
-PyObject *numba_unpickle(const char *d, int n, const char *h) { return fail("raised an exception"); }
-PyObject *numba_runtime_build_excinfo_struct(PyObject *a, PyObject *b) { return fail("raised an exception"); }
-int numba_do_raise(PyObject *e) { fail("raised an exception"); return 0; }
-void *NRT_MemInfo_alloc_aligned(size_t size, unsigned align) {
-    fprintf(stderr, "dynamics_node ahead-of-time kernel: allocation outside numba\n");
-    abort();
-}
-void NRT_MemInfo_call_dtor(void *mi) {
-    fprintf(stderr, "dynamics_node ahead-of-time kernel: release outside numba\n");
-    abort();
-}
-void NRT_Free(void *p) { free(p); }
-/* And the one helper numba's code calls on every reshape (numba/_helperlib.c, from NumPy's
-   _attempt_nocopy_reshape, BSD licences): 1 and the new strides when the array can be viewed with
-   the new shape, 0 when that needs a copy. */
-int numba_attempt_nocopy_reshape(Py_ssize_t nd, const Py_ssize_t *dims, const Py_ssize_t *strides,
-                                 Py_ssize_t newnd, const Py_ssize_t *newdims, Py_ssize_t *newstrides,
-                                 Py_ssize_t itemsize, int is_f_order) {
-    Py_ssize_t olddims[64], oldstrides[64], np = 1, op = 1, last;
-    int oldnd = 0, oi, oj, ok, ni, nj, nk;
-    if (nd > 64) return 0;
-    for (oi = 0; oi < nd; oi++)  /* axes of length 1 have no effect */
-        if (dims[oi] != 1) {
-            olddims[oldnd] = dims[oi];
-            oldstrides[oldnd++] = strides[oi];
-        }
-    for (ni = 0; ni < newnd; ni++) np *= newdims[ni];
-    for (oi = 0; oi < oldnd; oi++) op *= olddims[oi];
-    if (np != op) return 0;
-    if (np == 0) {
-        for (ni = 0; ni < newnd; ni++) newstrides[ni] = itemsize;
-        return 1;
-    }
-    oi = 0, oj = 1, ni = 0, nj = 1;
-    while (ni < newnd && oi < oldnd) {
-        np = newdims[ni];
-        op = olddims[oi];
-        while (np != op) {
-            if (np < op) np *= newdims[nj++];
-            else op *= olddims[oj++];
-        }
-        for (ok = oi; ok < oj - 1; ok++)  /* can the old axes be combined */
-            if (is_f_order ? oldstrides[ok + 1] != olddims[ok] * oldstrides[ok]
-                           : oldstrides[ok] != olddims[ok + 1] * oldstrides[ok + 1])
-                return 0;
-        if (is_f_order) {
-            newstrides[ni] = oldstrides[oi];
-            for (nk = ni + 1; nk < nj; nk++) newstrides[nk] = newstrides[nk - 1] * newdims[nk - 1];
-        } else {
-            newstrides[nj - 1] = oldstrides[oj - 1];
-            for (nk = nj - 1; nk > ni; nk--) newstrides[nk - 1] = newstrides[nk] * newdims[nk];
-        }
-        ni = nj++;
-        oi = oj++;
-    }
-    last = ni >= 1 ? newstrides[ni - 1] : itemsize;  /* the trailing 1s of the new shape */
-    if (is_f_order && ni >= 1) last *= newdims[ni - 1];
-    for (nk = ni; nk < newnd; nk++) newstrides[nk] = last;
-    return 1;
-}
-"""
-
-
 def build(out_dir=None) -> str:
     """Compile every declared C callback of the package into one shared library with numba and
     llvmlite (the same machine code numba would JIT), for ``_jit.aot_addresses``. Run in a process of its
     own with an empty numba cache (``python -m dynamics_node._jit_build build``): numba keeps a kernel's
     LLVM IR only when it compiles it, not when it loads it from its cache."""
-    import ctypes
-    import sysconfig
-
     _import_kernel_modules()
     _jit.materialize()
     cfuncs = [k for k in _jit._kernels if k.kind == "cfunc"]
+    codegen = cfuncs[0].real._library.codegen
+    return link([(k.name, k.real.native_name, k.real._library.get_llvm_str()) for k in cfuncs],
+                codegen._get_host_cpu_name(), codegen._tm_features, out_dir)
+
+
+def link(parts, cpu, features, out_dir=None) -> str:
+    """The library of the C callbacks ``parts`` ([(kernel name, numba's native name, LLVM IR)]),
+    compiled for ``cpu`` and ``features`` (numba's host CPU), and its manifest, into ``out_dir``."""
+    import ctypes
+    import sysconfig
+
     import llvmlite.binding as ll
 
+    ll.initialize_native_target()  # what importing numba does, for a process that has not
+    ll.initialize_native_asmprinter()
     module = None
     symbols = {}
-    for k in cfuncs:
-        m = ll.parse_assembly(k.real._library.get_llvm_str())
-        symbols[k.name] = k.real.native_name
+    for name, native, ir in parts:
+        m = ll.parse_assembly(ir)
+        symbols[name] = native
         if module is None:
             module = m
         else:
@@ -170,20 +104,16 @@ def build(out_dir=None) -> str:
         raise RuntimeError(f"a C callback allocates ({', '.join(allocating)}): kernels must use the work array")
     # numba's own target machine is made for its JIT (static relocations); a shared library needs
     # position-independent code, for the same CPU and features
-    codegen = cfuncs[0].real._library.codegen
     tm = ll.Target.from_triple(ll.get_process_triple()).create_target_machine(
-        cpu=codegen._get_host_cpu_name(), features=codegen._tm_features, opt=3, reloc="pic",
-        codemodel="default")
+        cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
     obj = tm.emit_object(module)
     out_dir = out_dir or _jit._aot_dir()
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         o = os.path.join(tmp, "kernels.o")
-        c = os.path.join(tmp, "stubs.c")
+        c = str(PACKAGE / "_aot_stubs.c")  # what numba's code may call besides the kernels
         with open(o, "wb") as f:
             f.write(obj)
-        with open(c, "w") as f:
-            f.write(_STUBS)
         so = os.path.join(tmp, "kernels.so")
         cc = os.environ.get("CC", "cc")
         # -Bsymbolic: the library's calls of its own functions (numba's NRT_incref and NRT_decref on
@@ -193,7 +123,7 @@ def build(out_dir=None) -> str:
         ctypes.CDLL(so)  # a symbol that nothing defines fails here, not silently when it is used
         os.replace(so, os.path.join(out_dir, "kernels.so"))
     manifest = {"library": "kernels.so", "cpu": _jit.cpu_key(), "kernels": symbols,
-                "sources": os.path.basename(os.path.dirname(out_dir)), "numba": _jit._numba.__version__}
+                "sources": os.path.basename(os.path.dirname(out_dir)), "numba": _numba_version()}
     with open(os.path.join(out_dir, "kernels.json.tmp"), "w") as f:
         json.dump(manifest, f, indent=1)
     os.replace(os.path.join(out_dir, "kernels.json.tmp"), os.path.join(out_dir, "kernels.json"))
