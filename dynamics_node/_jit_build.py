@@ -94,7 +94,7 @@ def link(parts, cpu, features, out_dir=None) -> str:
 
     import llvmlite.binding as ll
 
-    ll.initialize_native_target()  # what importing numba does, for a process that has not
+    ll.initialize_native_target()  # numba's code generator does it; the parent of a build in processes has none
     ll.initialize_native_asmprinter()
     module = None
     symbols = {}
