@@ -34,6 +34,8 @@ import dynamics_node as dn
 from ..errors import ConfigError
 
 OMEGA = 2 * math.pi * 10.0
+# a trajectory stamped more than a day of simulated time ahead was stamped with the wall clock
+FAR_AHEAD_NS = 86_400 * 10**9
 
 
 def _names(items, limit=120):
@@ -171,6 +173,10 @@ class Commands:
             return f"trajectory refused: joints {_names(unknown) or 'listed twice or none'} are not the model's"
         if not points:
             return "trajectory refused: no points"
+        if start_ns - t_ns > FAR_AHEAD_NS:
+            return (f"trajectory refused: header.stamp {start_ns * 1e-9:.9g} s is {(start_ns - t_ns) * 1e-9:.3g} s "
+                    f"ahead of the simulated time {t_ns * 1e-9:.9g} s: stamp it with the simulated /clock "
+                    f"(use_sim_time) or leave it zero (start now)")
         dst = np.asarray([self.index[n] for n in names], dtype=np.intp)
         ts, P, V = [], [], []
         for k, (t, pos, vel) in enumerate(points):
