@@ -98,9 +98,7 @@ def _build_kernels(install_lib, home):
     env["PYTHONPATH"] = install_lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     _say("compiling the kernels for the installed code (a few minutes of CPU the first time)")
     r = subprocess.run([sys.executable, "-m", "dynamics_node._jit_build", "build", "--if-missing"], cwd=home, env=env)
-    if r.returncode == 3:  # the build refused this numba, in a line of its own that says why
-        _say("WARNING: kernels not compiled: numba too old (the line above); the node needs numba >= 0.60")
-    elif r.returncode:
+    if r.returncode:
         _say(f"WARNING: compiling the kernels failed (exit code {r.returncode}): the first start of the node "
              "compiles them instead (minutes); `python3 -m dynamics_node._jit_build build` retries")
 
@@ -162,7 +160,6 @@ setup(
     name=package_name,
     version="0.1.0",
     packages=find_packages(include=["dynamics_node", "dynamics_node.*"]),
-    package_data={"dynamics_node": ["_aot_stubs.c"]},  # the kernel build links it (_jit_build.link)
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),

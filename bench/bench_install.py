@@ -9,21 +9,13 @@ at 100 Hz from before each launch and times, from the moment the launch command 
 Round 1 is the first start after the install (the one the robot's first minute used to wait for while
 the kernels compiled); the later rounds are ordinary starts. Also printed: how long `colcon build`
 took, and whether any start wrote into the kernel cache (a start that compiles would). Prints only.
-
---kernel-jobs 1,2: instead, the kernel build alone (`python -m dynamics_node._jit_build build` of this checkout,
-`make kernels`), from an empty cache folder each time, once per number of processes given (DYNAMICS_BUILD_JOBS):
-its wall clock and the CPU time of its processes. On a machine shared with other work the wall clock varies with
-their load; the CPU time much less.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import re
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,37 +58,10 @@ def one_start(w, pub, torques, timeout=120.0):
     return serving, first
 
 
-def kernel_build(jobs):
-    """(wall clock s, CPU s of its processes, exit code) of the kernel build in `jobs` processes, empty cache."""
-    with tempfile.TemporaryDirectory(prefix="dn_bench_kernels_") as tmp:
-        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "MAKEFLAGS")}
-        env.update(XDG_CACHE_HOME=tmp, DYNAMICS_BUILD_JOBS=str(jobs), PYTHONPATH=str(REPO))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "dynamics_node._jit_build", "build"], env=env, cwd=tmp,
-                           capture_output=True, text=True)
-        wall = time.monotonic() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode:
-        print(r.stdout[-3000:] + r.stderr[-3000:])
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return wall, cpu, r.returncode
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--kernel-jobs", help="only the kernel build, with these numbers of processes (1,2)")
     args = ap.parse_args(argv)
-    if args.kernel_jobs:
-        print(f"kernel build from an empty cache, {os.cpu_count()} cores, load average "
-              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
-        for n in (int(x) for x in args.kernel_jobs.split(",")):
-            wall, cpu, rc = kernel_build(n)
-            print(f"{n} process{'es' if n > 1 else ''}: {wall:.0f} s wall clock, {cpu:.0f} s CPU"
-                  f"{'' if rc == 0 else f', FAILED (exit code {rc})'}; load average now "
-                  f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
-        return 0
     if wss.KIT is None or not wss.ready():
         print("bench_install.py: no workspace venv (make workspace-venv) or no ros2 kit: skipped")
         return 0

@@ -242,7 +242,7 @@ def test_psd_minnorm_equals_the_pseudoinverse():
 
 def test_reshape_helper_of_the_library_equals_numpy():
     """numba's code calls numba_attempt_nocopy_reshape on every reshape; the ahead-of-time library
-    defines its own (dynamics_node/_aot_stubs.c): it must view exactly what numpy views without a copy, with the
+    defines its own (_jit_build._STUBS): it must view exactly what numpy views without a copy, with the
     same strides."""
     if not _jit.aot_loaded():
         pytest.skip("no ahead-of-time kernel library (make kernels)")
