@@ -180,7 +180,7 @@ def test_a_stamped_trajectory_starts_at_its_stamp_and_a_copy_sent_again_changes_
     assert w.q[0] == pytest.approx(1.0, abs=1e-3)
     wall = 1_795_000_000 * 10**9  # a stamp of the wall clock (a node without use_sim_time): refused, by name
     why = w.command_trajectory(["spin"], pts, wall)
-    assert why.startswith("trajectory refused: header.stamp 1795000000 s") and "use_sim_time" in why, why
+    assert why.startswith("trajectory refused: header.stamp 1795000000.000 s") and "use_sim_time" in why, why
 
 
 # ----------------------------------------------------------------------------- shapes and obstacles

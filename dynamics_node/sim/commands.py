@@ -174,8 +174,8 @@ class Commands:
         if not points:
             return "trajectory refused: no points"
         if start_ns - t_ns > FAR_AHEAD_NS:
-            return (f"trajectory refused: header.stamp {start_ns * 1e-9:.9g} s is {(start_ns - t_ns) * 1e-9:.3g} s "
-                    f"ahead of the simulated time {t_ns * 1e-9:.9g} s: stamp it with the simulated /clock "
+            return (f"trajectory refused: header.stamp {start_ns * 1e-9:.3f} s is {(start_ns - t_ns) * 1e-9:.3f} s "
+                    f"ahead of the simulated time {t_ns * 1e-9:.3f} s: stamp it with the simulated /clock "
                     f"(use_sim_time) or leave it zero (start now)")
         dst = np.asarray([self.index[n] for n in names], dtype=np.intp)
         ts, P, V = [], [], []
