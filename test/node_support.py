@@ -9,6 +9,7 @@ fixture teardown (and at exit, should a teardown not run).
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import pathlib
 import queue
@@ -184,6 +185,9 @@ class RosClient:
         self._clients = {}
         self._lock = threading.Lock()
         self._stop = False
+        self._between_spins = queue.Queue()
+        for name in ("destroy_subscription", "destroy_publisher", "destroy_client", "destroy_timer"):
+            setattr(self.node, name, functools.partial(self._in_spin_thread, getattr(self.node, name)))
         self.thread = threading.Thread(target=self._spin, daemon=True)
         self.thread.start()
 
@@ -194,6 +198,28 @@ class RosClient:
             except Exception:  # noqa: BLE001 - shutdown races
                 if self._stop:
                     return
+            while not self._between_spins.empty():
+                fn, args, out = self._between_spins.get()
+                try:
+                    out["value"] = fn(*args)
+                except Exception as e:  # noqa: BLE001 - handed to the caller
+                    out["error"] = e
+                out["done"].set()
+
+    def _in_spin_thread(self, fn, *args, timeout=60.0):
+        """fn(*args) run by the spinning thread between two spin_once calls. rclpy's destroy_* called
+        from another thread while the executor spins wait, holding the GIL, for the entity to be out of
+        use by the executor, which needs the GIL to get there: a deadlock (rclpy issue 255 for the
+        race; seen here as a test that hung in destroy_subscription on a busy machine)."""
+        if threading.current_thread() is self.thread or not self.thread.is_alive():
+            return fn(*args)
+        out = {"done": threading.Event()}
+        self._between_spins.put((fn, args, out))
+        if not out["done"].wait(timeout):
+            raise TimeoutError(f"{getattr(fn, '__name__', fn)} not run by the spinning thread within {timeout} s")
+        if "error" in out:
+            raise out["error"]
+        return out.get("value")
 
     def client(self, srv_type, path):
         key = (srv_type, path)
