@@ -27,7 +27,7 @@ friction at low speed never drives the joint: refused otherwise).
 The law's coefficients are checked here, once, for every reader: ``coefficient_problem`` (a number, finite,
 the sign the law needs, and with ``bounded`` the node's RANGES) and ``rest_problem`` (fc + fs >= 0), which
 ``apply`` (the loader's JointFriction) and ``law_lists`` (the node's friction_model.* parameters and the
-parameter file dynamics_identify writes: ros/friction_params.py, identify/law_out.py) word the same way.
+parameter file dynamics_identify writes: ros/params/friction_params.py, identify/law_out.py) word the same way.
 """
 from __future__ import annotations
 

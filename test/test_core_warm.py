@@ -182,7 +182,7 @@ def _node_calls(arm):
     """The node's own paths without ROS: the services' warm-up, the stream's (gravity, observer,
     model_terms) and the simulated robot's steps."""
     from dynamics_node.ros.model_state import build_state, load, warm_up
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     from dynamics_node.sim.world import World
     from dynamics_node.ros.stream_process import warm
 

@@ -24,7 +24,7 @@ ORDER = [6, 2, 0, 5, 1, 4, 3]  # the caller's joint order: a permutation of the 
 @pytest.fixture(scope="module")
 def st():
     from dynamics_node.ros.model_state import build_state, load
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     c = validate({"urdf_path": str(ns.ARM7)})
     return build_state(load(c), c, {})
 

@@ -18,13 +18,14 @@ FOURBAR = ns.REPO / "urdf" / "fourbar.urdf"
 
 
 def cfg(**values):
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     return validate(values)
 
 
 # ------------------------------------------------------------------------------------ params
 def test_defaults_validate_and_every_parameter_has_a_descriptor_with_its_range():
-    from dynamics_node.ros.node_params import PARAMETERS, defaults, descriptor, validate
+    from dynamics_node.ros.params.node_params import PARAMETERS, defaults, descriptor
+    from dynamics_node.ros.params.param_checks import validate
     c = validate(defaults())
     assert c.gravity == (0.0, 0.0, -9.81) and c.command_joints == () and c.effort_limit_scale == 1.0
     for name, p in PARAMETERS.items():
@@ -53,7 +54,7 @@ def test_defaults_validate_and_every_parameter_has_a_descriptor_with_its_range()
     ({"robot_description": "robot.urdf"}, ["robot_description", "urdf_path"]),
 ])
 def test_implausible_or_malformed_values_are_refused_by_name(values, words):
-    from dynamics_node.ros.node_params import ConfigError
+    from dynamics_node.errors import ConfigError
     with pytest.raises(ConfigError) as e:
         cfg(**values)
     for w in words:
@@ -80,7 +81,7 @@ def test_inert_settings_are_not_checked_against_the_model():
 
 
 def test_live_settings_are_checked_and_say_what_to_do():
-    from dynamics_node.ros.node_params import ConfigError
+    from dynamics_node.errors import ConfigError
     with pytest.raises(ConfigError,
                        match=r"payload.link: the model 'panda' has no link 'tool0'.*set payload.mass to 0"):
         state(PANDA, **{"payload.link": "tool0", "payload.mass": 1.0})

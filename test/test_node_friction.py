@@ -54,7 +54,8 @@ def out_files(tmp_path_factory):
     ({"effort_command_friction": 1.5}, ["effort_command_friction", "[0, 1]"]),
 ])
 def test_bad_values_are_refused_by_name(values, words):
-    from dynamics_node.ros.node_params import ConfigError, validate
+    from dynamics_node.errors import ConfigError
+    from dynamics_node.ros.params.param_checks import validate
     with pytest.raises(ConfigError) as e:
         validate(values)
     for w in words:
@@ -68,7 +69,7 @@ def test_the_description_is_parsed_once_with_armature_and_law(monkeypatch):
     import dynamics_node as dn
     from dynamics_node import urdf
     from dynamics_node.ros.model_state import load
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
 
     calls = []
     real = urdf.parse_xml
@@ -87,7 +88,8 @@ def test_the_description_is_parsed_once_with_armature_and_law(monkeypatch):
 
 def test_unknown_joint_is_refused_when_the_model_is_loaded():
     from dynamics_node.ros.model_state import load
-    from dynamics_node.ros.node_params import ConfigError, validate
+    from dynamics_node.errors import ConfigError
+    from dynamics_node.ros.params.param_checks import validate
     c = validate({"urdf_path": str(ns.ARM7), "friction": True, "friction_model.joints": ["joint1", "elbow"]})
     with pytest.raises(ConfigError) as e:
         load(c)
@@ -99,7 +101,8 @@ def test_out_yaml_keys_are_the_node_parameters(out_files):
     read them (the nested friction_model: flattened to friction_model.<field>)."""
     import yaml
 
-    from dynamics_node.ros.node_params import PARAMETERS, validate
+    from dynamics_node.ros.params.node_params import PARAMETERS
+    from dynamics_node.ros.params.param_checks import validate
     rp = yaml.safe_load(out_files[1].read_text())["dynamics_node"]["ros__parameters"]
     flat = {k: v for k, v in rp.items() if k != "friction_model"}
     flat.update({f"friction_model.{k}": v for k, v in rp["friction_model"].items()})
@@ -120,7 +123,7 @@ WHEEL = """<robot name="wheel">
 
 def _coast(v0, seconds, **law):
     from dynamics_node.ros.model_state import build_state, load
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     from dynamics_node.sim.world import World
     vals = {"robot_description": WHEEL, "simulation": True, "friction": True, "armature": [0.25],
             "friction_model.joints": ["spin"], **{f"friction_model.{k}": [v] for k, v in law.items()}}
@@ -209,9 +212,9 @@ def test_effort_command_adds_the_friction_fraction():
     """command_friction: the fraction of tau_f(qd) on the command joints when every velocity is fresh;
     zeros (with a warning) while one is stale."""
     import dynamics_node as dn
-    from dynamics_node.ros.friction_params import command_friction
+    from dynamics_node.ros.params.friction_params import command_friction
     from dynamics_node.ros.model_state import build_state, load
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     from dynamics_node.ros.joint_states import JointStateMerger
     vals = {"urdf_path": str(ns.ARM7), "friction": True, "friction_model.joints": NAMES, "armature": ARM,
             "effort_command_topic": "/cmd", "command_joints": ["joint3", "joint1"], "effort_command_friction": 0.5,

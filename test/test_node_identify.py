@@ -65,7 +65,7 @@ def _check(res, tol=1e-8):
 # ------------------------------------------------------------------------------------ in-process
 def _state():
     from dynamics_node.ros.model_state import build_state, load, payload_table
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     c = validate({"urdf_path": str(ns.ARM7)})
     payloads, _ = payload_table(c, {})
     return build_state(load(c), c, payloads)

@@ -23,7 +23,7 @@ CONFIGS = sorted((ns.REPO / "config").glob("*.yaml"))
 def _declared():
     pytest.importorskip("rclpy")
     from rcl_interfaces.msg import ParameterType as T
-    from dynamics_node.ros.node_params import PARAMETERS
+    from dynamics_node.ros.params.node_params import PARAMETERS
     return {k: (v.default, getattr(T, "PARAMETER_" + v.type.upper())) for k, v in PARAMETERS.items()}
 
 

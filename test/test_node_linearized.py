@@ -29,7 +29,7 @@ DT = 0.01
 
 def state(path=ARM7, **values):
     from dynamics_node.ros.model_state import build_state, load, payload_table
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     c = validate({"urdf_path": str(path), **values})
     payloads, _ = payload_table(c, {})
     return build_state(load(c), c, payloads)

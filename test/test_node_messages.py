@@ -21,7 +21,7 @@ J = [f"joint{i}" for i in range(1, 8)]
 
 def _state(path=ns.ARM7):
     from dynamics_node.ros.model_state import build_state, load, payload_table
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     c = validate({"urdf_path": str(path)})
     return build_state(load(c), c, payload_table(c, {})[0])
 
@@ -93,7 +93,8 @@ def test_a_long_name_in_a_request_comes_back_clipped(what):
     {"simulation": True, "simulation_initial_positions": [LONG]}])
 def test_a_long_parameter_value_is_clipped_in_the_refusal(values):
     from dynamics_node.ros.model_state import build_state, load, payload_table
-    from dynamics_node.ros.node_params import ConfigError, validate
+    from dynamics_node.errors import ConfigError
+    from dynamics_node.ros.params.param_checks import validate
     with pytest.raises(ConfigError) as e:
         c = validate({"urdf_path": str(ns.ARM7), **values})
         build_state(load(c), c, payload_table(c, {})[0])

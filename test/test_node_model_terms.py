@@ -83,7 +83,7 @@ def ref():
 
 def state(path=ARM7, **values):
     from dynamics_node.ros.model_state import build_state, load, payload_table
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     c = validate({"urdf_path": str(path), **values})
     payloads, _ = payload_table(c, {})
     return build_state(load(c), c, payloads)
@@ -239,7 +239,8 @@ def test_bad_jacobian_options_are_refused_naming_the_field(change, words):
     ({"model_terms_links": [""]}, ["model_terms_links[0]", "empty"]),
 ])
 def test_model_terms_parameters_are_checked(values, words):
-    from dynamics_node.ros.node_params import ConfigError, validate
+    from dynamics_node.errors import ConfigError
+    from dynamics_node.ros.params.param_checks import validate
     with pytest.raises(ConfigError) as e:
         validate(values)
     for w in words:
@@ -247,7 +248,7 @@ def test_model_terms_parameters_are_checked(values, words):
 
 
 def test_model_terms_links_are_checked_against_the_model_only_when_set():
-    from dynamics_node.ros.node_params import ConfigError
+    from dynamics_node.errors import ConfigError
     assert state().model.link_names  # default: empty, nothing checked
     st = state(model_terms_links=["tool0", "link3"], model_terms_points=[0.0, 0.0, 0.1, 0.0, 0.0, 0.0])
     assert st is not None
@@ -277,7 +278,7 @@ def rcl_node():
 
 
 def test_stream_publishes_the_terms_after_the_torques_of_the_same_joint_state(ref, rcl_node):
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     from dynamics_node.ros.stream import Stream
     values = {"urdf_path": str(ARM7), "joint_states_topic": "/terms_inprocess/js", "joint_state_timeout": 600.0,
               "model_terms_links": LINKS, "model_terms_points": [x for p in POINTS for x in p]}
@@ -411,7 +412,7 @@ def test_stream_outputs_carry_no_qos_event_handlers(rcl_node):
     publishers have none (output_events), nor has its joint-state subscription (best effort and
     volatile: no publisher can be incompatible with it). (rclpy's own /parameter_events publisher
     keeps its handlers: they are never served there, and only count events.)"""
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     from dynamics_node.ros.stream import Stream
     values = {"urdf_path": str(ARM7), "joint_states_topic": "/terms_events/js", "model_terms_links": ["tool0"],
               "effort_command_topic": "/terms_events/cmd"}

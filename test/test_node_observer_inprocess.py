@@ -81,7 +81,7 @@ class Log:
 
 def make(path=ns.ARM7, **values):
     from dynamics_node.ros.model_state import build_state, load, payload_table
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     from dynamics_node.ros.stream import Stream
     c = validate({"urdf_path": str(path), **values})
     payloads, _ = payload_table(c, {})
@@ -201,7 +201,8 @@ def test_collision_is_published_on_change_and_logged_once(sim):
 
 
 def test_observer_parameters_are_checked():
-    from dynamics_node.ros.node_params import ConfigError, validate
+    from dynamics_node.errors import ConfigError
+    from dynamics_node.ros.params.param_checks import validate
     for values, words in (({"observer_gain": -1.0}, "observer_gain"), ({"observer_gain": 1e5}, "observer_gain"),
                           ({"collision_threshold": [1.0, -2.0]}, "collision_threshold"),
                           ({"collision_threshold": [math.nan]}, "collision_threshold")):

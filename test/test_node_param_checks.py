@@ -32,7 +32,7 @@ LINKS = ["base_link", "link3", "link7", "tool0", "nowhere"]
 @pytest.fixture(scope="module")
 def loaded():
     from dynamics_node.ros.model_state import load
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     return {fb: load(validate({"urdf_path": str(ns.ARM7), "floating_base": fb})) for fb in (False, True)}
 
 
@@ -58,7 +58,8 @@ def _values(draw):
 @given(data=st.data())
 def test_what_the_check_accepts_the_simulated_robot_takes(loaded, data):
     from dynamics_node.ros.model_state import build_state
-    from dynamics_node.ros.node_params import ConfigError, validate
+    from dynamics_node.errors import ConfigError
+    from dynamics_node.ros.params.param_checks import validate
     from dynamics_node.sim.world import World
     fb = data.draw(st.booleans(), label="floating base")
     values = {"urdf_path": str(ns.ARM7), "floating_base": fb, **_values(data.draw)}

@@ -21,7 +21,7 @@ CORE_NAMES = re.compile(r"\b(q|qd|qdd|tau|f_ext)\[")
 @pytest.fixture(scope="module")
 def st():
     from dynamics_node.ros.model_state import build_state, load, payload_table
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     c = validate({"urdf_path": str(ns.ARM7)})
     return build_state(load(c), c, payload_table(c, {})[0])
 

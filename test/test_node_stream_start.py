@@ -19,7 +19,7 @@ J = [f"joint{i}" for i in range(1, 8)]
 
 
 def _cfg(**values):
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     return validate(values)
 
 

@@ -36,7 +36,7 @@ IZZ = 0.5
 
 def world(urdf=None, **values):
     from dynamics_node.ros.model_state import build_state, load
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     from dynamics_node.sim.world import World
     src = {"robot_description": urdf} if urdf else {"urdf_path": str(ns.ARM7)}
     c = validate({**src, "simulation": True, **values})
@@ -262,7 +262,8 @@ def test_the_arm_released_at_rest_passes_through_nothing_and_comes_to_rest():
 
 
 def test_bad_test_bench_parameters_are_refused_by_name():
-    from dynamics_node.ros.node_params import ConfigError, validate
+    from dynamics_node.errors import ConfigError
+    from dynamics_node.ros.params.param_checks import validate
     for values, words in [({"simulation_obstacles": [0, 0, 0, 1, 1]}, "6 values per box"),
                           ({"simulation_obstacles": [0, 0, 0, 1, 0, 1]}, "must be > 0"),
                           ({"simulation_command_interface": "torque"}, "not effort, position or velocity"),

@@ -25,7 +25,7 @@ IZZ = 0.5
 
 def world(urdf=None, **values):
     from dynamics_node.ros.model_state import build_state, load
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     from dynamics_node.sim.world import World
     src = {"robot_description": urdf} if urdf else {"urdf_path": str(ns.ARM7)}
     c = validate({**src, "simulation": True, **values})
@@ -46,7 +46,8 @@ def world(urdf=None, **values):
     ({"simulation_stiffness": 0.0}, ["simulation_stiffness"]),
 ])
 def test_bad_simulation_parameters_are_refused_by_name(values, words):
-    from dynamics_node.ros.node_params import ConfigError, validate
+    from dynamics_node.errors import ConfigError
+    from dynamics_node.ros.params.param_checks import validate
     with pytest.raises(ConfigError) as e:
         validate({"simulation": True, **values})
     for w in words:
@@ -59,13 +60,13 @@ def test_bad_simulation_parameters_are_refused_by_name(values, words):
     ({"simulation_contact_links": ["base_link"]}, ["simulation_contact_links[0]", "fixed to the world"]),
 ])
 def test_simulation_parameters_are_checked_against_the_model_only_with_simulation_on(values, words):
-    from dynamics_node.ros.node_params import ConfigError
+    from dynamics_node.errors import ConfigError
     with pytest.raises(ConfigError) as e:
         world(**values)
     for w in words:
         assert w in str(e.value), str(e.value)
     from dynamics_node.ros.model_state import build_state, load
-    from dynamics_node.ros.node_params import validate
+    from dynamics_node.ros.params.param_checks import validate
     c = validate({"urdf_path": str(ns.ARM7), **values})  # simulation off: acts on nothing, not checked
     build_state(load(c), c, {})
 

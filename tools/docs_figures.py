@@ -67,8 +67,8 @@ ARCHITECTURE = [
      ["dynamics_node/urdf.py", "dynamics_node/urdf_source.py", "dynamics_node/loop_joints.py"], (3, 13, 15, 9), CORE),
     ("services", "services.py", "helper node\ndynamics_node_services:\none handler per service",
      ["dynamics_node/ros/services.py"], (58, 45, 19, 12), EDGE),
-    ("node", "node.py", "node dynamics_node:\nparameters (node_params),\nmodel state, /diagnostics",
-     ["dynamics_node/ros/node.py", "dynamics_node/ros/node_params.py", "dynamics_node/ros/diagnostics.py"],
+    ("node", "node.py", "node dynamics_node:\nparameters (params/),\nmodel state, /diagnostics",
+     ["dynamics_node/ros/node.py", "dynamics_node/ros/params", "dynamics_node/ros/diagnostics.py"],
      (79, 45, 18, 12), EDGE),
     ("stream", "stream.py, stream_process.py", "node dynamics_node_stream,\nSCHED_FIFO, own rcl wait set\n"
      "(stream_executor.py): joint\nstates to torques, observer",

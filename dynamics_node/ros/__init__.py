@@ -1,8 +1,8 @@
 """The ROS 2 edge of dynamics_node: only what talks to ROS (the library, `dynamics_node`, knows nothing
 of ROS; the simulated robot's physics is dynamics_node/sim/).
 
-    node_params.py        the parameter table (defaults, types, ranges) and a pure validate() -> Config
-    friction_params.py    the joint law's parameters (friction_model.*)
+    params/               the parameter table (defaults, types, ranges), a pure validate() -> Config, the
+                          joint law's parameters (friction_model.*)
     model_state.py        which robot description, loading, payloads; the immutable ModelState
     conversions.py        messages <-> numpy, with the request checks that name the field at fault
     services.py           one table of services (shared with the CLI); a small handler per service

@@ -23,11 +23,12 @@ from typing import Optional
 import numpy as np
 
 import dynamics_node as dn
-from ..errors import clip, clip_names
+from ..errors import ConfigError, clip, clip_names
 from ..urdf import read_urdf
 from .conversions import Conversions
-from .friction_params import joint_friction_option
-from .node_params import MODEL_KEYS, NODE_NAME, Config, ConfigError, check_model_terms
+from .params.friction_params import joint_friction_option
+from .params.node_params import MODEL_KEYS, NODE_NAME
+from .params.param_checks import Config, check_model_terms
 
 WAITING = "waiting for the robot description on the robot_description topic"
 
@@ -150,7 +151,7 @@ def warm_loader() -> "ModelState":
     arrives costs only its own loading. Numba is not imported (gravity of a tree needs none of it).
     Returns the two-link model state (its compiled code serves any model: kernels do not depend on
     the model)."""
-    from .node_params import validate
+    from .params.param_checks import validate
     cfg = validate({"robot_description": PREWARM_URDF})
     st = build_state(load(cfg), cfg, {})
     dn.gravity(st.model, np.zeros(st.model.nq))

@@ -5,7 +5,7 @@ rclpy's executor walks every entity of its node at each wake-up: `dynamics_node`
 the robot_description topic, /diagnostics, markers), `dynamics_node_stream` (joint states in,
 torques out: stream.py) and `dynamics_node_services` (services.py). Names are resolved by
 `dynamics_node`, so the topics and services are /dynamics_node/... and remaps apply to all.
-What the pieces do is in their modules: node_params.py (the parameter table, `validate`),
+What the pieces do is in their modules: params/ (the parameter table, `validate`),
 model_state.py (which description, loading, payloads), diagnostics.py.
 """
 from __future__ import annotations
@@ -18,12 +18,12 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rcl_interfaces.msg import SetParametersResult
 
-from ..errors import DynamicsError, InputError, clip
+from ..errors import ConfigError, DynamicsError, InputError, clip
 from . import diagnostics as diag
 from .conversions import check_payload
 from .model_state import WAITING, payload_table, plan, summary_lines, warm_loader, warm_up
-from .node_params import (MODEL_KEYS, NODE_NAME, PARAMETERS, ConfigError, check_payload_numbers, declare, plain,
-                          unknown_overrides, validate)
+from .params.node_params import MODEL_KEYS, NODE_NAME, PARAMETERS, declare, plain, unknown_overrides
+from .params.param_checks import check_payload_numbers, validate
 from .services import SERVICES, serve
 from .joint_states import LatestJointStates
 from .stream_process import StreamProcess

@@ -98,7 +98,7 @@ def main(argv=None, fast_exit=True) -> int:
         return 2
     if any(a in ("-h", "--help") for a in plain):
         from . import node as node_module
-        from .node_params import help_text
+        from .params.node_params import help_text
         print(node_module.__doc__)
         print(help_text())
         return 0

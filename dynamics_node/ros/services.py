@@ -16,12 +16,11 @@ from typing import NamedTuple
 import numpy as np
 
 import dynamics_node as dn
-from ..errors import DynamicsError, InputError, clip
+from ..errors import ConfigError, DynamicsError, InputError, clip
 from .conversions import finite_or_raise, request_fields, to_float64_array, wrench_to_tuple
 from .model_state import WAITING
 from .linearized import request_field, trajectory_field
 from .model_terms import jacobian_options, model_terms
-from .node_params import ConfigError
 
 
 class Service(NamedTuple):

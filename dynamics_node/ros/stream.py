@@ -19,7 +19,7 @@ import dynamics_node as dn
 from ..errors import DynamicsError, clip_names
 from .conversions import to_float64_array
 from .joint_states import JointStateMerger
-from .friction_params import command_friction
+from .params.friction_params import command_friction
 
 
 SUBSCRIBERS_CHECK = 0.05   # s: how often the observer's outputs count their subscribers (2 us each)

@@ -25,10 +25,9 @@ import time
 
 import numpy as np
 
-from ..errors import DynamicsError, clip
+from ..errors import ConfigError, DynamicsError, clip
 from ..algorithms.estimation.observer import MomentumObserver, external_wrench, link_jacobian
 from .conversions import to_float64_array
-from .node_params import ConfigError
 
 
 def default_wrench_link(model) -> str:

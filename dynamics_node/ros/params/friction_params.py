@@ -11,15 +11,14 @@
 The law acts with ``friction: true``; the joints not in friction_model.joints keep the URDF's
 <dynamics damping friction>. Values are checked against RANGES (a value outside names the parameter,
 the index and the range, by the law's one checker joint_law.law_lists), the names against the
-model when it is loaded (model_state.py). No rclpy
-here, and no import of node_params.py (which imports this module): the entries are plain tuples that
-node_params.py turns into its Param.
+model when it is loaded (model_state.py). No rclpy here, and no import of node_params.py (which
+imports this module): the entries are plain tuples that node_params.py turns into its Param.
 """
 from __future__ import annotations
 
 import math
 
-from ..joint_law import FIELDS, RANGES, UNITS, law_lists
+from ...joint_law import FIELDS, RANGES, UNITS, law_lists
 
 # (default, type, description, range): node_params.py makes them Param entries of PARAMETERS
 FRICTION_PARAMETERS = {
