@@ -13,7 +13,8 @@ Per joint, the law (OUT.yaml with the URDF its urdf_path names, evaluated here w
 and the law written in numpy) must be within 1.5 x the best of: the input URDF untouched (its
 <dynamics> friction), least squares with viscous and sign() Coulomb friction, least squares of the
 full class (the law's vc and vs) - both least squares computed here from Pinocchio's joint-torque
-regressor at the exact states of the training recording."""
+regressor at the exact states of the training recording. OUT.urdf alone must be within 1.5 x the best
+of the first two (the references a URDF's class can reach)."""
 import json
 import xml.etree.ElementTree as ET
 
@@ -131,6 +132,10 @@ def test_no_joint_worse_than_the_best_reference_at_twice_the_speed(sine):
     print("held out at twice the speed, the law:", np.round(ours, 3), "input URDF, LS viscous+Coulomb, "
           "LS full class:", np.round(refs, 3), "ratio:", np.round(ours / best, 2))
     assert np.all(ours <= 1.5 * best), ours / best
+    # OUT.urdf alone (a URDF's class: no armature, no offset) against the references of that class
+    alone = case.urdf_model(out.read_text())
+    print("OUT.urdf alone:", np.round(alone, 3), "ratio:", np.round(alone / refs[:2].min(axis=0), 2))
+    assert np.all(alone <= 1.5 * refs[:2].min(axis=0)), alone / refs[:2].min(axis=0)
 
 
 def test_an_armature_the_data_cannot_separate_is_held_and_named(sine):
