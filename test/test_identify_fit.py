@@ -9,7 +9,7 @@ squares); the class and the velocity scales are now judged on the recorded effor
 
 - The law (OUT.yaml with the URDF its urdf_path names): no joint worse than 1.5x the class's least
   squares, and every Stribeck term it keeps does better held out than the same law without it.
-  (Issue 43 asks 1.05x over the joints too; measured 1.12x on arm7-100Hz-weak, 1.06x on panda-1kHz.)
+  (Issue 43 asks 1.05x over the joints too; measured 1.12x on arm7-100Hz-weak, 1.01x on panda-1kHz.)
 - OUT.urdf alone (its inertias and <dynamics> b, fc with sign(), as any URDF tool reads it): within
   1.05x the URDF class's own least squares over the joints, no joint above 1.5x.
 - What the report says of each base parameter is true: those it says are held sit at the URDF's values

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..algorithms.estimation.regressor import N_PARAMS
 
-SEPARATE = 0.1   # rho below this: the term is not separated from the inertial parameters
+SEPARATE = 0.05  # rho below this: the term is not separated from the inertial parameters
 ARM_OWN = 10.0   # an armature above this x the joint's own composite inertia ...
 ARM_ARM = 0.5    # ... and above this x the largest composite inertia of the arm is implausible
 H_SAMPLES = 200  # states (evenly strided over the window) at which H's diagonal is evaluated
