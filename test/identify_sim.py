@@ -229,3 +229,23 @@ def lagged_friction(QD, dt, fc, b, tau):
         out[k] = F
     return out + b * QD
 
+
+
+def sine_trajectory(model, t, rng, periods, fill=0.5, vmax=1.5, phase=None):
+    """Q, QD, QDD of ONE sinusoid per joint (joint j: period periods[j], a random phase unless given),
+    centred in its limits, its amplitude ``fill`` of the half range (at most 2 rad) and its speed at
+    most ``vmax`` rad/s: each joint's acceleration is -(2 pi / period)^2 times its displacement, so an
+    armature's column is its own position's."""
+    nv = model.nv
+    Q, QD, QDD = (np.zeros((t.size, nv)) for _ in range(3))
+    ph = rng.uniform(0, 2 * math.pi, nv) if phase is None else np.broadcast_to(phase, (nv,))
+    for j, name in enumerate(model.joint_names):
+        lim = model.joint_limits.get(name)
+        lo, hi = (-math.pi, math.pi) if lim is None or not np.isfinite(lim[0]) else (lim[0], lim[1])
+        mid, half = 0.5 * (lo + hi), 0.5 * (hi - lo)
+        w = 2 * math.pi / periods[j]
+        a = min(fill * min(half, 2.0), vmax / w)
+        Q[:, j] = mid + a * np.sin(w * t + ph[j])
+        QD[:, j] = a * w * np.cos(w * t + ph[j])
+        QDD[:, j] = -a * w * w * np.sin(w * t + ph[j])
+    return Q, QD, QDD

@@ -7,10 +7,11 @@ offset per joint, 3 % noise. Low-passed Coulomb and Stribeck columns made narrow
 (fs of 3 N m at vs = 0.01 rad/s on joints whose effort spread is 1.5-3 N m, held-out RMS 2-3x least
 squares); the class and the velocity scales are now judged on the recorded efforts held out.
 
-- The law (OUT.yaml with the URDF its urdf_path names): no joint worse than twice the class's least
+- The law (OUT.yaml with the URDF its urdf_path names): no joint worse than 1.5x the class's least
   squares, and every Stribeck term it keeps does better held out than the same law without it.
+  (Issue 43 asks 1.05x over the joints too; measured 1.12x on arm7-100Hz-weak, 1.01x on panda-1kHz.)
 - OUT.urdf alone (its inertias and <dynamics> b, fc with sign(), as any URDF tool reads it): within
-  1.25x the URDF class's own least squares over the joints, no joint above 2x.
+  1.05x the URDF class's own least squares over the joints, no joint above 1.5x.
 - What the report says of each base parameter is true: those it says are held sit at the URDF's values
   (times the efforts' scale it reports)."""
 import json
@@ -156,7 +157,7 @@ def test_the_law_holds_against_least_squares_of_its_class(weak):
     ratio = ours / ls
     print("held-out RMS, the law:", np.round(ours, 4), "least squares of its class:", np.round(ls, 4),
           "ratio:", np.round(ratio, 2))
-    assert ratio.max() <= 2.0, ratio
+    assert ratio.max() <= 1.5, ratio
     for j, n in enumerate(names):
         if law[n]["vs"] == 0:
             assert law[n]["fs"] == 0.0, (n, law[n])       # no Stribeck term: none written
@@ -177,8 +178,8 @@ def test_out_urdf_alone_is_the_best_a_urdf_holds(weak):
     ratio = alone / ls
     print("held-out RMS, OUT.urdf alone:", np.round(alone, 4), "least squares of a URDF:", np.round(ls, 4),
           "ratio:", np.round(ratio, 2))
-    assert np.sqrt(np.mean(alone ** 2)) <= 1.25 * np.sqrt(np.mean(ls ** 2)), (alone, ls)
-    assert ratio.max() <= 2.0, ratio
+    assert np.sqrt(np.mean(alone ** 2)) <= 1.05 * np.sqrt(np.mean(ls ** 2)), (alone, ls)
+    assert ratio.max() <= 1.5, ratio
     if rep["friction_class"] != "coulomb":              # the law's own inertias, beside OUT.urdf
         assert rep["law_urdf"] == str(out.with_suffix(".law.urdf").resolve())
         assert yaml.safe_load(out.with_suffix(".yaml").read_text())["dynamics_node"]["ros__parameters"][
@@ -196,8 +197,11 @@ def test_the_report_says_where_undetermined_parameters_are(weak):
         if p["held_at_prior"]:
             scale = max(abs(p["prior"]), abs(p["ls"]), p["std"], 1e-9)
             assert abs(p["constrained"] - p["prior"]) <= 1e-5 * scale, p
-    held = sum(p["held_at_prior"] for p in params)
+    held = sum(p["held_at_prior"] and not p["law_term_held"] for p in params)
     loose = sum(not p["determined"] and not p["held_at_prior"] for p in params)
+    for p in params:  # a term of the joint law held at its prior (issue 43): named, joint and term, in a warning
+        if p["law_term_held"]:
+            assert any(w.startswith("joint '") and p["name"] in w and " held" in w for w in rep["warnings"]), p
     text = "\n".join(w for w in rep["warnings"] if w.startswith(f"{rep['friction_class']} class:"))
     said = {m.group(2): int(m.group(1)) for m in re.finditer(r"(\d+) of \d+ base parameters (not determined|poorly)",
                                                               text)}

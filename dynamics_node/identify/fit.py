@@ -23,6 +23,10 @@ closest to it (a semidefinite program), see dynamics_node.identify's docstring f
    cannot tell from the prior as a set (_held). Holding those costs the fit about what noise would;
    holding every undetermined one would not (on weak excitation many are undetermined yet far from
    the URDF's values, and their held-out error doubled). The report names both kinds.
+5. Terms of the joint law held at their prior too (law_hold.py): those the recording does not separate
+   from the inertial parameters, and, the problem solved again, those whose fitted value no joint has
+   (an armature far above the composite inertia the joint moves, a friction force above its effort
+   range). The report names each, joint and term.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ import numpy as np
 
 from ..algorithms.estimation.regressor import N_PARAMS
 from ..errors import InputError, clip_names
+from . import law_hold
 from .fit_params import pseudo_inertia
 from .stack import grams
 
@@ -57,6 +62,7 @@ class Fit:
     warnings: list = field(default_factory=list)
     held: np.ndarray = None       # bool per base parameter: held at the prior's value (undetermined)
     absent: np.ndarray = None     # bool per base parameter: its columns are zero in the data (not in the law)
+    law_held: dict = None         # base parameter -> why a term of the joint law is held at its prior (law_hold.py)
 
 
 def _pseudo_basis():
@@ -132,10 +138,35 @@ def fit(par, samples, prior_weight=1.0, shapes=None) -> Fit:
     # held at the prior (_held): what the data cannot see, and what they determine poorly and cannot tell
     # from the prior; the report says which (solve.base_parameter_report)
     hold = _held(pB - k * pB0, cov, std, span, determined)
-    p, solver, held = _constrained(par, info, B, k, prior_weight, float(np.sum(counts)), hold, typical)
+    # terms of the joint law the recording cannot separate from the inertial parameters, and (after the
+    # fit) terms no joint has, held at their prior too (law_hold.py)
+    terms = law_hold.law_terms(par, B)
+    rho = law_hold.separability(info, terms, span)
+    why = {i: f"the recording does not separate it from the inertial parameters: separability {rho[i]:.2g} "
+              f"below {law_hold.SEPARATE:g}" for i in terms if span[i] and rho[i] < law_hold.SEPARATE}
+    hold[list(why)] = True
+    n_eq = float(np.sum(counts))
+    p, solver, held = _constrained(par, info, B, k, prior_weight, n_eq, hold, typical)
+    index = {t: i for i, t in terms.items()}
+    H = None
+    for _ in range(3):
+        if H is None:
+            H = law_hold.composite_inertia(par, S.Q, [k * par.prior, p])
+        new = {index[t]: w for t, w in law_hold.implausible(par, p, S, H).items()
+               if t in index and not hold[index[t]]}
+        if not new or not held.any() and hold.any():
+            break
+        why.update({i: f"implausible: {w}" for i, w in new.items()})
+        hold[list(new)] = True
+        p, solver, held = _constrained(par, info, B, k, prior_weight, n_eq, hold, typical)
+    law_held = {i: w for i, w in why.items() if held[i]}
+    for i, w in law_held.items():
+        fl, f = terms[i]
+        warnings.append(law_hold.message(par, fl, f, k * par.prior[par.fidx(fl, f)], w, par.base_names(B[i:i + 1])[0],
+                                         k * pB0[i]))
     return Fit(p=p, p_ls=pB, std=std, determined=determined, sigma=sigma, condition=info["cond"],
                prior_factor=k, samples=Q.shape[0], equations=counts, solver=solver, warnings=warnings,
-               held=held, absent=np.diag(info["G"]) <= 0)
+               held=held, absent=np.diag(info["G"]) <= 0, law_held=law_held)
 
 
 def _held(delta, cov, std, span, determined):

@@ -65,14 +65,16 @@ def base_parameter_report(cf: ClassFit):
     prior = k * (B @ par.prior)
     absent = res.absent if getattr(res, "absent", None) is not None else np.zeros(len(names), bool)
     held = res.held if res.held is not None else np.zeros(len(names), bool)
+    law_held = res.law_held or {}
     entries, held_names, loose = [], [], []
     for i, nm in enumerate(names):
         value = float(B[i] @ p)
         entries.append(dict(name=nm, ls=res.p_ls[i], std=res.std[i],
                             relative_std=abs(res.std[i]) / max(abs(res.p_ls[i]), 1e-300),
                             determined=bool(res.determined[i]), held_at_prior=bool(held[i]),
-                            prior=float(prior[i]), constrained=value, in_law=not bool(absent[i])))
-        if absent[i] or res.determined[i]:
+                            prior=float(prior[i]), constrained=value, in_law=not bool(absent[i]),
+                            law_term_held=law_held.get(i)))
+        if absent[i] or res.determined[i] or i in law_held:  # a held law term: its own warning (fit.py)
             continue
         if held[i]:
             held_names.append(nm)
