@@ -3,7 +3,9 @@
 How the docs hold code: fenced blocks with a language. ```sh blocks hold commands a reader types
 and a test runs; ```python blocks are run as they are by test_docs.py (every block of a page in one
 interpreter, in order, from the repository's folder); ```text, ```xml and ```yaml blocks are
-synopses, file contents or output, and are not run. A command outside a fence (an indented block)
+synopses, file contents or output, and are not run. A block whose language is followed by a relative
+path (```python src/my_controller/setup.py) is that file's content, not run: file_blocks() gives them
+to the test that writes and builds them. A command outside a fence (an indented block)
 is refused by test_docs.py.
 
 To show a new command: put it in a ```sh block and add one line to RUN_BY below, naming the test
@@ -146,6 +148,8 @@ RUN_BY = {
     "ros2 interface show dynamics_interfaces/srv/GravityCompensation":
         WORKSPACE + "test_colcon_build_builds_the_node_its_interfaces_and_its_executables",
     "ros2 run dynamics_node dynamics_node": WORKSPACE + "test_node_alone_says_what_it_waits_for",
+    "ros2 run my_controller gravity_client 0 0.5 0 -1.0 0 0.5 0":
+        WORKSPACE + "test_a_package_of_yours_depends_on_dynamics_node_and_calls_it",
     "ros2 launch dynamics_node sim.launch.py rviz:=true":
         WORKSPACE + "test_sim_launch_runs_the_simulated_robot_held_by_the_node",
     "python3 -m dynamics_node._jit_build build --if-missing":
@@ -184,6 +188,16 @@ def fenced_blocks(path):
         assert i < len(lines), f"{path}:{start}: a ``` block that is never closed"
         out.append((lang, start, body))
         i += 1
+    return out
+
+
+def file_blocks(path) -> dict:
+    """{relative path: text} of the page's blocks that name a file after their language."""
+    out = {}
+    for lang, _, body in fenced_blocks(path):
+        words = lang.split()
+        if len(words) == 2:
+            out[words[1]] = "\n".join(body) + ("\n" if body else "")
     return out
 
 

@@ -36,7 +36,12 @@ def test_every_block_says_its_language_and_no_command_sits_outside_a_block():
     bad = []
     for page in dc.PAGES:
         for lang, line, _ in dc.fenced_blocks(page):
-            if lang not in dc.LANGUAGES:
+            words = lang.split()
+            if len(words) == 2 and words[0] in dc.LANGUAGES - {"sh"}:  # a file's content (doc_commands.py)
+                if not re.match(r"^[\w.-]+(/[\w.-]+)*$", words[1]) or ".." in words[1].split("/"):
+                    bad.append(f"{page.relative_to(REPO)}:{line}: ``` block of a file: {words[1]!r} is not a "
+                               "relative path")
+            elif lang not in dc.LANGUAGES:
                 others = sorted(dc.LANGUAGES - {"sh", "python"})
                 bad.append(f"{page.relative_to(REPO)}:{line}: ``` block of language {lang!r}: say sh (a command "
                            f"a test runs), python (run by this file), or one of {others}")

@@ -46,6 +46,14 @@ def _block(first):
     raise AssertionError(f"docs/install.md has no ```sh block starting with {first!r}")
 
 
+def _your_package():
+    """The files of the page's package `my_controller` (its blocks that name a file), and the empty
+    __init__.py the text names."""
+    files = dc.file_blocks(PAGE)
+    assert "src/my_controller/package.xml" in files, sorted(files)
+    return {**files, "src/my_controller/my_controller/__init__.py": ""}
+
+
 def _command(cmd):
     for lang, _, body in dc.fenced_blocks(PAGE):
         if lang == "sh" and cmd in dc.shell_commands(body):
@@ -59,16 +67,18 @@ def ws(tmp_path_factory):
         if os.environ.get("DYNAMICS_REQUIRE_WORKSPACE") == "1":
             pytest.fail(f"no {wss.WS_VENV} with colcon and ros2: `make workspace-venv` makes it")
         pytest.skip(f"no {wss.WS_VENV}: `make workspace-venv` makes it (make test does)")
-    w, w.build_seconds, w.build_output = wss.build(tmp_path_factory.mktemp("ws"), _block("colcon build")[:1])
+    w, w.build_seconds, w.build_output = wss.build(tmp_path_factory.mktemp("ws"), _block("colcon build")[:1],
+                                                   files=_your_package())
     print(f"\nworkspace: colcon build {w.build_seconds:.0f} s")
     yield w
     w.run(["ros2 daemon stop"], timeout=60)
 
 
 def test_colcon_build_builds_the_node_its_interfaces_and_its_executables(ws):
-    """`colcon build` finds one package and builds it with its message and service types, whose
-    `ros2 interface show` is the .srv file; `source install/setup.bash` makes ros2 find the package."""
-    assert re.search(r"Summary: 1 package finished", ws.build_output), ws.build_output[-3000:]
+    """`colcon build` finds dynamics_node (and the page's package of a user, beside it) and builds it
+    with its message and service types, whose `ros2 interface show` is the .srv file; `source
+    install/setup.bash` makes ros2 find the package."""
+    assert re.search(r"Summary: 2 packages finished", ws.build_output), ws.build_output[-3000:]
     prefix = ws.root / "install" / "dynamics_node"
     for exe in ("dynamics_node", "dynamics_cli", "dynamics_summary", "dynamics_identify"):
         assert (prefix / "lib" / "dynamics_node" / exe).is_file(), exe
@@ -183,4 +193,43 @@ def test_sim_launch_runs_the_simulated_robot_held_by_the_node(ws, cmd):
         c.node.destroy_subscription(s1)
         c.node.destroy_subscription(s2)
         rc, out = p.stop()
+    assert rc == 0 and "Traceback" not in out, out[-3000:]
+
+
+def test_a_package_of_yours_depends_on_dynamics_node_and_calls_it(ws):
+    """docs/install.md's `my_controller`, built by the same `colcon build` beside dynamics_node: colcon
+    started it only after dynamics_node finished (its <depend>dynamics_node</depend>), every key of its
+    package.xml is a package in src/ or a rosdep key of Jazzy (what `rosdep install --from-paths src
+    --ignore-src` resolves), and `ros2 run my_controller gravity_client ...` against the launched node
+    prints Pinocchio's gravity torques."""
+    import xml.etree.ElementTree as ET
+
+    from conftest import assert_close
+    from test_package_deps import rosdep_keys
+    from urdfgen import PinOracle
+    import dynamics_node as dn
+
+    out = ws.build_output
+    finished, started = out.find("Finished <<< dynamics_node"), out.find("Starting >>> my_controller")
+    assert 0 <= finished < started, out[-3000:]
+    xml = ET.parse(ws.root / "src" / "my_controller" / "package.xml").getroot()
+    keys = [e.text.strip() for e in xml if e.tag.endswith("depend")]
+    in_src = {ET.parse(p).getroot().findtext("name") for p in (ws.root / "src").glob("*/package.xml")}
+    jazzy = {k for k, where in rosdep_keys().items() if "jazzy" in where}
+    assert "dynamics_node" in keys and "dynamics_interfaces" not in keys, keys
+    unresolved = [k for k in keys if k not in in_src and k not in jazzy]
+    assert not unresolved, f"keys rosdep would not resolve: {unresolved}"
+
+    model = dn.load_model(str(ns.ARM7))
+    oracle = PinOracle(ns.ARM7.read_text(), model).gravity(np.array(Q))
+    launch = ws.start(_command("ros2 launch dynamics_node dynamics.launch.py"))
+    try:
+        assert launch.wait_for(r"serving"), launch.output()[-4000:]
+        r = ws.run([_command("ros2 run my_controller gravity_client 0 0.5 0 -1.0 0 0.5 0")], timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        got = dict(re.findall(r"^(\w+): (\S+) N m$", r.stdout, flags=re.M))
+        assert list(got) == list(model.joint_names), r.stdout
+        assert_close(np.array([float(v) for v in got.values()]), oracle, rtol=1e-6, what="my_controller (6 decimals)")
+    finally:
+        rc, out = launch.stop()
     assert rc == 0 and "Traceback" not in out, out[-3000:]

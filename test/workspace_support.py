@@ -120,15 +120,19 @@ def ready() -> bool:
     return (WS_VENV / "bin" / "colcon").is_file() and (WS_VENV / "bin" / "ros2").is_file()
 
 
-def build(root: pathlib.Path, commands=("colcon build",)):
-    """A workspace in root with this repository in src/dynamics_node, built: (Workspace, seconds, output)."""
+def build(root: pathlib.Path, commands=("colcon build",), files=None):
+    """A workspace in root with this repository in src/dynamics_node and `files` ({path in the
+    workspace: text}: a package of the user's) beside it, built: (Workspace, seconds, output)."""
     w = Workspace(root)
     copy_repository(w.root / "src" / "dynamics_node")
+    for rel, text in (files or {}).items():
+        (w.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (w.root / rel).write_text(text)
     t0 = time.monotonic()
     r = w.run(list(commands), sourced=False, timeout=1800)
     seconds = time.monotonic() - t0
     if r.returncode:
-        log = w.root / "log" / "latest_build" / "dynamics_node" / "stdout_stderr.log"
-        detail = log.read_text(errors="replace")[-6000:] if log.is_file() else ""
+        logs = sorted((w.root / "log" / "latest_build").glob("*/stdout_stderr.log"))
+        detail = "\n".join(f"{log.parent.name}:\n" + log.read_text(errors="replace")[-6000:] for log in logs)
         raise AssertionError(f"{' '.join(commands)} failed:\n{(r.stdout + r.stderr)[-3000:]}\n{detail}")
     return w, seconds, r.stdout + r.stderr
