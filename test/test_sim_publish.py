@@ -168,3 +168,22 @@ def test_a_publish_rate_out_of_range_is_refused_by_name(value):
     from dynamics_node.ros.params.param_checks import validate
     with pytest.raises(ConfigError, match="simulation_publish_rate"):
         validate({"urdf_path": str(ns.ARM7), "simulation": True, "simulation_publish_rate": value})
+
+
+def test_a_rate_changed_while_running_takes_effect_after_the_next_publication(node):
+    """simulation_publish_rate set from 100 Hz to 1 kHz at 25 ms of simulated time (the node's parameter
+    change: a new world continuing the motion): the state at 30 ms, due under the old rate, is the next
+    published, then every step."""
+    from dynamics_node.ros.params.param_checks import validate
+    sim = simulated(node, world(simulation_floor=[], simulation_initial_positions=["joint2=0.5"]))
+    for k in range(25):
+        sim._tick(sim.world, k)
+    w = sim.world
+    cfg = validate({"urdf_path": str(ns.ARM7), "simulation": True, "simulation_floor": [],
+                    "simulation_initial_positions": ["joint2=0.5"], "simulation_publish_rate": 1000.0})
+    sim.configure(w.st, cfg, {"simulation_publish_rate"}, now=True)
+    assert sim.world is not w and sim.world.t_ns == 25_000_000 and np.array_equal(sim.world.q, w.q)
+    for k in range(10):
+        sim._tick(sim.world, 25 + k)
+    assert ns_of(stamps(sim.pub_clock.got)) == [1_000_000, 10_000_000, 20_000_000, 30_000_000, 31_000_000,
+                                                32_000_000, 33_000_000, 34_000_000, 35_000_000]
