@@ -360,7 +360,7 @@ class Simulation:
 class Schedule:
     """When the state is published (simulation_publish_rate): at the first step at or after each
     multiple of the period (1/rate s of simulated time, in integer ns; the first step published too),
-    so that the stamps of /clock and the joint states are the same multiples, whatever the step; and,
+    so the stamps are the multiples themselves when the period is a whole number of steps; and,
     while the simulated time stands still (waiting for the first command, halted), once every period's
     worth of steps, so that a subscriber that comes then still hears the state. A rate at or above the
     step's: every step. A simulated time that goes back (a new world) is published at once."""
