@@ -22,7 +22,9 @@ Measured in one run, on the same model and the same state:
   7. bench/bench_sim.py: the simulation step against mujoco.mj_step in the same run, without and with
      contacts (issue 36); the simulated robot (simulation: true) at 1 kHz with 4 contacts touching, and with
      arm7's cylinders (128 points), its joint limits and a table (issue 30), also at real_time_factor 5:
-     achieved rate, simulated/wall time, late steps, step time p50/p99 (issue 23);
+     achieved rate, simulated/wall time, late steps, step time p50/p99 (issue 23); then bench/bench_clock.py:
+     /clock at real_time_factor 5 as a separate rclpy client subscribed to /clock and /joint_states sees it,
+     every step published and at the default simulation_publish_rate (issue 42);
   8. bench/bench_derivatives.py: the derivatives of the dynamics (issue 29) against Pinocchio's
      computeRNEADerivatives / computeABADerivatives on the arm, solo12 and TALOS; batch per state; analytic
      against central finite differences;
@@ -521,6 +523,12 @@ def main(argv=None):
         r = subprocess.run([sys.executable, str(sim)], cwd=str(REPO))
         if r.returncode:
             print(f"bench_sim.py exited with {r.returncode}")
+    clock = HERE / "bench_clock.py"
+    if not args.no_node:
+        print(f"== {clock.relative_to(REPO)} (/clock at 5x as a subscribing rclpy client sees it) ==", flush=True)
+        r = subprocess.run([sys.executable, str(clock)], cwd=str(REPO))
+        if r.returncode:
+            print(f"bench_clock.py exited with {r.returncode}")
     node = HERE / "bench_node.py"
     if node.exists() and not args.no_node:
         print(f"== {node.relative_to(REPO)} ==", flush=True)

@@ -18,8 +18,9 @@
    After 4 s of settling, a window of `--seconds` is read from the node's own /diagnostics
    (`<name>: simulation`: the steps it took and the simulated time it advanced over the wall time, the
    steps that started more than a period late, the step time of the last 2000 steps: the step plus
-   publishing /joint_states and /clock), at real_time_factor 1 and, for shapes+table, 5: alone, and
-   with both cores loaded by two busy processes (nice 0) for the whole window.
+   publishing /joint_states and /clock at the default simulation_publish_rate, 100 Hz of simulated time,
+   i.e. at every 10th step; no subscriber: bench_clock.py has one), at real_time_factor 1 and, for
+   shapes+table, 5: alone, and with both cores loaded by two busy processes (nice 0) for the whole window.
 Nothing is asserted: this is a measurement.
 """
 from __future__ import annotations
@@ -179,7 +180,7 @@ def main(argv=None):
     env = _env()
     latest = _reader(env)
     print("simulated arm7 at 1 kHz x real_time_factor, resting after its fall (module docstring); step = the step "
-          "+ /joint_states + /clock; p50/p99/max of the last 2000 steps")
+          "+ /joint_states + /clock at 100 Hz of simulated time; p50/p99/max of the last 2000 steps")
     print(f"{'robot':13s} {'rtf':>4s} {'condition':13s} {'rate Hz':>9s} {'sim/wall':>9s} {'late':>6s} "
           f"{'touching':>9s} {'step p50 us':>12s} {'p99 us':>8s} {'max us':>8s}")
     for robot, rtf in RUNS:

@@ -1,7 +1,9 @@
 """The node as a simulated robot (`simulation: true`), as subprocesses.
 
 - /clock starts at 0 and advances in steps of 1/simulation_rate at real_time_factor times the wall
-  clock; /joint_states carries every joint, stamped with the same simulated time.
+  clock; /joint_states carries every joint, stamped with the same simulated time; by default both go
+  out together every 10 ms of simulated time (simulation_publish_rate), the other tests asking for
+  every step.
 - Free motion (no floor) equals an independent integration: scipy's solve_ivp (RK45, tight
   tolerances) on Pinocchio's ABA. The simulator is semi-implicit Euler, first order: its error must
   be small and halve when the rate doubles (1 kHz against 2 kHz).
@@ -46,16 +48,19 @@ HANG_S = 30.0   # a node that has not exited this long after SIGINT hangs (the s
 
 class Sim:
     """A simulated robot named `name`: its /clock remapped to /<name>/clock, its joint states on
-    /<name>/joint_states; subscribed to both before it starts, so that nothing is missed."""
+    /<name>/joint_states; subscribed to both before it starts, so that nothing is missed. It publishes
+    at every step (simulation_publish_rate 10 kHz, above any simulation_rate of these tests: they read
+    the motion step by step) unless every_step is False (the default rate)."""
 
-    def __init__(self, name, params, clock=False):
+    def __init__(self, name, params, clock=False, every_step=True):
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import JointState
         c = ns.ros()
         self.name = name
         self.clock, self._s1 = c.subscribe(Clock, f"/{name}/clock" if clock else f"/{name}/unused", depth=10000)
         self.js, self._s2 = c.subscribe(JointState, f"/{name}/joint_states", depth=10000)
-        params = {"simulation": True, "joint_states_topic": f"/{name}/joint_states", **params}
+        params = {"simulation": True, "joint_states_topic": f"/{name}/joint_states",
+                  **({"simulation_publish_rate": 10000.0} if every_step else {}), **params}
         self.proc = ns.NodeProcess(name, params, ros_args=("-r", f"/clock:=/{name}/clock"))
         from dynamics_interfaces.srv import InverseDynamics
         c.wait_for_service(InverseDynamics, self.proc.path("inverse_dynamics"), proc=self.proc)
@@ -177,6 +182,27 @@ def test_clock_starts_at_zero_in_steps_of_the_rate_and_joint_states_carry_it(fre
     assert (steps == 1_000_000).all(), sorted(set(steps.tolist()))[:10]
     stamps = [round(s[0] * 1e9) for s in st]
     assert set(stamps) <= set(clocks) and np.all(np.diff(stamps) > 0)
+
+
+def test_by_default_clock_and_joint_states_go_out_together_every_10_ms_of_simulated_time():
+    """simulation_publish_rate's default, 100 Hz, at real_time_factor 5: every stamp of /clock and of the
+    joint states is the first step's (1 ms) or a multiple of 10 ms, the joint states' stamps are among
+    /clock's, and over 1 s of simulated time at most 100 states go out (a reliable reader may still miss
+    one that the writer's history dropped: gaps are whole periods)."""
+    sim = Sim("sim_pub_default", {"urdf_path": str(ns.ARM7), "real_time_factor": 5.0}, clock=True,
+              every_step=False)
+    try:
+        st = sim.states(0.0)  # from whenever this process has discovered the node
+        t0 = st[0][0]
+        st += sim.states(t0 + 1.0)
+        time.sleep(0.5)
+        clocks = [c.clock.sec * 1_000_000_000 + c.clock.nanosec for c in ns.drain(sim.clock)]
+    finally:
+        sim.stop()
+    stamps = [round(s[0] * 1e9) for s in st]
+    assert len(stamps) >= 2 and all(t == 1_000_000 or t % 10_000_000 == 0 for t in stamps + clocks), stamps[:5]
+    assert set(stamps) <= set(clocks) and np.all(np.diff(clocks) > 0) and np.all(np.diff(stamps) > 0)
+    assert sum(t0 * 1e9 < t <= t0 * 1e9 + 1e9 for t in stamps) <= 100
 
 
 @pytest.mark.parametrize("rtf", [1.0, 0.5])

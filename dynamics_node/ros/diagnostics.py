@@ -317,7 +317,8 @@ def simulation_status(name, hw, r, stream, DiagnosticStatus):
     else:
         s.message = f"simulating: t = {sim['time']:.3f} s"
     vals = [(k, sim.get(k)) for k in ("time", "wall", "steps", "target_rate_hz", "rate_hz", "real_time_factor",
-                                       "late", "contacts", "touching", "command_topic", "command_type", "commands",
+                                       "publish_rate_hz", "published", "late", "contacts", "touching",
+                                       "command_topic", "command_type", "commands",
                                        "refused", "last_refusal", "collision_points", "obstacles",
                                        "over_velocity_limit", "at_limit", "command_interface", "clipped",
                                        "last_clip")]

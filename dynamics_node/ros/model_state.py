@@ -348,7 +348,8 @@ def summary_lines(st: ModelState, cfg: Config) -> list:
                      f"{len(cfg.simulation_obstacles) // 6} box obstacles; {cfg.simulation_command_interface} "
                      "commands from "
                      f"{cfg.effort_command_topic or '(no effort_command_topic: none)'}; publishes "
-                     f"{cfg.joint_states_topic} and /clock")
+                     f"{cfg.joint_states_topic} and /clock at {cfg.simulation_publish_rate:g} Hz of simulated "
+                     "time (simulation_publish_rate)")
     lines.append(f"warnings: {len(st.warnings)}" + ("".join(f"\n  - {w}" for w in st.warnings[:20])))
     if len(st.warnings) > 20:
         lines.append(f"  ... ({len(st.warnings) - 20} more: dynamics_summary --check FILE lists them)")

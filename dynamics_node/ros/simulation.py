@@ -7,8 +7,13 @@ the model loader, a lean rcl wait set (stream_executor.py) and a thread that loa
 kernels at ordinary priority. So in simulation mode its one real-time thread runs `Simulation.run`:
 at absolute deadlines (CLOCK_MONOTONIC: Python's time.sleep is clock_nanosleep with an absolute
 time on Linux) spaced 1/(simulation_rate x real_time_factor) s apart, it steps the world
-(sim.world.World: dn.simulate_step) and publishes joint_states_topic (every joint, position and
-velocity, stamped with the simulated time) and /clock (from 0); between two steps it serves its
+(sim.world.World: dn.simulate_step; the commands, the physics and the shared latest state at every
+step) and publishes joint_states_topic (every joint, position and velocity, stamped with the
+simulated time) and /clock (from 0) together at simulation_publish_rate of simulated time (Schedule:
+100 Hz by default, ros2_control's controller_manager's update_rate; at or above simulation_rate, every
+step): to a subscriber each message costs a callback, and at real_time_factor 5 every 1 kHz step
+published is 10,000 messages a wall-clock second that an rclpy client cannot take on a 2-core
+machine without slowing the simulation it shares the cores with. Between two steps it serves its
 entities through the same executor: the effort commands, configuration changes (a guard condition)
 and ~/reset_simulation (at least once a period, however short: at real_time_factor 5 a period is
 200 us). One thread owns the world, so no lock is needed. A step that starts more than one period
@@ -74,7 +79,8 @@ class Simulation:
         self._gc = node.create_guard_condition(self._apply_pending)
         node.create_service(Trigger, resolve("~/reset_simulation"), self._reset)
         self.step_time, self.lateness = Timings(), Timings()
-        self.late = self.errors = self.commands = self.refused = 0
+        self.late = self.errors = self.commands = self.refused = self.published = 0
+        self.schedule = Schedule()
         self.last_error = self.last_refusal = ""
         self._graph_at = self._markers_at = 0
         self._rate_mark = None     # (wall ns, simulated ns, steps) at the previous report
@@ -255,20 +261,39 @@ class Simulation:
             self._subscribe(want)
 
     def _tick(self, w, now_ns):
+        """One step: the physics and the commands' effect at every call; the state published when the
+        schedule says (simulation_publish_rate)."""
         if w.step() is False and w.halted and not getattr(w, "_said", False):
             w._said = True
             self.errors += 1
             self.last_error = w.halted
             self.log.error(f"simulation {w.halted}; ~/reset_simulation or a parameter change starts it again")
+        if self.latest_writer is not None:
+            self.latest_writer.write(w.q[w.jq], np.full(len(w.names), now_ns * 1e-9))
         t = w.t_ns
-        c = self._clock
-        sec, nsec = divmod(t, 1_000_000_000)
-        c.clock.sec, c.clock.nanosec = sec, nsec
+        if self.schedule.due(t, w.dt_ns, self.cfg.simulation_publish_rate):
+            self._publish(w, t)
+        rate = self.cfg.markers_rate
+        if rate > 0 and now_ns - self._markers_at > 1e9 / rate and self.pub_markers.get_subscription_count():
+            self._markers_at = now_ns
+            self.pub_markers.publish(contact_markers(w, self._stamp(t)))
+
+    def _stamp(self, t):
+        """The Clock message's time set to t ns (the message kept for the fallback path), returned."""
+        c = self._clock.clock
+        c.sec, c.nanosec = divmod(t, 1_000_000_000)
+        return c
+
+    def _publish(self, w, t):
+        """/clock and joint_states_topic (and a floating base's pose and twist) at the simulated time t."""
+        self.published += 1
+        stamp = self._stamp(t)
+        sec, nsec = stamp.sec, stamp.nanosec
         if self._clock_bytes is None:
             from rosgraph_msgs.msg import Clock
             t0 = Clock()
             self._clock_bytes = Patched(t0, {"sec": (t0.clock, "sec", None), "nanosec": (t0.clock, "nanosec", None)})
-        self._clock_bytes.publish(self.pub_clock, c, sec=sec, nanosec=nsec)
+        self._clock_bytes.publish(self.pub_clock, self._clock, sec=sec, nanosec=nsec)
         js = self._js
         if js is None:
             from sensor_msgs.msg import JointState
@@ -282,18 +307,12 @@ class Simulation:
             self._js_bytes.publish(self.pub_js, None, sec=sec, nanosec=nsec, position=w.q[w.jq],
                                    velocity=w.qd[w.jv])
         else:
-            js.header.stamp = c.clock
+            js.header.stamp = stamp
             js.position = to_float64_array(w.q[w.jq])
             js.velocity = to_float64_array(w.qd[w.jv])
             self.pub_js.publish(js)
         if w.model.floating_base and self.pub_pose is not None:
-            self._base(w, c.clock)
-        if self.latest_writer is not None:
-            self.latest_writer.write(w.q[w.jq], np.full(len(w.names), now_ns * 1e-9))
-        rate = self.cfg.markers_rate
-        if rate > 0 and now_ns - self._markers_at > 1e9 / rate and self.pub_markers.get_subscription_count():
-            self._markers_at = now_ns
-            self.pub_markers.publish(contact_markers(w, c.clock))
+            self._base(w, stamp)
 
     def _base(self, w, stamp):
         from geometry_msgs.msg import PoseStamped, TwistStamped
@@ -325,6 +344,7 @@ class Simulation:
                    "wall": now * 1e-9,  # CLOCK_MONOTONIC of this report: rates over reports are exact
                    "time": w.t_ns * 1e-9, "steps": w.steps, "rate_hz": rate, "real_time_factor": rtf,
                    "target_rate_hz": self.cfg.simulation_rate * self.cfg.real_time_factor,
+                   "publish_rate_hz": self.cfg.simulation_publish_rate, "published": self.published,
                    "late": self.late, "contacts": w.env.count, "touching": w.touching(),
                    "collision_points": w.env.npoints, "obstacles": len(w.env.boxes),
                    "over_velocity_limit": ", ".join(w.over_velocity()), "clipped": w.commands.clipped,
@@ -335,6 +355,33 @@ class Simulation:
                    "step_us": self.step_time.totals_us(), "lateness_us": self.lateness.totals_us(),
                    "step_recent_us": self.step_time.percentiles_us()}  # the last 2000 steps: p50 p95 p99 max
         return {"simulation": sim, "errors": self.errors, "last_error": self.last_error}
+
+
+class Schedule:
+    """When the state is published (simulation_publish_rate): at the first step at or after each
+    multiple of the period (1/rate s of simulated time, in integer ns; the first step published too),
+    so the stamps are the multiples themselves when the period is a whole number of steps; and,
+    while the simulated time stands still (waiting for the first command, halted), once every period's
+    worth of steps, so that a subscriber that comes then still hears the state. A rate at or above the
+    step's: every step. A simulated time that goes back (a new world) is published at once."""
+
+    def __init__(self):
+        self.next_ns = 0      # the next multiple of the period
+        self.last_ns = None   # the simulated time last published
+        self.prev_ns = None   # the simulated time of the previous step
+        self.idle = 0         # steps since the last publication
+
+    def due(self, t_ns, dt_ns, rate) -> bool:
+        period = max(1, int(round(1e9 / rate)))
+        still, self.prev_ns = t_ns == self.prev_ns, t_ns
+        self.idle += 1
+        if self.last_ns is not None and t_ns >= self.last_ns:
+            if still and self.idle < max(1, int(round(period / dt_ns))):
+                return False
+            if not still and t_ns < self.next_ns:
+                return False
+        self.last_ns, self.idle, self.next_ns = t_ns, 0, (t_ns // period + 1) * period
+        return True
 
 
 class Patched:

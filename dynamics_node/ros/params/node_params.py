@@ -113,6 +113,12 @@ PARAMETERS.update({  # the simulated robot (simulation.py, sim/world.py)
                              (1.0, 10000.0)),
     "real_time_factor": Param(1.0, "double", "Simulated seconds per wall-clock second, 0.01 to 100.",
                               (0.01, 100.0)),
+    "simulation_publish_rate": Param(100.0, "double", "Rate [Hz of simulated time] of joint_states_topic and "
+                                     "/clock (and a floating base's pose and twist), published together at the "
+                                     "first step at or after each multiple of 1/rate s, while every step is "
+                                     "simulated at simulation_rate; at or above simulation_rate: every step. "
+                                     "1 to 10000; the default is ros2_control's controller_manager update_rate.",
+                                     (1.0, 10000.0)),
     "simulation_command_timeout": Param(0.5, "double", "A joint's effort command older than this [s of "
                                         "simulated time] counts as zero.", (1e-3, 3600.0)),
     "simulation_initial_positions": Param([], "string_array", "Initial joint positions, each 'joint:=value' "

@@ -50,6 +50,7 @@ class Config:
     simulation: bool = False
     simulation_rate: float = 1000.0
     real_time_factor: float = 1.0
+    simulation_publish_rate: float = 100.0
     simulation_command_timeout: float = 0.5
     simulation_initial_positions: tuple = ()     # ((name, value), ...)
     simulation_wait_for_command: bool = False
@@ -191,8 +192,8 @@ def _simulation(v) -> dict:
     """The simulated robot's parameters (the joints and links are checked against the model when the
     state is built, and only with simulation on: check_simulation)."""
     out = {"simulation": bool(v["simulation"])}
-    for key in ("simulation_rate", "real_time_factor", "simulation_command_timeout", "simulation_friction",
-                "simulation_stiffness", "simulation_damping"):
+    for key in ("simulation_rate", "real_time_factor", "simulation_publish_rate", "simulation_command_timeout",
+                "simulation_friction", "simulation_stiffness", "simulation_damping"):
         lo, hi = PARAMETERS[key].range
         out[key] = _number(v[key], key, lo, hi, f"[{lo:g}, {hi:g}]")
     init = []
