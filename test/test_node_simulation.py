@@ -57,6 +57,7 @@ class Sim:
         from sensor_msgs.msg import JointState
         c = ns.ros()
         self.name = name
+        self._kept = []  # states read by start(), for the next states()
         self.clock, self._s1 = c.subscribe(Clock, f"/{name}/clock" if clock else f"/{name}/unused", depth=10000)
         self.js, self._s2 = c.subscribe(JointState, f"/{name}/joint_states", depth=10000)
         params = {"simulation": True, "joint_states_topic": f"/{name}/joint_states",
@@ -65,36 +66,51 @@ class Sim:
         from dynamics_interfaces.srv import InverseDynamics
         c.wait_for_service(InverseDynamics, self.proc.path("inverse_dynamics"), proc=self.proc)
 
-    def start(self, n):
+    def start(self, n, timeout=60.0):
         """Release a simulation that waits for its first command: zero effort on its n joints (then
-        no command: zero effort anyway)."""
+        no command: zero effort anyway), sent again until the simulated time moves (a best-effort
+        reader drops what arrives before it has discovered the writer, and a late test process may
+        send every copy in that window). The states read meanwhile are kept for states()."""
         from std_msgs.msg import Float64MultiArray
         c = ns.ros()
         pub = c.publisher(Float64MultiArray, f"/{self.name}/commands")
         c.wait_for_subscriber(pub)
-        # sent 10 times over 0.5 s (zero effort: the same as no command once released): a best-effort
-        # reader drops what arrives before it has discovered the writer, which may know it first
-        for _ in range(10):
-            pub.publish(Float64MultiArray(data=[0.0] * n))
-            time.sleep(0.05)
-        c.node.destroy_publisher(pub)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                pub.publish(Float64MultiArray(data=[0.0] * n))
+                got = self._read(0.05)
+                if any(t > 0.0 for t, *_ in got):
+                    return
+            raise TimeoutError(f"{self.name}: the simulated time did not move within {timeout} s of "
+                               "sending its first command\n" + self.proc.output()[-3000:])
+        finally:
+            c.node.destroy_publisher(pub)
+
+    def _read(self, timeout):
+        got = [(ns.stamp_ns(m) * 1e-9, np.array(m.position), np.array(m.velocity), list(m.name))
+               for m in ns.drain(self.js, timeout=timeout)]
+        self._kept.extend(got)
+        return got
 
     def states(self, until_t, timeout=60.0):
         """Every joint state (t, position, velocity) received until the simulated time until_t. A
-        simulation that publishes nothing new for `timeout` s of wall clock hangs; one that advances,
-        however slowly on a busy machine, is waited for."""
-        out = []
+        simulation whose time does not move for `timeout` s of wall clock hangs (a waiting one that
+        publishes the same instant again is not moving); one that advances, however slowly on a busy
+        machine, is waited for."""
+        out, self._kept = self._kept, []
+        latest = max((s[0] for s in out), default=None)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            got = ns.drain(self.js, timeout=0.05)
-            for m in got:
-                out.append((ns.stamp_ns(m) * 1e-9, np.array(m.position), np.array(m.velocity), list(m.name)))
             if out and out[-1][0] >= until_t:
                 return out
-            if got:
-                deadline = time.monotonic() + timeout
-        raise TimeoutError(f"simulated time {until_t} s not reached, nothing new for {timeout} s: "
-                           f"{out[-1][0] if out else None}\n" + self.proc.output()[-3000:])
+            got, self._kept = self._read(0.05), []
+            out.extend(got)
+            t = max((s[0] for s in got), default=None)
+            if t is not None and (latest is None or t > latest):
+                latest, deadline = t, time.monotonic() + timeout
+        raise TimeoutError(f"simulated time {until_t} s not reached, none later than {latest} for {timeout} s\n"
+                           + self.proc.output()[-3000:])
 
     def stop(self):
         """SIGINT: the node exits by itself, exit code 0, no traceback (asserted)."""
