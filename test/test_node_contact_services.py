@@ -189,8 +189,9 @@ def test_dynamics_cli_calls_both_as_the_readme_shows(node):
     import sys
 
     def cli(*args):
-        p = subprocess.run([sys.executable, "-m", "dynamics_node.cli.dynamics_cli", "--node", "/contact_srv", *args],
-                           cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=60)
+        p = subprocess.run([sys.executable, "-m", "dynamics_node.cli.dynamics_cli", "--node", "/contact_srv",
+                            "--timeout", "60", *args],  # its default 10 s is a user's, on an idle machine
+                           cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=120)
         return p.returncode, p.stdout + p.stderr
 
     q = [str(x) for x in Q]

@@ -165,8 +165,10 @@ def node():
         yield proc
 
 
-def cli(*args, timeout=60):
-    p = subprocess.run([sys.executable, "-m", "dynamics_node.cli.dynamics_cli", "--node", f"/{NAME}", *map(str, args)],
+def cli(*args, timeout=120):
+    """dynamics_cli with --timeout 60 (its default 10 s is a user's, on an idle machine)."""
+    p = subprocess.run([sys.executable, "-m", "dynamics_node.cli.dynamics_cli", "--node", f"/{NAME}", "--timeout", "60",
+                        *map(str, args)],
                        cwd=str(ns.REPO), env=ns.node_env(), capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
 
