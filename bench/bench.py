@@ -434,6 +434,17 @@ def contact_bench(b):
     print()
 
 
+def _run_script(path, what=""):
+    """Run one bench script in its own process; its exit code is reported, not raised."""
+    if not path.exists():
+        print(f"{path.relative_to(REPO)}: not present (skipped)")
+        return
+    print(f"== {path.relative_to(REPO)}{what} ==", flush=True)
+    r = subprocess.run([sys.executable, str(path)], cwd=str(REPO))
+    if r.returncode:
+        print(f"{path.name} exited with {r.returncode}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer scaling points")
@@ -517,32 +528,12 @@ def main(argv=None):
         r = subprocess.run([sys.executable, str(stream)], cwd=str(REPO))
         if r.returncode:
             print(f"bench_stream.py exited with {r.returncode} (a target missed: see above)")
-    sim = HERE / "bench_sim.py"
-    if sim.exists() and not args.no_node:
-        print(f"== {sim.relative_to(REPO)} (the step against mj_step; the node at 1x and 5x) ==", flush=True)
-        r = subprocess.run([sys.executable, str(sim)], cwd=str(REPO))
-        if r.returncode:
-            print(f"bench_sim.py exited with {r.returncode}")
-    clock = HERE / "bench_clock.py"
     if not args.no_node:
-        print(f"== {clock.relative_to(REPO)} (/clock at 5x as a subscribing rclpy client sees it) ==", flush=True)
-        r = subprocess.run([sys.executable, str(clock)], cwd=str(REPO))
-        if r.returncode:
-            print(f"bench_clock.py exited with {r.returncode}")
-    node = HERE / "bench_node.py"
-    if node.exists() and not args.no_node:
-        print(f"== {node.relative_to(REPO)} ==", flush=True)
-        r = subprocess.run([sys.executable, str(node)], cwd=str(REPO))
-        if r.returncode:
-            print(f"bench_node.py exited with {r.returncode}")
-    elif not node.exists():
-        print("bench/bench_node.py: not present (node benchmark skipped)")
-    install = HERE / "bench_install.py"
-    if not args.no_node:
-        print(f"== {install.relative_to(REPO)} (first torque after a colcon install on Jazzy) ==", flush=True)
-        r = subprocess.run([sys.executable, str(install)], cwd=str(REPO))
-        if r.returncode:
-            print(f"bench_install.py exited with {r.returncode}")
+        for name, what in (("bench_sim.py", " (the step against mj_step; the node at 1x and 5x)"),
+                           ("bench_clock.py", " (/clock at 5x as a subscribing rclpy client sees it)"),
+                           ("bench_node.py", ""),
+                           ("bench_install.py", " (first torque after a colcon install on Jazzy)")):
+            _run_script(HERE / name, what)
     return 0
 
 

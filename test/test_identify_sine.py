@@ -20,13 +20,13 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-import yaml
 
 import dynamics_node as dn
 import identify_sim as sim
 import node_support as ns
 from dynamics_node.identify.__main__ import main
 from dynamics_node.urdf_source import read_description
+from test_identify_fit import _law  # OUT.yaml's URDF and law per joint
 
 pin = pytest.importorskip("pinocchio")
 FS, TRAIN, TEST = 200.0, 40.0, 20.0
@@ -110,16 +110,6 @@ def sine(tmp_path_factory, request):
     out, rep = case.tmp / "out.urdf", case.tmp / "fit.json"
     assert main(["fit", case.bag, "--urdf", case.urdf, "--output", str(out), "--report", str(rep)]) == 0
     return case, out, json.loads(rep.read_text())
-
-
-def _law(out):
-    rp = yaml.safe_load(out.with_suffix(".yaml").read_text())["dynamics_node"]["ros__parameters"]
-    fm = rp["friction_model"]
-    law = {n: dict(Ia=rp["armature"][k], b=fm["viscous"][k], fc=fm["coulomb"][k], vc=fm["coulomb_velocity"][k],
-                   fs=fm["stribeck"][k], vs=fm["stribeck_velocity"][k], o=fm["offset"][k])
-           for k, n in enumerate(fm["joints"])}
-    with open(rp["urdf_path"]) as fh:
-        return fh.read(), law
 
 
 def test_no_joint_worse_than_the_best_reference_at_twice_the_speed(sine):
