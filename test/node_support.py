@@ -156,6 +156,17 @@ def _kill_leftovers():
         p.kill()
 
 
+def _on_sigterm(signum, frame):
+    """A test run stopped with SIGTERM (a CI timeout, `kill`) skips atexit: kill the nodes first,
+    or their stream processes (SCHED_FIFO) keep running beside whatever runs next."""
+    _kill_leftovers()
+    os._exit(128 + signum)
+
+
+if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 def run_node_once(params: dict, timeout=60.0, extra_args=()):
     """Run the node expecting it to exit by itself (bad start): returns (returncode, output)."""
     cmd = [sys.executable, "-m", "dynamics_node.ros", *extra_args, "--ros-args"]
