@@ -290,14 +290,18 @@ def _accel_runs(st, t_from, accel, step_ns=1_000_000):
 
 def _read_until_timed_out(sim, st, t_from, accel, quiet=100):
     """The joint states read on until a command heard since the simulated time t_from has been applied
-    and has timed out (a whole run of steps at `accel`, then `quiet` steps), or, when none is applied,
-    for 20 s of wall clock (states collected, not windowed: this process may read late)."""
+    and has timed out (steps at `accel`, then `quiet` steps seen without it), or, when none is applied,
+    for 20 s of wall clock (states collected, not windowed: this process may read late). The runs of
+    steps at `accel` seen whole: none when this process lost a state inside each (the caller sends
+    again). Also returns after 60 s of wall clock since the last step at `accel`, so it ends."""
     deadline = time.monotonic() + 20.0
+    last_hits = 0
     while True:
         st = st + sim.states(st[-1][0] + 0.05)
         _, hit, runs, _ = _accel_runs(st, t_from, accel)
-        if (runs and len(hit) - 1 - int(np.flatnonzero(hit)[-1]) >= quiet) or (
-                not hit.any() and time.monotonic() > deadline):
+        if hit.sum() > last_hits:
+            last_hits, deadline = int(hit.sum()), time.monotonic() + 60.0
+        if (hit.any() and len(hit) - 1 - int(np.flatnonzero(hit)[-1]) >= quiet) or time.monotonic() > deadline:
             return st, runs
 
 
