@@ -217,7 +217,15 @@ def test_by_default_clock_and_joint_states_go_out_together_every_10_ms_of_simula
         sim.stop()
     stamps = [round(s[0] * 1e9) for s in st]
     assert len(stamps) >= 2 and all(t == 1_000_000 or t % 10_000_000 == 0 for t in stamps + clocks), stamps[:5]
-    assert set(stamps) <= set(clocks) and np.all(np.diff(clocks) > 0) and np.all(np.diff(stamps) > 0)
+    assert np.all(np.diff(clocks) > 0) and np.all(np.diff(stamps) > 0)
+    # the joint states' instants are /clock's: every stamp where this process received /clock's instants
+    # on both sides one period apart is one of them (its /clock subscription may be discovered later
+    # than the joint states', and a reliable reader may miss what the writer's history dropped)
+    clk = np.array(clocks)
+    k = np.searchsorted(clk, stamps)
+    between = [(t, i) for t, i in zip(stamps, k) if 0 < i < len(clk) and clk[i] - clk[i - 1] <= 10_000_000]
+    assert len(between) >= 20, (len(stamps), clocks[:3], clocks[-3:])
+    assert all(t in (clk[i - 1], clk[i]) for t, i in between), [t for t, i in between if t not in (clk[i - 1], clk[i])]
     assert sum(t0 * 1e9 < t <= t0 * 1e9 + 1e9 for t in stamps) <= 100
 
 
@@ -479,12 +487,17 @@ def test_a_floating_box_lands_on_its_corners_with_base_pose_markers_and_reset():
         assert all(abs(k.pose.position.z) < 0.01 for k in spheres) and m.markers[0].header.frame_id == "box"
         f = [(a.points[1].z - a.points[0].z) / 0.002 for a in arrows]
         assert abs(sum(f) - 4.0 * 9.81) < 0.5, f
-        r = c.call(Trigger, "/sim_box/reset_simulation", Trigger.Request())
-        assert r.success, r.message
-        z, deadline = [], time.monotonic() + 10.0   # back up at 0.4 m (received, however late)
+        # reset with simulation_wait_for_command: the box is put back at 0.4 m and stays there until a
+        # command comes, so that a pose of it reaches this process however late it reads (a
+        # falling one's 0.25 s above the floor can be lost on a busy machine). Reset again until the
+        # parameter, applied by the simulation loop, has taken effect.
+        assert c.set_parameters("sim_box", simulation_wait_for_command=True) == [(True, "")]
+        z, deadline = [], time.monotonic() + 60.0
         while not (z and max(z) > 0.35) and time.monotonic() < deadline:
-            z += [p.pose.position.z for p in ns.drain(poses, timeout=0.5)]
-        assert max(z) > 0.35, max(z)
+            r = c.call(Trigger, "/sim_box/reset_simulation", Trigger.Request())
+            assert r.success, r.message
+            z += [p.pose.position.z for p in ns.drain(poses, timeout=1.0)]
+        assert z and max(z) > 0.35, max(z, default=None)
     finally:
         c.node.destroy_subscription(s1)
         c.node.destroy_subscription(s2)
