@@ -133,3 +133,25 @@ def dn():
     import dynamics_node
 
     return dynamics_node
+
+
+# Every test has a deadline (pytest-timeout, requirements-test.txt): a test that hangs fails with the
+# stacks of all threads of this process and the suite goes on, instead of holding the run until the
+# CI's own limit ends it with no trace of where it waited. TEST_DEADLINE covers the slowest test of
+# a busy 2-core machine several times over; the tests that build kernels or a workspace in a
+# subprocess (limits of 900-1800 s there) are given LONG_DEADLINE by their module.
+TEST_DEADLINE = 900
+LONG_DEADLINE = 2400
+LONG_MODULES = ("test_workspace.py", "test_docs.py", "test_core_warm.py", "test_core_aot.py")
+
+
+def pytest_configure(config):
+    if not config.pluginmanager.hasplugin("timeout"):   # pytest without the plugin: the mark is known
+        config.addinivalue_line("markers", "timeout(seconds): this test's deadline (pytest-timeout)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            long = item.path.name in LONG_MODULES
+            item.add_marker(pytest.mark.timeout(LONG_DEADLINE if long else TEST_DEADLINE))
