@@ -139,7 +139,8 @@ def dn():
 # stacks of all threads of this process and the suite goes on, instead of holding the run until the
 # CI's own limit ends it with no trace of where it waited. TEST_DEADLINE covers the slowest test of
 # a busy 2-core machine several times over; the tests that build kernels or a workspace in a
-# subprocess (limits of 900-1800 s there) are given LONG_DEADLINE by their module.
+# subprocess (limits of 900-1800 s there) are given LONG_DEADLINE by their module. `--timeout N`
+# sets every test's deadline instead (make test-busy).
 TEST_DEADLINE = 900
 LONG_DEADLINE = 2400
 LONG_MODULES = ("test_workspace.py", "test_docs.py", "test_core_warm.py", "test_core_aot.py")
@@ -151,6 +152,8 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
+    if getattr(config.option, "timeout", None) is not None:   # --timeout given: it is every test's
+        return
     for item in items:
         if item.get_closest_marker("timeout") is None:
             long = item.path.name in LONG_MODULES
