@@ -239,6 +239,68 @@ def ready(cache=None) -> bool:
             and m.get("files") == _stamps())
 
 
+def _same_file(a, b):
+    try:
+        return a.read_bytes() == b.read_bytes()
+    except OSError:
+        return False
+
+
+def adopt(cache):
+    """Copy into this copy's folders of numba's cache the entries another copy of the same code made
+    in the same cache (``make setup`` in a clone, then ``colcon build`` of that clone: the same files
+    at another path), so that warming this copy loads instead of compiling. numba files a kernel under
+    its source folder's path and stamps it with the source file (its contents, or its time stamp and
+    size in older numbas), so an entry is taken only from a copy whose every file is byte for byte
+    this copy's, only while its stamp is still that file's, and is stamped anew with this copy's file.
+    Returns the other copy's folder, or None when there is none."""
+    import glob
+    import pickle
+    import shutil
+    import types as _types
+
+    from numba.core.caching import _CacheLocator, _SourceFileBackedLocatorMixin
+    from numba.core.serialize import dumps
+
+    def stamp(path):
+        return _SourceFileBackedLocatorMixin.get_source_stamp(_types.SimpleNamespace(_py_file=str(path)))
+
+    ours = _stamps()
+    for marker in sorted(glob.glob(os.path.join(cache, "ready", "*.json"))):
+        try:
+            with open(marker) as f:
+                m = json.load(f)
+        except (OSError, ValueError):
+            continue
+        other = pathlib.Path(m.get("package", ""))
+        if other == PACKAGE or m.get("numba") != _numba_version() or set(m.get("files", ())) != set(ours):
+            continue
+        if not all(_same_file(other / rel, PACKAGE / rel) for rel in ours):
+            continue
+        for folder in sorted({os.path.dirname(rel) for rel in ours}):
+            src = os.path.join(cache, _CacheLocator.get_suitable_cache_subpath(str(other / folder / "_.py")))
+            dst = os.path.join(cache, _CacheLocator.get_suitable_cache_subpath(str(PACKAGE / folder / "_.py")))
+            names = sorted(os.listdir(src)) if os.path.isdir(src) else []
+            os.makedirs(dst, exist_ok=True)
+            for name in [n for n in names if n.endswith(".nbc")]:   # the data before the index naming it
+                shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
+            for name in [n for n in names if n.endswith(".nbi")]:
+                source = os.path.join(folder, name.split(".")[0] + ".py")   # index: <module>.<qualname>-...
+                if source not in ours:
+                    continue
+                with open(os.path.join(src, name), "rb") as f:
+                    version = pickle.load(f)
+                    was, overloads = pickle.loads(f.read())
+                if was != stamp(other / source):   # stale: made for an earlier state of the file
+                    continue
+                with open(os.path.join(dst, name + ".tmp"), "wb") as f:
+                    pickle.dump(version, f, protocol=-1)
+                    f.write(dumps((stamp(PACKAGE / source), overloads)))
+                os.replace(os.path.join(dst, name + ".tmp"), os.path.join(dst, name))
+        return other
+    return None
+
+
 def _merge(fresh, cache):
     """Move numba's cache files of a fresh compile into the package's cache, replacing the entries
     of the same copy of the code (a fresh compile writes only this copy's)."""
@@ -271,7 +333,10 @@ def main(argv):
         build(argv[1])
         warm()
         return 0
-    if argv[0] == "_warm_here":
+    if argv[0] == "_warm_here":   # in the package's cache: first what another copy compiled (adopt)
+        other = adopt(os.path.dirname(target))
+        if other:
+            print(f"dynamics_node: reusing the kernels compiled for {other} (the same files)", flush=True)
         warm()
         return 0
     cache = os.path.dirname(target)

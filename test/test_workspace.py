@@ -9,10 +9,12 @@ holds what rosdep installs from package.xml, colcon from PyPI and the ros2 kit (
 ros2cli: no wheels exist), not dynamics_node. Its CMake files were given the wheels' path fix (an
 artefact of the wheels: a distribution's user never does that).
 
-The kernel cache is a fresh folder (XDG_CACHE_HOME): what colcon build compiles is all there is.
-The first start must compile nothing (no file of the cache is written or changed by it) and use
-numba's cache of the INSTALLED code (numba's own locator names its folder), and the node's torques
-are Pinocchio's. Every process runs with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and the suite's own
+The kernel cache (XDG_CACHE_HOME) starts as a user's who ran `make setup` in the clone: the source
+tree's kernels (workspace_support.seed_cache), so colcon build compiles none again but adopts them for
+the installed copy (_jit_build.adopt; bench/bench_install.py times a build from an empty cache). The
+first start must compile nothing (no file of the cache is written or changed by it) and use numba's
+cache of the INSTALLED code (numba's own locator names its folder), and the node's torques are
+Pinocchio's. Every process runs with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and the suite's own
 ROS_DOMAIN_ID. Skipped, saying why, where the kit is absent (a user's clone); under `make test`
 (DYNAMICS_REQUIRE_WORKSPACE=1) a missing venv is an error.
 """
@@ -68,7 +70,7 @@ def ws(tmp_path_factory):
             pytest.fail(f"no {wss.WS_VENV} with colcon and ros2: `make workspace-venv` makes it")
         pytest.skip(f"no {wss.WS_VENV}: `make workspace-venv` makes it (make test does)")
     w, w.build_seconds, w.build_output = wss.build(tmp_path_factory.mktemp("ws"), _block("colcon build")[:1],
-                                                   files=_your_package())
+                                                   files=_your_package(), seed=True)
     print(f"\nworkspace: colcon build {w.build_seconds:.0f} s")
     yield w
     w.run(["ros2 daemon stop"], timeout=60)
@@ -114,6 +116,8 @@ def test_first_launch_compiles_nothing_and_serves_pinocchios_gravity(ws):
         sub = _CacheLocator.get_suitable_cache_subpath(str(installed / f))
         assert any((hashdir / sub).glob("*.nbi")), f"no numba cache of the installed {f} in {hashdir / sub}"
     assert (hashdir / "aot" / "kernels.so").is_file()
+    log = (ws.root / "log" / "latest_build" / "dynamics_node" / "stdout_stderr.log").read_text()
+    assert f"reusing the kernels compiled for {REPO / 'dynamics_node'}" in log, log[-3000:]
     before = ws.cache_files()
 
     model = dn.load_model(str(ns.ARM7))

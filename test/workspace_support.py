@@ -6,8 +6,8 @@ The venv holds what rosdep installs from package.xml, colcon from PyPI and the r
 launch_ros, ros2cli: no wheels exist), not dynamics_node; its CMake files were given the wheels' path
 fix (an artefact of the wheels: a distribution's user never does that). Activating it and setting
 AMENT_PREFIX_PATH and CMAKE_PREFIX_PATH to it is what `source /opt/ros/jazzy/setup.bash` does. The
-kernel cache is a folder of the workspace (XDG_CACHE_HOME): what colcon build compiles is all there
-is. Every process runs with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and node_support's ROS_DOMAIN_ID.
+kernel cache is a folder of the workspace (XDG_CACHE_HOME), empty or seeded with the source tree's
+kernels (seed_cache). Every process runs with ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST and node_support's ROS_DOMAIN_ID.
 """
 from __future__ import annotations
 
@@ -120,11 +120,44 @@ def ready() -> bool:
     return (WS_VENV / "bin" / "colcon").is_file() and (WS_VENV / "bin" / "ros2").is_file()
 
 
-def build(root: pathlib.Path, commands=("colcon build",), files=None):
+def seed_cache(cache: pathlib.Path):
+    """cache/dynamics_node/<hash>/ as a user's who ran `make setup` in this clone has it: the source
+    tree's ahead-of-time library, its numba cache entries and its ready marker (what the test process's
+    own kernels were built into), linked or copied. `colcon build` then compiles no kernel again."""
+    from numba.core.caching import _CacheLocator
+
+    from dynamics_node import _jit, _jit_build
+
+    src = pathlib.Path(os.path.dirname(_jit._aot_dir()))
+    dst = cache / "dynamics_node" / src.name
+    marker = pathlib.Path(_jit_build._marker(str(src)))
+    assert marker.is_file() and (src / "aot" / "kernels.so").is_file(), f"no kernels of the source tree in {src}"
+    folders = {"aot", "ready/" + marker.name}
+    for p in _jit_build.PACKAGE.rglob("*.py"):
+        folders.add(_CacheLocator.get_suitable_cache_subpath(str(p)))
+    for rel in sorted(folders):
+        if (src / rel).is_dir():
+            shutil.copytree(src / rel, dst / rel, copy_function=_link_or_copy)
+        elif (src / rel).is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            _link_or_copy(src / rel, dst / rel)
+
+
+def _link_or_copy(a, b):   # numba and the build replace a cache file, never write into it
+    try:
+        os.link(a, b)
+    except OSError:
+        shutil.copy2(a, b)
+
+
+def build(root: pathlib.Path, commands=("colcon build",), files=None, seed=False):
     """A workspace in root with this repository in src/dynamics_node and `files` ({path in the
-    workspace: text}: a package of the user's) beside it, built: (Workspace, seconds, output)."""
+    workspace: text}: a package of the user's) beside it, built: (Workspace, seconds, output).
+    seed: its kernel cache starts as the source tree's (seed_cache), else empty."""
     w = Workspace(root)
     copy_repository(w.root / "src" / "dynamics_node")
+    if seed:
+        seed_cache(w.cache)
     for rel, text in (files or {}).items():
         (w.root / rel).parent.mkdir(parents=True, exist_ok=True)
         (w.root / rel).write_text(text)
