@@ -59,6 +59,7 @@ class Environment:
         self.npoints = len(shapes.points) + len(self.spheres)
         self.nslot = 1 + SIM_FACES * len(self.boxes)
         self.cache = {}   # key -> dn.Contact of a fixed point
+        self._lazy = None  # took_lazily's buffers, until slots or world_points are read
         self.state = np.zeros((self.npoints * self.nslot, 3))  # the surface state of every pair (module docstring)
         self.envi, self.envf = self._pack()
         self.reset()
@@ -134,6 +135,40 @@ class Environment:
         """The pairs of a step made by the compiled kernel at q: their state rows and world points."""
         self._q, self.slots, self.world_points = q, slots, points
         self._keys = self._contacts = None
+
+    def took_lazily(self, q, info, n0, P, k):
+        """took(q, info[n0:n0 + k], P[:3 k] as k x 3) with the copies made only when slots or world_points are
+        read: info and P are the kernel's output buffers of this step, which the world does not write again
+        before it has called this once more (sim/world.py: two sets of outputs, used in turn)."""
+        self._q, self._lazy = q, (info, n0, P, k)
+        self._keys = self._contacts = None
+
+    def _made(self):
+        lz = self._lazy
+        if lz is not None:
+            self._lazy = None
+            info, n0, P, k = lz
+            self._slots, self._world_points = info[n0:n0 + k].copy(), P[:3 * k].reshape(k, 3).copy()
+
+    @property
+    def slots(self):
+        self._made()
+        return self._slots
+
+    @slots.setter
+    def slots(self, value):
+        self._made()  # a pending step's points first, so that world_points stays of the same step
+        self._slots = value
+
+    @property
+    def world_points(self):
+        self._made()
+        return self._world_points
+
+    @world_points.setter
+    def world_points(self, value):
+        self._made()
+        self._world_points = value
 
     @property
     def count(self):
