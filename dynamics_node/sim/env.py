@@ -31,7 +31,8 @@ import dynamics_node as dn
 from ..algorithms.tree.kinematics import body_poses
 from ..layout import (SB_C, SB_FACE_R, SB_FACE_S, SB_H, SE_FLOOR, SE_MODE, SE_NBOX, SE_NPT, SE_NSPH, SF_D,
                       SF_FLOOR_R, SF_FLOOR_S, SF_K, SF_MARGIN, SF_MU, SIM_BOX, SIM_FACES, SIM_HEAD_F, SIM_HEAD_I,
-                      SIM_PT_I, SIM_SPHERE, SIM_WORLD, SIM_WPOINT, SP_BODY, SQ_P, SR_P, SR_RADIUS)
+                      SIM_PT_I, SIM_SPHERE, SIM_WORLD, SIM_WPOINT, SP_BODY, SQ_C, SQ_P, SQ_R, SQ_RUN, SR_P,
+                      SR_RADIUS)
 
 MARGIN = 0.01  # m
 
@@ -92,7 +93,15 @@ class Environment:
             sp, R = self._surface(self.floor[1], self.floor[0])
             envf[SF_FLOOR_S:SF_FLOOR_S + 3], envf[SF_FLOOR_R:SF_FLOOR_R + 9] = sp, R
         o = SIM_HEAD_F
-        envf[o:o + SIM_WPOINT * npt].reshape(npt, SIM_WPOINT)[:, SQ_P:SQ_P + 3] = self.point_pb
+        W = envf[o:o + SIM_WPOINT * npt].reshape(npt, SIM_WPOINT)
+        W[:, SQ_P:SQ_P + 3] = self.point_pb
+        for j in range(npt):  # each point's run: it and the points after it of the same body, in one sphere
+            e = j + 1
+            while e < npt and self.point_body[e] == self.point_body[j]:
+                e += 1
+            P = self.point_pb[j:e]
+            c = 0.5 * (P.min(axis=0) + P.max(axis=0))
+            W[j, SQ_C:SQ_C + 3], W[j, SQ_R], W[j, SQ_RUN] = c, float(np.sqrt(((P - c) ** 2).sum(axis=1)).max()), e - j
         o += SIM_WPOINT * npt
         S = envf[o:o + SIM_SPHERE * nsph].reshape(nsph, SIM_SPHERE)
         S[:, SR_P:SR_P + 3] = self.sphere_pb
