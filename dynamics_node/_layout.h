@@ -167,7 +167,10 @@
 #define DN_SIM_CONTACT 18
 
 #define DN_SQ_P 0 /* 3: the point in body coordinates */
-#define DN_SIM_WPOINT 3
+#define DN_SQ_C 3 /* 3: the centre (body coordinates) of the sphere bounding its run: it and the points after it of the same body */
+#define DN_SQ_R 6 /* 1: that sphere's radius */
+#define DN_SQ_RUN 7 /* 1: the points of its run, it included (select.py skips a run whose sphere is far) */
+#define DN_SIM_WPOINT 8
 
 #define DN_SR_P 0 /* 3: the centre in body coordinates */
 #define DN_SR_RADIUS 3 /* 1: the radius */

@@ -393,9 +393,16 @@ SC_D = 16
 SC_MU = 17
 SIM_CONTACT = 18
 
-SIM_WPOINT_F = (("P", 3, "the point in body coordinates"),)
+SIM_WPOINT_F = (("P", 3, "the point in body coordinates"),
+                ("C", 3, "the centre (body coordinates) of the sphere bounding its run: it and the points after it "
+                         "of the same body"),
+                ("R", 1, "that sphere's radius"),
+                ("RUN", 1, "the points of its run, it included (select.py skips a run whose sphere is far)"))
 SQ_P = 0
-SIM_WPOINT = 3
+SQ_C = 3
+SQ_R = 6
+SQ_RUN = 7
+SIM_WPOINT = 8
 
 SIM_SPHERE_F = (("P", 3, "the centre in body coordinates"), ("RADIUS", 1, "the radius"))
 SR_P = 0

@@ -75,6 +75,7 @@ class Commands:
         self.traj = None
         self.clipped = 0
         self.last_clip = ""
+        self._efforts = None  # torque()'s effort-mode arrays, made again after changed()
 
     @staticmethod
     def _gains(model, cfg, names, jv, q0):
@@ -130,7 +131,12 @@ class Commands:
         self.cmd[dst] = c
         self.cmd_t[dst] = t_ns
         self.traj = None if self.traj is None else self._drop(self.traj, dst)
+        self.changed()
         return ""
+
+    def changed(self):
+        """Says that cmd or cmd_t were written (torque() keeps arrays made from them)."""
+        self._efforts = None
 
     def names_v(self, v):
         return next((n for n, i in self.index.items() if i == v), str(v))
@@ -198,6 +204,7 @@ class Commands:
         now = np.zeros(dst.size) if q_v is None else np.asarray(q_v, dtype=float)[dst]
         self.traj = (start_ns if start_ns > 0 else t_ns, dst, np.asarray(ts), cP, V, now)
         self.cmd_t[dst] = t_ns
+        self.changed()
         return ""
 
     @staticmethod
@@ -230,6 +237,17 @@ class Commands:
     def torque(self, q_v, qd, t_ns, gravity=None):
         """The joint efforts of this step (q_v: the joints' positions by v index; gravity: the model's
         gravity torques at q, fed forward by the PD loop)."""
+        if self.mode == "effort":
+            e = self._efforts
+            if e is None:  # made once per command: the oldest and newest command's times, the efforts of
+                zero = np.zeros(self.cmd.size)  # every command fresh, and of every command old (read-only)
+                every = np.clip(self.cmd, -self.effort, self.effort)
+                zero.flags.writeable = every.flags.writeable = False
+                e = self._efforts = (int(self.cmd_t.min()), int(self.cmd_t.max()), every, zero)
+            if t_ns - e[1] > self.timeout_ns:
+                return e[3]
+            if t_ns - e[0] <= self.timeout_ns:
+                return e[2]
         fresh = (t_ns - self.cmd_t) <= self.timeout_ns
         if self.mode == "effort":
             return np.where(fresh, np.clip(self.cmd, -self.effort, self.effort), 0.0)

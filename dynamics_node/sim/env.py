@@ -31,7 +31,8 @@ import dynamics_node as dn
 from ..algorithms.tree.kinematics import body_poses
 from ..layout import (SB_C, SB_FACE_R, SB_FACE_S, SB_H, SE_FLOOR, SE_MODE, SE_NBOX, SE_NPT, SE_NSPH, SF_D,
                       SF_FLOOR_R, SF_FLOOR_S, SF_K, SF_MARGIN, SF_MU, SIM_BOX, SIM_FACES, SIM_HEAD_F, SIM_HEAD_I,
-                      SIM_PT_I, SIM_SPHERE, SIM_WORLD, SIM_WPOINT, SP_BODY, SQ_P, SR_P, SR_RADIUS)
+                      SIM_PT_I, SIM_SPHERE, SIM_WORLD, SIM_WPOINT, SP_BODY, SQ_C, SQ_P, SQ_R, SQ_RUN, SR_P,
+                      SR_RADIUS)
 
 MARGIN = 0.01  # m
 
@@ -59,6 +60,7 @@ class Environment:
         self.npoints = len(shapes.points) + len(self.spheres)
         self.nslot = 1 + SIM_FACES * len(self.boxes)
         self.cache = {}   # key -> dn.Contact of a fixed point
+        self._lazy = None  # took_lazily's buffers, until slots or world_points are read
         self.state = np.zeros((self.npoints * self.nslot, 3))  # the surface state of every pair (module docstring)
         self.envi, self.envf = self._pack()
         self.reset()
@@ -91,7 +93,15 @@ class Environment:
             sp, R = self._surface(self.floor[1], self.floor[0])
             envf[SF_FLOOR_S:SF_FLOOR_S + 3], envf[SF_FLOOR_R:SF_FLOOR_R + 9] = sp, R
         o = SIM_HEAD_F
-        envf[o:o + SIM_WPOINT * npt].reshape(npt, SIM_WPOINT)[:, SQ_P:SQ_P + 3] = self.point_pb
+        W = envf[o:o + SIM_WPOINT * npt].reshape(npt, SIM_WPOINT)
+        W[:, SQ_P:SQ_P + 3] = self.point_pb
+        for j in range(npt):  # each point's run: it and the points after it of the same body, in one sphere
+            e = j + 1
+            while e < npt and self.point_body[e] == self.point_body[j]:
+                e += 1
+            P = self.point_pb[j:e]
+            c = 0.5 * (P.min(axis=0) + P.max(axis=0))
+            W[j, SQ_C:SQ_C + 3], W[j, SQ_R], W[j, SQ_RUN] = c, float(np.sqrt(((P - c) ** 2).sum(axis=1)).max()), e - j
         o += SIM_WPOINT * npt
         S = envf[o:o + SIM_SPHERE * nsph].reshape(nsph, SIM_SPHERE)
         S[:, SR_P:SR_P + 3] = self.sphere_pb
@@ -134,6 +144,40 @@ class Environment:
         """The pairs of a step made by the compiled kernel at q: their state rows and world points."""
         self._q, self.slots, self.world_points = q, slots, points
         self._keys = self._contacts = None
+
+    def took_lazily(self, q, info, n0, P, k):
+        """took(q, info[n0:n0 + k], P[:3 k] as k x 3) with the copies made only when slots or world_points are
+        read: info and P are the kernel's output buffers of this step, which the world does not write again
+        before it has called this once more (sim/world.py: two sets of outputs, used in turn)."""
+        self._q, self._lazy = q, (info, n0, P, k)
+        self._keys = self._contacts = None
+
+    def _made(self):
+        lz = self._lazy
+        if lz is not None:
+            self._lazy = None
+            info, n0, P, k = lz
+            self._slots, self._world_points = info[n0:n0 + k].copy(), P[:3 * k].reshape(k, 3).copy()
+
+    @property
+    def slots(self):
+        self._made()
+        return self._slots
+
+    @slots.setter
+    def slots(self, value):
+        self._made()  # a pending step's points first, so that world_points stays of the same step
+        self._slots = value
+
+    @property
+    def world_points(self):
+        self._made()
+        return self._world_points
+
+    @world_points.setter
+    def world_points(self, value):
+        self._made()
+        self._world_points = value
 
     @property
     def count(self):

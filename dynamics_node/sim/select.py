@@ -10,7 +10,10 @@ packed as the model is (layout.SIM_*).
   along the other two axes; a sphere by its lowest point toward that surface (its centre MARGIN + radius
   away). The pairs are taken in env.select's order (points against the floor, then against each box,
   then each sphere against the floor and the boxes); each pair's surface state lives in a slot of the
-  state array (layout.py).
+  state array (layout.py). The points of one body that follow each other are a run with a bounding sphere
+  (layout.SQ_C, SQ_R, SQ_RUN, packed by sim/env.py): a run whose sphere lies beyond the margin of a surface
+  is not tested point by point against it (_far), which leaves the same pairs in the same order (arm7's 128
+  points resting on a table: 32 point tests instead of 256).
 """
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ from .._kernel_io import BAD_ARG_KIND, status
 from ..layout import (H_NB, SB_C, SB_FACE_R, SB_FACE_S, SB_H, SC_D, SC_K, SC_MU, SC_P, SC_R, SC_S, SE_FLOOR,
                       SE_MODE, SE_NBOX, SE_NPT, SE_NSPH, SF_D, SF_FLOOR_R, SF_FLOOR_S, SF_K, SF_MARGIN, SF_MU,
                       SIM_BOX, SIM_CONTACT, SIM_EXPLICIT, SIM_FACES, SIM_HEAD_F, SIM_HEAD_I, SIM_PT_I, SIM_SPHERE,
-                      SIM_WORLD, SIM_WPOINT, SP_BODY, SQ_P, SR_P, SR_RADIUS, W_PW, W_PW_N, W_RW, W_RW_N)
+                      SIM_WORLD, SIM_WPOINT, SP_BODY, SQ_C, SQ_P, SQ_R, SQ_RUN, SR_P, SR_RADIUS, W_PW, W_PW_N,
+                      W_RW, W_RW_N)
 
 # dt, restitution, the state, the limits or the environment are not what they must be (the Python side checks
 # them and names what is wrong)
@@ -88,6 +92,30 @@ def _add(k, envf, so, ro, body, px, py, pz, cb, cp, cR, csp, cK, cD, cmu, slot, 
     cK[k], cD[k], cmu[k] = K, D, mu
 
 
+FAR_EPS = 1e-9  # m: a run is skipped only when its sphere is this much farther than the margin (rounding)
+
+
+@njit(cache=True, inline="always")
+def _far(w, nb, envi, envf, o, b, rnd, floor, fs, n0, n1, n2, bo, margin):
+    """The sphere bounding the run of points starting at envf[o] (layout.SQ_C, SQ_R; body b) lies beyond the
+    margin of round rnd's surface (0: the floor, else box rnd - 1), so that no point of the run can pair with
+    it: above the floor by margin + radius, or outside the box along one axis by margin + radius (a point
+    pairs with a box only when it is less than margin outside along every axis, _face)."""
+    R = W_RW * nb + W_RW_N * b
+    p = W_PW * nb + W_PW_N * b
+    x0, x1, x2 = envf[o + SQ_C], envf[o + SQ_C + 1], envf[o + SQ_C + 2]
+    C0 = w[p] + w[R] * x0 + w[R + 1] * x1 + w[R + 2] * x2
+    C1 = w[p + 1] + w[R + 3] * x0 + w[R + 4] * x1 + w[R + 5] * x2
+    C2 = w[p + 2] + w[R + 6] * x0 + w[R + 7] * x1 + w[R + 8] * x2
+    lim = margin + envf[o + SQ_R] + FAR_EPS
+    if rnd == 0:
+        return not floor or (C0 - envf[fs]) * n0 + (C1 - envf[fs + 1]) * n1 + (C2 - envf[fs + 2]) * n2 >= lim
+    fo = bo + (rnd - 1) * SIM_BOX
+    return (abs(C0 - envf[fo + SB_C]) - envf[fo + SB_H] >= lim
+            or abs(C1 - envf[fo + SB_C + 1]) - envf[fo + SB_H + 1] >= lim
+            or abs(C2 - envf[fo + SB_C + 2]) - envf[fo + SB_H + 2] >= lim)
+
+
 @njit(cache=True)
 def _select(mi, envi, envf, w, cb, cp, cR, csp, cK, cD, cmu, slot, pos):
     """The contacts of this step (module docstring), with the bodies' world poses in w. Returns their
@@ -114,7 +142,17 @@ def _select(mi, envi, envf, w, cb, cp, cR, csp, cK, cD, cmu, slot, pos):
     k = 0
     X = pos  # the candidates' positions double as the points' world positions until they are taken
     for rnd in range(1 + nbox if npt else 0):
+        end = 0  # the end of the current run (layout.SQ_RUN)
+        skip = 0  # the points before it belong to a run whose sphere is beyond the margin of this round's surface
         for j in range(npt):
+            if j < skip:
+                continue
+            if j >= end:
+                end = j + int(envf[po + SIM_WPOINT * j + SQ_RUN])
+                if _far(w, nb, envi, envf, po + SIM_WPOINT * j, envi[SIM_HEAD_I + SIM_PT_I * j + SP_BODY], rnd,
+                        floor, fs, n0, n1, n2, bo, margin):
+                    skip = end
+                    continue
             b = envi[SIM_HEAD_I + SIM_PT_I * j + SP_BODY]
             o = po + SIM_WPOINT * j + SQ_P
             _world_point(w, nb, b, envf[o], envf[o + 1], envf[o + 2], X, 3 * k)
@@ -188,7 +226,9 @@ def _env_ok(mi, envi, envf, nsin, nsout, kmax):
 
 @njit(cache=True)
 def _finite(x, n):
+    """Every one of x[:n] finite. Without an early exit, so that the loop is vectorised (a surface state array
+    of 128 points against a floor and a box is 2688 floats: 1.3 us with one, 0.17 us without)."""
+    bad = False
     for i in range(n):
-        if not x[i] - x[i] == 0.0:
-            return False
-    return True
+        bad |= not x[i] - x[i] == 0.0
+    return not bad

@@ -171,6 +171,7 @@ class World:
         self.t_ns = 0
         self.steps = 0
         self.started = not cfg.simulation_wait_for_command
+        self._lazy = None  # (limit_tau, F, k): the kernel's outputs of the last step, until forces or limit_tau is read
         self.reset()
 
     @property
@@ -201,6 +202,7 @@ class World:
             c, o = self.commands, old.commands
             if c.mode == o.mode:
                 c.cmd[:], c.cmd_t[:], c.traj = o.cmd, o.cmd_t, o.traj
+                c.changed()
         return self
 
     # ---------------------------------------------------------------- commands
@@ -243,17 +245,54 @@ class World:
     def _buffers(self):
         """What the compiled step needs besides the state, made once: the kernel, the limits as one vector,
         its outputs but q and qd (which are new arrays at each step), a second state array and the
-        scratch's sizes."""
+        scratch's sizes. The outputs the world hands out lazily (the forces, the limits' torques, the pairs'
+        slots and points: `forces`, `limit_tau`, env.took_lazily) come in two sets used in turn, so that the
+        last successful step's stay intact while the next step runs (and fails, maybe)."""
         from .select import env_kmax
         from .step import sim_step_c, step_scratch
         from ..layout import SE_MODE, SE_NBOX, SE_NPT, SE_NSPH, SIM_INFO_N
         e, nv = self.env.envi, self.model.nv
         k = env_kmax(int(e[SE_NPT]), int(e[SE_NSPH]), int(e[SE_NBOX]), int(e[SE_MODE]))
         lim = self.limits.reshape(-1).copy() if self.limits is not None else np.zeros(0)
-        return {"addr": sim_step_c.address, "lim": lim, "qdd": np.empty(nv), "ltau": np.empty(nv),
-                "state": np.empty_like(self.env.state).reshape(-1), "F": np.empty(3 * k), "P": np.empty(3 * k),
-                "info": np.zeros(SIM_INFO_N + k, dtype=np.int64), "sizes": step_scratch(self.model.nvt, k),
-                "fx": np.zeros(0), "info_n": SIM_INFO_N}
+        qdd = np.empty(nv)
+        outs = [(np.empty(nv), np.empty(3 * k), np.empty(3 * k), np.zeros(SIM_INFO_N + k, dtype=np.int64))
+                for _ in range(2)]
+        nf, ni = step_scratch(self.model.nvt, k)
+        return {"addr": sim_step_c.address, "lim": lim, "qdd": qdd,
+                "state": np.empty_like(self.env.state).reshape(-1), "outs": outs, "next": 0,
+                "fx": np.zeros(0), "info_n": SIM_INFO_N, "sizes": (nf, ni),
+                "call": (sim_step_c.address, self.model, np.zeros(0), self.dt, self.env.envi, self.env.envf, lim,
+                         qdd, nf, ni)}
+
+    def _made(self):
+        """The last step's forces and limit_tau as arrays of their own, if the kernel's buffers still hold them."""
+        lz = self._lazy
+        if lz is not None:
+            self._lazy = None
+            ltau, F, k = lz
+            self._forces, self._limit_tau = F[:3 * k].reshape(k, 3).copy(), ltau.copy()
+
+    @property
+    def forces(self):
+        """The contact forces of the last step (k x 3, world), one per pair of its problem."""
+        self._made()
+        return self._forces
+
+    @forces.setter
+    def forces(self, value):
+        self._made()  # a pending step's limit_tau first, so that the two stay of the same step
+        self._forces = value
+
+    @property
+    def limit_tau(self):
+        """The joint limits' generalized force of the last step (nv)."""
+        self._made()
+        return self._limit_tau
+
+    @limit_tau.setter
+    def limit_tau(self, value):
+        self._made()
+        self._limit_tau = value
 
     def step(self) -> bool:
         """One step of dt (False, and nothing changed, while waiting for a command or halted)."""
@@ -261,17 +300,21 @@ class World:
             return False
         b = self._kernel
         if b is not None:
-            m, env = self.model, self.env
+            addr, m, fx, dt, envi, envf, lim, qdd, nf, ni = b["call"]
+            env = self.env
+            o = b["next"]
+            ltau, F, P, info = b["outs"][o]
             q1, qd1, sout = np.empty(m.nq), np.empty(m.nv), b["state"]
-            st = _fast.step_into(b["addr"], m, self.q, self.qd, self.effort(), b["fx"], self.dt, env.envi, env.envf,
-                                 env.state.reshape(-1), b["lim"], self.cfg.simulation_limit_restitution, True, q1, qd1,
-                                 b["qdd"], b["ltau"], sout, b["F"], b["P"], b["info"], *b["sizes"])
+            st = _fast.step_into(addr, m, self.q, self.qd, self.effort(), fx, dt, envi, envf, env.state.reshape(-1),
+                                 lim, self.cfg.simulation_limit_restitution, True, q1, qd1, qdd, ltau, sout, F, P,
+                                 info, nf, ni)
             if st == 0:
-                k = int(b["info"][0])
-                env.took(self.q, b["info"][b["info_n"]:b["info_n"] + k].copy(), b["P"][:3 * k].reshape(k, 3).copy())
+                k = int(info[0])
+                env.took_lazily(self.q, info, b["info_n"], P, k)
                 b["state"], env.state = env.state.reshape(-1), sout.reshape(-1, 3)
-                self.q, self.qd, self.limit_tau = q1, qd1, b["ltau"].copy()
-                self.forces = b["F"][:3 * k].reshape(k, 3).copy()
+                self.q, self.qd = q1, qd1
+                self._lazy = (ltau, F, k)
+                b["next"] = 1 - o
                 return self._advance()
         return self.step_python()  # also what names the problem of a step the kernel refused
 

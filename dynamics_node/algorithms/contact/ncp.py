@@ -21,7 +21,10 @@ Method (one place, three steps):
 2. the modes that sweep settled on are solved exactly (``mode_solve``: Newton on the mode's
    equations, least-squares steps of minimum norm (dense.lstsq_minnorm), so with a singular A, as for a box on four
    corners, the solution nearest the sweep's, or the minimum-norm one when that is valid, is taken)
-   and every condition is verified to TOL relative (``valid``);
+   and every condition is verified to TOL relative (``valid``); modes whose equations are linear and
+   symmetric (SEP, STICK, and SLIDE without friction, as the simulation step's joint limits) are tried first
+   as one positive semidefinite system of minimum norm (``_stick_minnorm``, a pivoted Cholesky: the same
+   solution as Newton's from zero, at half the cost);
 3. if the sweeps never give a verified solution, the mode combinations nearest theirs are
    enumerated (all of them up to ENUM_MAX). None valid: the problem has no solution that this
    search finds, NO_SOLUTION (with friction it may have none: Painlevé's paradox).
@@ -227,8 +230,9 @@ def mode_solve(A, b, mu, d, modes, x0, k, x, s, si):
 
 @njit(cache=True)
 def _stick_minnorm(A, b, mu, d, modes, k, x, tol, s, si):
-    """Modes of SEP and STICK only: f = 0 on SEP, A_SS f_S = -b_S of minimum norm (psd_minnorm);
-    True when that is valid."""
+    """Modes of SEP, STICK and frictionless SLIDE (mu = 0) only: f = 0 on SEP, f_t = 0 on SLIDE, A_SS f_S = -b_S
+    of minimum norm (psd_minnorm) over the STICK rows and the SLIDE contacts' normal rows (a_n = 0); True when
+    that is valid. (The joint limits' rows of the simulation step are such SLIDE contacts.)"""
     n = 0
     idx = si[:3 * k]
     for i in range(k):
@@ -236,6 +240,9 @@ def _stick_minnorm(A, b, mu, d, modes, k, x, tol, s, si):
             for c in range(3):
                 idx[n] = 3 * i + c
                 n += 1
+        elif modes[i] == SLIDE:
+            idx[n] = 3 * i + 2
+            n += 1
     M = s[:n * n].reshape((n, n))
     r = s[n * n:n * n + n]
     fs = s[n * n + n:n * n + 2 * n]
@@ -261,16 +268,19 @@ def _try(A, b, mu, d, modes, x0, k, x, tol, s, si):
     z[:] = 0.0
     linear = True
     symmetric = True
+    frictionless = True  # symmetric, with SLIDE contacts of mu = 0 (f_t = 0 whatever d: their normal rows only)
     for i in range(k):
         if modes[i] == SLIP:
             linear = False
         if modes[i] != SEP and modes[i] != STICK:
             symmetric = False
-    if symmetric:
+            if not (modes[i] == SLIDE and mu[i] == 0.0):
+                frictionless = False
+    if frictionless:  # the solution of minimum norm, as Newton's from zero below, by a pivoted Cholesky
         if _stick_minnorm(A, b, mu, d, modes, k, y, tol, s2, si):
             _copy(x, y)
             return True
-    elif linear:
+    if linear and not symmetric:
         mode_solve(A, b, mu, d, modes, z, k, y, s2, si)
         if valid(A, b, mu, d, modes, y, k, tol):
             _copy(x, y)
