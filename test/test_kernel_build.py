@@ -1,0 +1,48 @@
+"""The kernel build's surroundings (dynamics_node/__init__.py, _jit_build.py): the cache folder, which
+two numba versions must never share. Nothing here compiles a kernel; the build itself is checked by
+test_core_aot.py and test_core_warm.py on the kernels `make kernels` built.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _fake_site(tmp_path, version, package=False):
+    """A folder with numba's metadata (and, with package, a numba package that is only its version
+    file) of the given version, to put first on the path."""
+    site = tmp_path / f"site-{version}"
+    dist = site / f"numba-{version}.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: numba\nVersion: {version}\n")
+    if package:
+        (site / "numba").mkdir()
+        (site / "numba" / "__init__.py").write_text("")
+        (site / "numba" / "_version.py").write_text(f'version_json = \'{{"version": "{version}"}}\'\n')
+    return site
+
+
+def _cache_dir(tmp_path, *first):
+    """NUMBA_CACHE_DIR as `import dynamics_node` sets it, with the folders `first` first on the path."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, first), str(REPO)])
+    r = subprocess.run([sys.executable, "-c", "import os, dynamics_node; print(os.environ['NUMBA_CACHE_DIR'])"],
+                       env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path, check=True)
+    return r.stdout.strip()
+
+
+def test_two_numba_versions_never_share_a_cache_folder(tmp_path):
+    """The folder is named after the kernel sources and the compiler: another numba (here a package
+    that is only the version file of 0.58.1, found before the installed one) gets another folder,
+    the same numba the same folder; the name never imports numba."""
+    installed = _cache_dir(tmp_path)
+    other = _cache_dir(tmp_path, _fake_site(tmp_path, "0.58.1", package=True))
+    assert installed.startswith(str(tmp_path / "xdg" / "dynamics_node")), installed
+    assert other != installed
+    assert _cache_dir(tmp_path) == installed
+    assert _cache_dir(tmp_path, _fake_site(tmp_path, "0.58.2", package=True)) not in (installed, other)
