@@ -1,6 +1,7 @@
-"""The kernel build's surroundings (dynamics_node/__init__.py, _jit_build.py): the cache folder, which
-two numba versions must never share. Nothing here compiles a kernel; the build itself is checked by
-test_core_aot.py and test_core_warm.py on the kernels `make kernels` built.
+"""The kernel build's surroundings (dynamics_node/__init__.py, _jit.py, _jit_build.py): the cache
+folder, which two numba versions must never share, and what the build changes in numba 0.58. Nothing
+here compiles a kernel (one small function at most); the build itself is checked by test_core_aot.py and
+test_core_warm.py on the kernels `make kernels` built.
 """
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import pathlib
 import subprocess
 import sys
+
+import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -46,3 +49,44 @@ def test_two_numba_versions_never_share_a_cache_folder(tmp_path):
     assert other != installed
     assert _cache_dir(tmp_path) == installed
     assert _cache_dir(tmp_path, _fake_site(tmp_path, "0.58.2", package=True)) not in (installed, other)
+
+
+def _helper(a, i):
+    x = a[i] * 2.0
+    y = x + a[i + 1]
+    return x * y - a[i + 2]
+
+
+def test_numba_older_than_0_59_copies_an_inlined_callee_once():
+    """_jit._fix_old_numba: with numba 0.58, the inliner's statement-by-statement copy of a block gets
+    the statements of the block's copy (one scope copy per block, as numba 0.59's copy_ir), and a
+    variable's copy shares its source location; the kernels' machine code is the same, only the
+    copying is gone (docs/install.md, Oldest versions). With a newer numba nothing is patched."""
+    import copy
+
+    import numba
+    from numba.core import compiler, inline_closurecall, ir
+
+    from dynamics_node import _jit
+
+    _jit._fix_old_numba(numba)
+    version = tuple(int(p) for p in numba.__version__.split(".")[:2])
+    if version >= (0, 59):
+        assert inline_closurecall.copy is copy and "__deepcopy__" in ir.Var.__dict__
+    else:
+        _check_block_copy(compiler, inline_closurecall, copy)
+    inlined = numba.njit(inline="always")(_helper)
+    assert numba.njit(lambda a: inlined(a, 0) + inlined(a, 1))(np.array([1.0, 2.0, 3.0, 4.0])) == 29.0
+
+
+def _check_block_copy(compiler, inline_closurecall, copy):
+    assert inline_closurecall.copy is not copy
+    func_ir = compiler.run_frontend(_helper)
+    for block in func_ir.blocks.values():
+        twin = inline_closurecall.copy.deepcopy(block)
+        assert twin is not block and len(twin.body) == len(block.body)
+        for stmt, copied in zip(block.body, twin.body):
+            assert inline_closurecall.copy.deepcopy(stmt) is copied
+        for v in twin.scope.localvars._con.values():
+            assert v.scope is twin.scope
+            assert v.loc is block.scope.localvars.get(v.name).loc
