@@ -1,7 +1,8 @@
-"""The kernel build's surroundings (dynamics_node/__init__.py, _jit.py, _jit_build.py): the cache
-folder, which two numba versions must never share, and what the build changes in numba 0.58. Nothing
-here compiles a kernel (one small function at most); the build itself is checked by test_core_aot.py and
-test_core_warm.py on the kernels `make kernels` built.
+"""The kernel build's surroundings (dynamics_node/__init__.py, _jit.py, _jit_build.py): the numba it
+refuses (older than docs/install.md's oldest), the cache folder, which two numba versions must never
+share, and what the build changes in numba 0.58. Nothing here compiles a kernel (one small function
+at most); the build itself is checked by test_core_aot.py and test_core_warm.py on the kernels
+`make kernels` built.
 """
 from __future__ import annotations
 
@@ -11,8 +12,23 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
+
+from dynamics_node import _jit_build as jb
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("found, refused", [
+    ("0.57.1", True), ("0.56.4", True), ("0.49.0", True), (None, True),
+    ("0.58.1", False), ("0.58.0rc1", False), ("0.60.0", False), ("0.68.1", False), ("1.0.0", False),
+])
+def test_numba_older_than_the_oldest_supported_is_refused(found, refused):
+    line = jb.numba_problem(found)
+    assert (line is not None) == refused
+    if refused:
+        assert "\n" not in line and 'pip install "numba>=0.58"' in line and ">= 0.58" in line
+        assert (found or "not installed") in line
 
 
 def _fake_site(tmp_path, version, package=False):
@@ -27,6 +43,20 @@ def _fake_site(tmp_path, version, package=False):
         (site / "numba" / "__init__.py").write_text("")
         (site / "numba" / "_version.py").write_text(f'version_json = \'{{"version": "{version}"}}\'\n')
     return site
+
+
+def test_the_build_stops_at_once_with_an_old_numba(tmp_path):
+    """The command itself, with the metadata of a numba 0.57.1 found first on the path: one line on
+    stderr, exit code 3 at once, and nothing compiled or written into the cache folder."""
+    site = _fake_site(tmp_path, "0.57.1")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]), "NUMBA_CACHE_DIR": str(cache)}
+    r = subprocess.run([sys.executable, "-m", "dynamics_node._jit_build", "build", "--if-missing"], env=env,
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "numba 0.57.1 found" in lines[0] and 'pip install "numba>=0.58"' in lines[0], lines
+    assert not cache.exists()
 
 
 def _cache_dir(tmp_path, *first):
