@@ -6,7 +6,7 @@ a process of the installed code compiles nothing (see ``_jit.py`` for how kernel
 * the ahead-of-time library ``aot/kernels.so`` of the C callbacks (``build``), compiled in a
   process of its own with an empty numba cache: numba keeps a kernel's LLVM IR only when it
   compiles it, not when it loads it from its cache. That compile's numba cache then joins the
-  package's cache (``~/.cache/dynamics_node/<hash of the kernel sources>/``);
+  package's cache (``~/.cache/dynamics_node/<hash of the kernel sources and numba's version>/``);
 * numba's cache for this copy of the code (``warm``): every declared kernel, and every kernel that
   numba compiles at its first call, by calling every public function once (``_jit_warm.py``).
   numba keys a cached kernel by the folder of its source file and the file's time stamp, so a cache
