@@ -151,6 +151,28 @@ def pytest_configure(config):
         config.addinivalue_line("markers", "timeout(seconds): this test's deadline (pytest-timeout)")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The backstop of the deadline: pytest-timeout's signal needs the main thread to run Python, which a
+    thread blocked in C while holding the GIL prevents. faulthandler's watchdog is a C thread: 60 s after
+    the deadline it writes every thread's stack to stderr and ends the run (exit code 1)."""
+    import faulthandler
+    mark = item.get_closest_marker("timeout")
+    deadline = mark.args[0] if mark and mark.args else getattr(item.config.option, "timeout", None)
+    if deadline:
+        try:   # the terminal's stderr, which pytest's faulthandler plugin keeps (fd 2 is the capture's)
+            from _pytest.faulthandler import fault_handler_stderr_fd_key
+            err = item.config.stash[fault_handler_stderr_fd_key]
+        except (ImportError, KeyError):
+            err = sys.__stderr__.fileno()
+        faulthandler.dump_traceback_later(float(deadline) + 60.0, exit=True, file=err)
+    try:
+        yield
+    finally:
+        if deadline:
+            faulthandler.cancel_dump_traceback_later()
+
+
 def pytest_collection_modifyitems(config, items):
     if getattr(config.option, "timeout", None) is not None:   # --timeout given: it is every test's
         return
