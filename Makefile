@@ -112,7 +112,7 @@ BUSY_TESTS ?= $(wildcard test/test_node_*.py test/test_sim_*.py)
 test-busy: setup
 	@pids=""; for i in $$(seq $(BUSY)); do (while :; do :; done) & pids="$$pids $$!"; done; \
 	trap 'kill $$pids 2>/dev/null' EXIT; echo "test-busy: $(BUSY) busy processes ($$pids)"; \
-	DYNAMICS_REQUIRE_ROS=1 DYNAMICS_REQUIRE_AOT=1 $(PY) -m pytest -q $(BUSY_TESTS)
+	DYNAMICS_REQUIRE_ROS=1 DYNAMICS_REQUIRE_AOT=1 $(PY) -m pytest -q -rfE --timeout 400 $(BUSY_TESTS)
 
 # The library's tests with the oldest versions it supports (constraints-oldest.txt: Ubuntu 24.04's numpy, scipy
 # and numba), in .venv-oldest and on a copy of this checkout in build/oldest (the C shim is compiled there
