@@ -34,7 +34,7 @@ export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 export ROS_DOMAIN_ID ?= $(shell echo $$(( $$$$ % 100 + 101 )))
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: setup kernels workspace-venv run run-dual-arm test test-busy lint lock bench summary docs-figures clean
+.PHONY: setup kernels workspace-venv run run-dual-arm test test-busy test-oldest lint lock bench summary docs-figures clean
 
 setup: $(STAMP) $(IFACE_STAMP) $(LAYOUT_STAMP) $(if $(ROS2_KIT),$(KIT_STAMP)) kernels
 
@@ -48,7 +48,8 @@ $(STAMP): requirements.txt $(ROS_REQUIREMENTS) requirements-test.txt $(CONSTRAIN
 	@touch $@
 
 # The compiled kernels, for the sources as they are now: numba's cache plus the ahead-of-time library
-# of the C callbacks (dynamics_node/_jit_build.py), both in ~/.cache/dynamics_node/<hash of the sources>.
+# of the C callbacks (dynamics_node/_jit_build.py), both in ~/.cache/dynamics_node/<hash of the sources and
+# numba's version>.
 # Nothing to do when they exist for this checkout; after an edit of a kernel, about a minute.
 kernels: $(STAMP)
 	@$(PY) -m dynamics_node._jit_build build --if-missing
@@ -113,6 +114,33 @@ test-busy: setup
 	trap 'kill $$pids 2>/dev/null' EXIT; echo "test-busy: $(BUSY) busy processes ($$pids)"; \
 	DYNAMICS_REQUIRE_ROS=1 DYNAMICS_REQUIRE_AOT=1 $(PY) -m pytest -q -rfE --timeout 400 $(BUSY_TESTS)
 
+# The library's tests with the oldest versions it supports (constraints-oldest.txt: Ubuntu 24.04's numpy, scipy
+# and numba), in .venv-oldest and on a copy of this checkout in build/oldest (the C shim is compiled there
+# against numpy 1.26, the checkout's own stays as make setup built it); the kernels in their own cache folder
+# (numba's version is part of its name). Not the node's tests (no ROS in that venv but ament_index_python, which
+# the loader's package:// needs), nor the workspace's; the comparisons with Pinocchio skip (none for numpy 1.26).
+OLDEST := .venv-oldest
+OLDEST_SRC := build/oldest/src
+OLDEST_TESTS ?= $(filter-out test/test_node_% test/test_sim_% test/test_workspace%,$(wildcard test/test_*.py))
+$(OLDEST)/.setup-done: requirements.txt requirements-test.txt constraints.txt constraints-oldest.txt
+	rm -rf $(OLDEST) && $(PYTHON) -m venv $(OLDEST)
+	grep -v -E '^(numba|llvmlite|numpy|scipy|cvxpy-base|pin)==' constraints.txt > $(OLDEST)/constraints.txt
+	cat constraints-oldest.txt >> $(OLDEST)/constraints.txt
+	$(OLDEST)/bin/pip install -q --disable-pip-version-check -c $(OLDEST)/constraints.txt setuptools wheel
+	grep -v '^pin' requirements-test.txt > $(OLDEST)/requirements-test.txt
+	$(OLDEST)/bin/pip install -q --disable-pip-version-check -c $(OLDEST)/constraints.txt -r requirements.txt \
+		-r $(OLDEST)/requirements-test.txt ros-ament-index-python
+	@touch $@
+
+test-oldest: $(OLDEST)/.setup-done
+	rm -rf $(OLDEST_SRC) && mkdir -p $(OLDEST_SRC)
+	git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C $(OLDEST_SRC)
+	cd $(OLDEST_SRC) && $(abspath $(OLDEST))/bin/pip install -q --disable-pip-version-check --no-deps \
+		--no-build-isolation -e . && $(abspath $(OLDEST))/bin/python setup.py -q build_ext --inplace
+	cd $(OLDEST_SRC) && $(abspath $(OLDEST))/bin/python -m dynamics_node._jit_build build --if-missing
+	cd $(OLDEST_SRC) && DYNAMICS_REQUIRE_AOT=1 DYNAMICS_NO_PINOCCHIO=1 $(abspath $(OLDEST))/bin/python -m pytest -q \
+		-p no:cacheprovider -rs $(OLDEST_TESTS)
+
 # ruff, configured in ruff.toml (one line length for the tree)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -139,4 +167,4 @@ docs-figures: setup
 	$(PY) tools/docs_figures.py --out $(DOCS_IMG)
 
 clean:
-	rm -rf build $(VENV)
+	rm -rf build $(VENV) $(OLDEST)

@@ -98,7 +98,9 @@ def _build_kernels(install_lib, home):
     env["PYTHONPATH"] = install_lib + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     _say("compiling the kernels for the installed code (a few minutes of CPU the first time)")
     r = subprocess.run([sys.executable, "-m", "dynamics_node._jit_build", "build", "--if-missing"], cwd=home, env=env)
-    if r.returncode:
+    if r.returncode == 3:  # the build refused this numba, in a line of its own that says why
+        _say("WARNING: kernels not compiled: numba too old or missing (the line above)")
+    elif r.returncode:
         _say(f"WARNING: compiling the kernels failed (exit code {r.returncode}): the first start of the node "
              "compiles them instead (minutes); `python3 -m dynamics_node._jit_build build` retries")
 

@@ -25,7 +25,9 @@ def _numba_cache_dir():
     they are compiled from (_KERNEL_SOURCES, algorithms/ and sim/'s compiled step; not the call route, ros/...):
     numba invalidates a cached kernel when its own file changes but not when a function it inlines
     from another file does, so any edit here starts a fresh cache instead of reusing stale machine
-    code. NUMBA_CACHE_DIR set by the user wins."""
+    code. The hash covers the compiler too (``_compiler_key``): two numba versions never share a folder
+    (each would overwrite the other's ahead-of-time library and numba's cache index).
+    NUMBA_CACHE_DIR set by the user wins."""
     import hashlib
     import os
     import pathlib
@@ -38,6 +40,7 @@ def _numba_cache_dir():
     for p in sorted([here / n for n in _KERNEL_SOURCES] + [*here.glob("algorithms/**/*.py")]):
         h.update(p.relative_to(here).as_posix().encode())
         h.update(p.read_bytes())
+    h.update(_compiler_key())
     try:
         base = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
     except RuntimeError:  # no home directory: numba's default (next to the sources) it is
@@ -46,6 +49,31 @@ def _numba_cache_dir():
     os.environ["NUMBA_CACHE_DIR"] = d
     if "numba" in sys.modules:  # imported before us: its config has read the environment already
         sys.modules["numba"].config.CACHE_DIR = d
+
+
+def _compiler_key():
+    """numba's and llvmlite's version files (``<package>/_version.py``, versioneer's, which name the
+    release and its commit), found without importing either: importlib.metadata costs ~30 ms at every
+    import of the package, find_spec a tenth of a millisecond. Where a version file is not there, the
+    package's folder stands for it."""
+    import importlib.util
+
+    key = b""
+    for name in ("numba", "llvmlite"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        origin = spec.origin if spec is not None and spec.origin else None
+        if origin is None:
+            key += f"{name}: none\n".encode()
+            continue
+        try:
+            with open(origin[:-len("__init__.py")] + "_version.py", "rb") as f:
+                key += f.read()
+        except OSError:
+            key += f"{name}: {origin}\n".encode()
+    return key
 
 
 _numba_cache_dir()

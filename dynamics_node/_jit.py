@@ -225,6 +225,7 @@ def materialize(kernel=None):
         if _numba is None:
             import numba
 
+            _fix_old_numba(numba)
             _owner = threading.get_ident()
             pending = [k for k in _kernels if k.real is None]
             try:
@@ -257,6 +258,50 @@ def materialize(kernel=None):
             finally:
                 _owner = None
         return None if kernel is None else kernel.real
+
+
+def _fix_old_numba(numba):
+    """numba 0.58 (Ubuntu 24.04's) with the two fixes of its inliner that came with 0.59 (numba PRs
+    #8990 and #9245), which change how much IR it copies, not what it compiles. Every small helper of
+    the kernels is inlined (``inline="always"``), and at each call site 0.58 deep-copies the callee's IR
+    block by block, then each statement again on its own, each time with the callee's whole scope and
+    every variable's source location: a cost of statements times variables per inlined call, which
+    kept the kernel build from finishing in 35 minutes (crba_kernel alone: 72 s of CPU, 2.6 s with
+    these fixes, for the same machine code). Newer numba is left as it is."""
+    import copy
+
+    from numba.core import inline_closurecall, ir
+
+    version = tuple(int(p) for p in numba.__version__.split(".")[:2] if p.isdigit())
+    if version >= (0, 59) or inline_closurecall.copy is not copy:
+        return
+    if "__deepcopy__" not in ir.Var.__dict__:
+        def var_deepcopy(self, memo):  # 0.59's: the location is shared, as Const's and FreeVar's are
+            out = ir.Var(copy.deepcopy(self.scope, memo), self.name, self.loc)
+            memo[id(self)] = out
+            return out
+
+        ir.Var.__deepcopy__ = var_deepcopy
+
+    class BlockCopy:
+        """``copy`` as the inliner sees it: copy_ir's statement-by-statement copy of a block it has just
+        deep-copied gets the statements of that copy, as copy_ir does from 0.59 on."""
+
+        def __init__(self):
+            self.memo = {}
+
+        def __getattr__(self, name):
+            return getattr(copy, name)
+
+        def deepcopy(self, x, memo=None):
+            if memo is None and isinstance(x, ir.Block):
+                self.memo = {}
+                return copy.deepcopy(x, self.memo)
+            if memo is None and isinstance(x, ir.Stmt) and id(x) in self.memo:
+                return self.memo[id(x)]
+            return copy.deepcopy(x, memo)
+
+    inline_closurecall.copy = BlockCopy()
 
 
 def _rebind(numba, kernels=True):

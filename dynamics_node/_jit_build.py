@@ -6,7 +6,7 @@ a process of the installed code compiles nothing (see ``_jit.py`` for how kernel
 * the ahead-of-time library ``aot/kernels.so`` of the C callbacks (``build``), compiled in a
   process of its own with an empty numba cache: numba keeps a kernel's LLVM IR only when it
   compiles it, not when it loads it from its cache. That compile's numba cache then joins the
-  package's cache (``~/.cache/dynamics_node/<hash of the kernel sources>/``);
+  package's cache (``~/.cache/dynamics_node/<hash of the kernel sources and numba's version>/``);
 * numba's cache for this copy of the code (``warm``): every declared kernel, and every kernel that
   numba compiles at its first call, by calling every public function once (``_jit_warm.py``).
   numba keys a cached kernel by the folder of its source file and the file's time stamp, so a cache
@@ -15,6 +15,8 @@ a process of the installed code compiles nothing (see ``_jit.py`` for how kernel
   records the time stamps they were made for.
 
 ``--if-missing``: nothing to do when the library loads and the marker matches this copy's files.
+A numba older than the oldest supported (``NUMBA_OLDEST``), or none, stops the build at once with one
+line on stderr, exit code 3.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -319,12 +322,34 @@ def _run(step, env, *args):
     return subprocess.run([sys.executable, "-m", "dynamics_node._jit_build", step, *args], env=env).returncode
 
 
+# ---------------------------------------------------------------------------------------------
+# numba's version
+NUMBA_OLDEST = (0, 58)   # Ubuntu 24.04's 0.58.1; docs/install.md, Oldest versions
+
+
+def numba_problem(found):
+    """The line that stops the build when numba ``found`` (its version, None if it is not installed)
+    is older than the oldest the kernels are tested with, else None."""
+    need = ".".join(map(str, NUMBA_OLDEST))
+    how = f'install a newer one into a venv: pip install "numba>={need}" (docs/install.md, Oldest versions)'
+    if found is None:
+        return f"dynamics_node: numba is not installed; the kernels need numba >= {need}: {how}"
+    v = re.match(r"(\d+)\.(\d+)", found)
+    if v and (int(v[1]), int(v[2])) < NUMBA_OLDEST:
+        return f"dynamics_node: numba {found} found; the kernels need numba >= {need}: {how}"
+    return None
+
+
 def main(argv):
     """python -m dynamics_node._jit_build build [--if-missing]: the ahead-of-time library (compiled when it
     is missing, or always without --if-missing) and numba's cache for this copy of the code."""
     if not argv or argv[0] not in ("build", "_build_here", "_warm_here"):
         print(main.__doc__, file=sys.stderr)
         return 2
+    problem = numba_problem(_numba_version())
+    if problem:
+        print(problem, file=sys.stderr)
+        return 3
     target = _jit._aot_dir()
     if target is None:
         print("dynamics_node._jit: no NUMBA_CACHE_DIR (no home directory?): nothing built", file=sys.stderr)

@@ -7,6 +7,7 @@ coordinates (joints matched by name, see urdfgen.PinOracle).
 from __future__ import annotations
 
 import functools
+import os
 import zlib
 import pathlib
 import sys
@@ -135,6 +136,25 @@ def dn():
     return dynamics_node
 
 
+# ---------------------------------------------------------------------------------------------
+# Without Pinocchio (make test-oldest: no Pinocchio 3 for numpy 1.26), said so: DYNAMICS_NO_PINOCCHIO=1
+# ---------------------------------------------------------------------------------------------
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under DYNAMICS_NO_PINOCCHIO=1 a test that fails (or whose fixture fails) only because Pinocchio
+    cannot be imported is reported as skipped, with that reason. Never without the variable: there a
+    comparison that imports Pinocchio fails where it is missing."""
+    outcome = yield
+    if call.excinfo is None or os.environ.get("DYNAMICS_NO_PINOCCHIO") != "1":
+        return
+    e = call.excinfo.value
+    if isinstance(e, ModuleNotFoundError) and e.name == "pinocchio":
+        report = outcome.get_result()
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0,
+                           "Skipped: compares with Pinocchio, not installed (DYNAMICS_NO_PINOCCHIO=1)")
+
+
 # Every test has a deadline (pytest-timeout, requirements-test.txt): a test that hangs fails with the
 # stacks of all threads of this process and the suite goes on, instead of holding the run until the
 # CI's own limit ends it with no trace of where it waited. TEST_DEADLINE covers the slowest test of
@@ -149,6 +169,28 @@ LONG_MODULES = ("test_workspace.py", "test_docs.py", "test_core_warm.py", "test_
 def pytest_configure(config):
     if not config.pluginmanager.hasplugin("timeout"):   # pytest without the plugin: the mark is known
         config.addinivalue_line("markers", "timeout(seconds): this test's deadline (pytest-timeout)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The backstop of the deadline: pytest-timeout's signal needs the main thread to run Python, which a
+    thread blocked in C while holding the GIL prevents. faulthandler's watchdog is a C thread: 60 s after
+    the deadline it writes every thread's stack to stderr and ends the run (exit code 1)."""
+    import faulthandler
+    mark = item.get_closest_marker("timeout")
+    deadline = mark.args[0] if mark and mark.args else getattr(item.config.option, "timeout", None)
+    if deadline:
+        try:   # the terminal's stderr, which pytest's faulthandler plugin keeps (fd 2 is the capture's)
+            from _pytest.faulthandler import fault_handler_stderr_fd_key
+            err = item.config.stash[fault_handler_stderr_fd_key]
+        except (ImportError, KeyError):
+            err = sys.__stderr__.fileno()
+        faulthandler.dump_traceback_later(float(deadline) + 60.0, exit=True, file=err)
+    try:
+        yield
+    finally:
+        if deadline:
+            faulthandler.cancel_dump_traceback_later()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -228,3 +228,22 @@ def test_make_sets_up_jazzy_in_its_own_venv():
     kilted_pins = dict(ln.split("==") for ln in (REPO / "constraints.txt").read_text().splitlines()
                        if "==" in ln and not ln.startswith("#"))
     assert kilted_pins["ros-rclpy"].startswith("9.")
+
+
+def test_make_tests_the_oldest_versions_in_their_own_venv():
+    """`make test-oldest` (docs/install.md, Oldest versions): .venv-oldest with constraints-oldest.txt's pins,
+    the library's tests on a copy of the checkout, never .venv nor the node's tests; and the oldest numba
+    is one number everywhere: requirements.txt's floor, constraints-oldest.txt's pin and the version below
+    which the kernel build stops (_jit_build.NUMBA_OLDEST)."""
+    from dynamics_node._jit_build import NUMBA_OLDEST
+
+    out = _make_n("test-oldest")
+    assert "-m venv .venv-oldest" in out and "constraints-oldest.txt" in out and "build/oldest/src" in out
+    assert ".venv/" not in out and "test/test_core_aot.py" in out and "test_node_" not in out and "test_sim_" not in out
+    oldest = ".".join(map(str, NUMBA_OLDEST))
+    lines = (REPO / "constraints-oldest.txt").read_text().splitlines()
+    pins = dict(ln.split("#")[0].strip().split("==") for ln in lines if "==" in ln and not ln.startswith("#"))
+    assert pins["numba"].startswith(oldest + ".")
+    floors = [ln.split("#")[0].strip() for ln in (REPO / "requirements.txt").read_text().splitlines()]
+    assert f"numba>={oldest}" in floors and f"numpy>={pins['numpy'].rsplit('.', 1)[0]}" in floors
+    assert f"scipy>={pins['scipy'].rsplit('.', 1)[0]}" in floors
