@@ -166,7 +166,11 @@ LONG_DEADLINE = 2400
 LONG_MODULES = ("test_workspace.py", "test_docs.py", "test_core_warm.py", "test_core_aot.py")
 
 
+_TERMINAL_ERR = []   # a copy of the terminal's stderr, taken while pytest's capture is suspended
+
+
 def pytest_configure(config):
+    _TERMINAL_ERR.append(os.dup(2))   # fd 2 is the capture's file while a test runs
     if not config.pluginmanager.hasplugin("timeout"):   # pytest without the plugin: the mark is known
         config.addinivalue_line("markers", "timeout(seconds): this test's deadline (pytest-timeout)")
 
@@ -180,11 +184,7 @@ def pytest_runtest_protocol(item, nextitem):
     mark = item.get_closest_marker("timeout")
     deadline = mark.args[0] if mark and mark.args else getattr(item.config.option, "timeout", None)
     if deadline:
-        try:   # the terminal's stderr, which pytest's faulthandler plugin keeps (fd 2 is the capture's)
-            from _pytest.faulthandler import fault_handler_stderr_fd_key
-            err = item.config.stash[fault_handler_stderr_fd_key]
-        except (ImportError, KeyError):
-            err = sys.__stderr__.fileno()
+        err = _TERMINAL_ERR[0] if _TERMINAL_ERR else sys.__stderr__.fileno()
         faulthandler.dump_traceback_later(float(deadline) + 60.0, exit=True, file=err)
     try:
         yield
