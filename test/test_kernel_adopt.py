@@ -58,7 +58,8 @@ def other(tmp_path):
     folder = cache / _sub(copy, SOURCE)
     folder.mkdir(parents=True)
     (folder / "rnea.rnea_kernel-10.py311.1.nbc").write_bytes(b"compiled code")
-    _index(folder / "rnea.rnea_kernel-10.py311.nbi", _stamp(copy / SOURCE), {("sig",): "rnea.rnea_kernel-10.py311.1.nbc"})
+    _index(folder / "rnea.rnea_kernel-10.py311.nbi", _stamp(copy / SOURCE),
+           {("sig",): "rnea.rnea_kernel-10.py311.1.nbc"})
     _index(folder / "rnea.old-20.py311.nbi", ("an earlier stamp",), {("sig",): "rnea.old-20.py311.1.nbc"})
     stamps = {}
     for p in sorted(PKG.rglob("*.py")):
