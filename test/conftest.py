@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import zlib
 import pathlib
 import sys
@@ -171,6 +172,11 @@ _TERMINAL_ERR = []   # a copy of the terminal's stderr, taken while pytest's cap
 
 def pytest_configure(config):
     _TERMINAL_ERR.append(os.dup(2))   # fd 2 is the capture's file while a test runs
+    # A run started in the background by a script (`nohup make test &`, `(make test &)`) begins with
+    # SIGINT ignored, and an ignored signal stays ignored across exec: `ros2 launch` started by a test
+    # then never hears the Ctrl-C the test sends it. A handler here becomes SIG_DFL in the children.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if not config.pluginmanager.hasplugin("timeout"):   # pytest without the plugin: the mark is known
         config.addinivalue_line("markers", "timeout(seconds): this test's deadline (pytest-timeout)")
 
