@@ -570,7 +570,14 @@ def test_a_joint_trajectory_controllers_topic_drives_the_position_commanded_robo
         deadline = time.monotonic() + 30.0
         while "as trajectory_msgs/JointTrajectory" not in sim.proc.output() and time.monotonic() < deadline:
             time.sleep(0.2)
-        c.wait_for_subscriber(pub)
+        try:
+            c.wait_for_subscriber(pub)
+        except TimeoutError as e:  # say what the simulation did meanwhile: its diagnostics, its log
+            last = {s.name: {kv.key: kv.value for kv in s.values} for m in ns.drain(diag) for s in m.status}
+            raise AssertionError(f"{e}; the simulation's last diagnostics: {last.get('sim_jtc: simulation')}; "
+                                 f"the topic's subscriptions as this process sees them: "
+                                 f"{c.node.get_subscriptions_info_by_topic('/sim_jtc/joint_trajectory')}\n"
+                                 f"{sim.proc.output()[-3000:]}") from None
         st = sim.states(0.0)
         start = round(st[-1][0] * 1e9) + 1_000_000_000  # a second after the last state read
         msg = JointTrajectory(joint_names=["spin"], points=[
