@@ -137,6 +137,17 @@ def dn():
     return dynamics_node
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _ros_endpoints_released():
+    """After each module (its node processes stopped first: this fixture is set up before them),
+    the test process's ROS clients, subscriptions and publishers are destroyed (RosClient.release),
+    so the node processes of later modules do not have to discover them."""
+    yield
+    ns = sys.modules.get("node_support")
+    if ns is not None and ns._CLIENT is not None:
+        ns._CLIENT.release()
+
+
 # ---------------------------------------------------------------------------------------------
 # Without Pinocchio (make test-oldest: no Pinocchio 3 for numpy 1.26), said so: DYNAMICS_NO_PINOCCHIO=1
 # ---------------------------------------------------------------------------------------------
