@@ -200,6 +200,7 @@ class RosClient:
         for name in ("destroy_subscription", "destroy_publisher", "destroy_client", "destroy_timer"):
             setattr(self.node, name, functools.partial(self._in_spin_thread, getattr(self.node, name)))
         self._made = []  # (destroy, entity) for every client, subscription and publisher made here
+        self._made_lock = threading.Lock()   # not _lock: client() holds that while it creates one
         for kind in ("client", "subscription", "publisher"):
             setattr(self.node, f"create_{kind}", functools.partial(
                 self._recorded, getattr(self.node, f"create_{kind}"), getattr(self.node, f"destroy_{kind}")))
@@ -238,7 +239,7 @@ class RosClient:
 
     def _recorded(self, create, destroy, *args, **kw):
         entity = create(*args, **kw)
-        with self._lock:
+        with self._made_lock:
             self._made.append((destroy, entity))
         return entity
 
@@ -248,7 +249,7 @@ class RosClient:
         has to discover; kept for the whole run they grew to hundreds, and a node's discovery of the
         endpoints it needs grew slower with them (a service answered after 3.5 s beside 1000 idle
         clients, 0.5 s beside none). One a test destroyed already is skipped by rclpy."""
-        with self._lock:
+        with self._lock, self._made_lock:
             made, self._made = self._made, []
             self._clients.clear()
         for destroy, entity in reversed(made):
