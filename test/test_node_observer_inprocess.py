@@ -256,3 +256,32 @@ def test_the_first_joint_state_gets_an_estimate_when_the_state_arrives_warm(sim)
     assert len(node.of("~/external_torques")) == 1 and len(node.of("~/external_wrench")) == 1
     rep = s.observer.report()
     assert rep["samples"] == 1 and rep["skipped"] == 0
+
+
+def test_the_merge_is_shared_in_one_file_while_its_joints_stay_the_same(sim):
+    """A payload change is a new model state of the same joints: the stream keeps writing the shared
+    file the node reads (ros/latest.py), so the node sees the next joint state without waiting for a
+    new path; a model of other joints gets a new file, and the old one is unlinked."""
+    import os
+
+    from dynamics_node.ros.latest import LatestReader
+    from dynamics_node.ros.model_state import build_state, load, payload_table
+    from dynamics_node.ros.params.param_checks import validate
+    s, _, _, st, c = make()
+    paths = []
+    s.on_latest = paths.append
+    payload = (1.0, (0.0, 0.0, 0.05), (0.001, 0.0, 0.0, 0.001, 0.0, 0.001))
+    s.configure(build_state(load(c), c, {"tool0": payload}), c, set(), now=True)
+    assert len(paths) == 1
+    reader = LatestReader(paths[0])
+    s.configure(build_state(load(c), c, {"tool0": (2.0, *payload[1:])}), c, set(), now=True)
+    assert len(paths) == 1, "a payload change made a new shared file"
+    q = sim[3][1]
+    feed(s, [sim[3]])
+    got = reader.read(J)
+    assert got is not None and np.array_equal(got[0], q)
+    c2 = validate({"urdf_path": str(ns.erd("ur_description/urdf/ur5_robot.urdf"))})
+    s.configure(build_state(load(c2), c2, payload_table(c2, {})[0]), c2, {"urdf_path"}, now=True)
+    assert len(paths) == 2 and not os.path.exists(paths[0])
+    assert reader.read(J) is not None   # the old file, still mapped, keeps its last merge for the old joints
+    s.latest_writer.close()

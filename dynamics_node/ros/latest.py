@@ -53,6 +53,7 @@ class LatestWriter:
         finally:
             os.close(fd)
         self.words, self.pos, self.t = _views(self._buf, n)
+        self.names = tuple(names)
         self.words[W_NAMES] = names_digest(names)
         self.words[W_N] = n
         self.t[:] = -np.inf

@@ -174,7 +174,13 @@ class Stream:
             self.on_applied(token)
 
     def _share_merge(self):
-        """A shared-memory file for the new merge (latest.py), its path handed to on_latest."""
+        """A shared-memory file for the new merge (latest.py), its path handed to on_latest. A merge of
+        the same joints (a new payload, parameters) keeps writing the file the node reads already: a
+        new one would leave the node reading the last positions of the old one until it takes the new
+        path, which a busy machine delays (its markers drew the robot where it was before the change)."""
+        if self.latest_writer is not None and self.merger is not None and \
+                self.latest_writer.names == tuple(self.merger.names):
+            return
         old, self.latest_writer = self.latest_writer, None
         if old is not None:
             old.close()
