@@ -44,6 +44,7 @@ import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ARM7 = REPO / "urdf" / "arm7.urdf"
+NODE_ROOT = REPO   # the checkout whose node the benchmark starts (bench/compare_node.py sets another)
 TARGETS = {"service_median_ms": 0.5, "service_p99_ms": 1.5, "stream_p99_ms": 1.0,
            # issue 5: 1 kHz for 60 s, added latency p99 <= 0.5 ms, no memory growth (an allocator
            # may move RSS by a few pages: 1 MiB over 50 s is 20 bytes per message); start < 1 s
@@ -54,7 +55,7 @@ def _env(domain):
     env = dict(os.environ)
     env["ROS_DOMAIN_ID"] = str(domain)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(NODE_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
@@ -62,7 +63,7 @@ def _start_node(domain, js_topic, log, node_name="bench_dynamics_node", log_leve
     cmd = [sys.executable, "-m", "dynamics_node.ros", "--ros-args", "-r", f"__node:={node_name}",
            "-p", f"urdf_path:={ARM7}", "-p", f"joint_states_topic:={js_topic}", "-p", "markers_rate:=0.0",
            "--log-level", log_level]
-    return subprocess.Popen(cmd, cwd=str(REPO), env=_env(domain), stdout=log, stderr=subprocess.STDOUT,
+    return subprocess.Popen(cmd, cwd=str(NODE_ROOT), env=_env(domain), stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
 
 

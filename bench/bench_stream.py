@@ -64,6 +64,7 @@ import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
+import bench_node  # noqa: E402
 from bench_node import LOAD, _env  # noqa: E402 - the node bench's environment and service load
 
 CLIENT = r"""
@@ -158,11 +159,12 @@ def _client(env, messages, depth=10):
 
 
 def _start_node(env, name="dynamics_node"):
+    root = bench_node.NODE_ROOT   # this checkout's, or the one bench/compare_node.py names
     return subprocess.Popen([sys.executable, "-m", "dynamics_node.ros", "--ros-args", "-r", f"__node:={name}",
-                             "--params-file", str(REPO / "config" / "default.yaml"), "-p", "markers_rate:=0.0",
+                             "--params-file", str(root / "config" / "default.yaml"), "-p", "markers_rate:=0.0",
                              "-p", f"joint_states_topic:=/{name}_joint_states" if name != "dynamics_node"
                              else "joint_states_topic:=/joint_states", "--log-level", "warn"],
-                            cwd=str(REPO), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=str(root), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
 
 
@@ -190,14 +192,17 @@ def _load(kind, env, seconds):
     return []
 
 
-def run(messages=5000, repeats=3, say=print):
+KINDS = ("alone", "service load", "other node's", "load's bursts", "cores loaded")
+
+
+def run(messages=5000, repeats=3, say=print, kinds=KINDS):
     domain = 101 + (os.getpid() + 37) % 100
     env = _env(domain)
     node, other = _start_node(env), None
     results = {}
     try:
         time.sleep(3.0)
-        for kind in ("alone", "service load", "other node's", "load's bursts", "cores loaded"):
+        for kind in kinds:
             if kind == "other node's":
                 other = _start_node(env, "other_dynamics_node")
                 time.sleep(3.0)
