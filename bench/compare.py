@@ -97,8 +97,14 @@ def worker(rounds, target, clock):
 
 
 # ---------------------------------------------------------------------------------------- the comparison
-def prepare(sha):
-    """REV's worktree with its C extensions and its kernels built, made once and reused."""
+def prepare(sha, root=None):
+    """REV's worktree with its C extensions and its kernels built, made once and reused; `root`: a
+    checkout of REV made elsewhere (--rev-root), used as it is once its commit is checked."""
+    if root is not None:
+        root = pathlib.Path(root).resolve()
+        if _git("rev-parse", "HEAD", cwd=root) != sha:
+            raise RuntimeError(f"{root} is not at {sha}")
+        return root
     wt = REPO / "build" / "against" / sha
     if not (wt / "dynamics_node").is_dir():
         _git("worktree", "prune")
@@ -155,12 +161,12 @@ def _summary(results, names):
         print(f"{key[0]:<6} {key[1]:<30} {cells[0]:>17} {cells[1]:>17} {change:>7}  {verdict}")
 
 
-def compare(rev, runs=5, rounds=9, target=0.4, clock="cpu"):
+def compare(rev, runs=5, rounds=9, target=0.4, clock="cpu", rev_root=None):
     sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
     head = _git("rev-parse", "--short=7", "HEAD")
     dirty = "+edits" if _git("status", "--porcelain", "--untracked-files=no") else ""
     cur, other = f"current {head}{dirty}", f"REV {sha[:7]}"
-    wt = prepare(sha)
+    wt = prepare(sha, rev_root)
     roots = {cur: REPO, other: wt}
     load0 = os.getloadavg()
     print(f"comparison: {cur} ({REPO}) against {other} ({wt}); {runs} runs of each, alternating, {rounds} rounds "
@@ -205,13 +211,14 @@ def main(argv=None):
     ap.add_argument("--clock", choices=sorted(CLOCKS), default="cpu",
                     help="cpu (default): this process's CPU time, which leaves out the time it waits for a core on "
                          "a loaded machine; wall: elapsed time, as bench.py's tables")
+    ap.add_argument("--rev-root", help="a checkout of REV, built, to use instead of build/against/<its commit>")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args.rounds, args.target, args.clock)
     if not args.rev:
         ap.error("name the revision to compare with")
-    return compare(args.rev, args.runs, args.rounds, args.target, args.clock)
+    return compare(args.rev, args.runs, args.rounds, args.target, args.clock, args.rev_root)
 
 
 if __name__ == "__main__":

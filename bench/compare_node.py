@@ -110,6 +110,7 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=3, help="runs of each checkout (default 3)")
     ap.add_argument("--starts", type=int, default=3, help="timed node starts a run (default 3)")
     ap.add_argument("--messages", type=int, default=3000, help="joint states a stream condition a run")
+    ap.add_argument("--rev-root", help="a checkout of REV, built, to use instead of build/against/<its commit>")
     ap.add_argument("--loops-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.loops_worker:
@@ -120,7 +121,7 @@ def main(argv=None):
     head = compare._git("rev-parse", "--short=7", "HEAD")
     dirty = "+edits" if compare._git("status", "--porcelain", "--untracked-files=no") else ""
     cur, other = f"current {head}{dirty}", f"REV {sha[:7]}"
-    roots = {cur: REPO, other: compare.prepare(sha)}
+    roots = {cur: REPO, other: compare.prepare(sha, args.rev_root)}
     load0 = os.getloadavg()
     print(f"comparison: {cur} against {other}; {args.runs} runs of each, alternating; load average "
           f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}, {os.cpu_count()} cpus", flush=True)
