@@ -97,11 +97,18 @@ _ALL_PROCS: list = []
 
 
 class NodeProcess:
-    """A dynamics_node subprocess with its own node name (services under /<name>/...)."""
+    """A dynamics_node subprocess with its own node name (services under /<name>/...).
+
+    services_nice is 0 unless the test sets it. The node's default, 10, puts its main process and,
+    in a session of its own as here, its autogroup at nice 10: beside two processes spinning at nice 0
+    (make test-busy) it gets about a tenth of a core, and its start, its discovery of this process and
+    its answers took minutes in some runs. A test of what the node answers is then decided by the
+    scheduler; the deployment default is tested by test_services_nice_... and by the README's and
+    launch's routes, which start the node with its defaults."""
 
     def __init__(self, name: str, params: dict, extra_args=(), ros_args=()):
         self.name = name
-        self.params = dict(params)
+        self.params = {"services_nice": 0, **params}
         self.log = tempfile.NamedTemporaryFile("w+", prefix=f"{name}-", suffix=".log", delete=False)
         cmd = [sys.executable, "-m", "dynamics_node.ros", *extra_args, "--ros-args",
                "-r", f"__node:={name}", "--log-level", "info", *ros_args]
