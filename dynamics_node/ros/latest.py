@@ -12,9 +12,10 @@ no GIL of the stream is involved in a read.
 Memory layout (8-byte words, named here once): `W_SEQ` a sequence counter (odd while the writer
 is writing: a seqlock), `W_NAMES` a 64-bit digest of the joint names in merge order (the reader's
 model state must have the same joints), `W_N` their number, then `n` positions and `n` arrival
-times (float64). The writer (stream process) creates a file per model state under /dev/shm (else
-the temporary folder) and sends its path to the node, which maps it and unlinks it at once; the
-writer also unlinks it when it closes, so nothing is left behind whichever side ends first.
+times (float64). The writer (stream process) creates a file per set of merged joints under /dev/shm
+(else the temporary folder; a new model state of the same joints keeps the file) and sends its path
+to the node, which maps it and unlinks it at once; the writer also unlinks it when it closes, so
+nothing is left behind whichever side ends first.
 """
 from __future__ import annotations
 
