@@ -139,6 +139,23 @@ def run_once(root, rounds, target, clock="cpu", timeout=None):
     return head, lines[1:]
 
 
+def labels(rev):
+    """(REV's full commit, HEAD's short commit, this checkout's label, REV's label): the labels read
+    "current abc1234+edits" (edits: tracked files changed since HEAD) and "REV def5678"."""
+    sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    head = _git("rev-parse", "--short=7", "HEAD")
+    dirty = "+edits" if _git("status", "--porcelain", "--untracked-files=no") else ""
+    return sha, head, f"current {head}{dirty}", f"REV {sha[:7]}"
+
+
+def verdict(a, b, width):
+    """The change and the verdict of (median, low, high) a against b: "slower" or "faster" only when
+    the two ranges (low-high, which ``width`` names: "spread", "range") do not overlap."""
+    (ma, la, ha), (mb, lb, hb) = a, b
+    word = "slower" if la > hb else "faster" if ha < lb else None
+    return f"{ma / mb:7.2f}", f"{word}: beyond the {width}" if word else f"within the {width}"
+
+
 def _summary(results, names):
     """Per (model, function): the table's line from {who: {(model, function): [ratios]}}."""
     from pairing import spread
@@ -149,23 +166,17 @@ def _summary(results, names):
     keys = list(dict.fromkeys(k for who in names for k in results[who]))
     for key in keys:
         a, b = results[cur].get(key), results[rev].get(key)
-        cells, verdict = [], ""
+        cells, said = [], ""
         for r in (a, b):
             cells.append(f"{spread(r)[0]:.2f} [{spread(r)[1]:.2f}-{spread(r)[2]:.2f}]" if r else "missing")
         change = "-"
         if a and b:
-            (ma, la, ha), (mb, lb, hb) = spread(a), spread(b)
-            change = f"{ma / mb:7.2f}"
-            verdict = ("slower: beyond the spread" if la > hb else "faster: beyond the spread" if ha < lb
-                       else "within the spread")
-        print(f"{key[0]:<6} {key[1]:<30} {cells[0]:>17} {cells[1]:>17} {change:>7}  {verdict}")
+            change, said = verdict(spread(a), spread(b), "spread")
+        print(f"{key[0]:<6} {key[1]:<30} {cells[0]:>17} {cells[1]:>17} {change:>7}  {said}")
 
 
 def compare(rev, runs=5, rounds=9, target=0.4, clock="cpu", rev_root=None):
-    sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
-    head = _git("rev-parse", "--short=7", "HEAD")
-    dirty = "+edits" if _git("status", "--porcelain", "--untracked-files=no") else ""
-    cur, other = f"current {head}{dirty}", f"REV {sha[:7]}"
+    sha, head, cur, other = labels(rev)
     wt = prepare(sha, rev_root)
     roots = {cur: REPO, other: wt}
     load0 = os.getloadavg()

@@ -95,13 +95,10 @@ def _summary(results, names):
             m, lo, hi = float(np.median(v)), min(v), max(v)
             cells.append(f"{m:.3g} [{lo:.3g}-{hi:.3g}]")
             ranges.append((m, lo, hi))
-        change, verdict = "-", ""
+        change, said = "-", ""
         if None not in ranges:
-            (ma, la, ha), (mb, lb, hb) = ranges
-            change = f"{ma / mb:7.2f}"
-            verdict = ("slower: beyond the range" if la > hb else "faster: beyond the range" if ha < lb
-                       else "within the range")
-        print(f"{label:<30} {cells[0]:>24} {cells[1]:>24} {change:>7}  {verdict}")
+            change, said = compare.verdict(*ranges, "range")
+        print(f"{label:<30} {cells[0]:>24} {cells[1]:>24} {change:>7}  {said}")
 
 
 def main(argv=None):
@@ -117,10 +114,7 @@ def main(argv=None):
         return loops_worker()
     if not args.rev:
         ap.error("name the revision to compare with")
-    sha = compare._git("rev-parse", "--verify", f"{args.rev}^{{commit}}")
-    head = compare._git("rev-parse", "--short=7", "HEAD")
-    dirty = "+edits" if compare._git("status", "--porcelain", "--untracked-files=no") else ""
-    cur, other = f"current {head}{dirty}", f"REV {sha[:7]}"
+    sha, head, cur, other = compare.labels(args.rev)
     roots = {cur: REPO, other: compare.prepare(sha, args.rev_root)}
     load0 = os.getloadavg()
     print(f"comparison: {cur} against {other}; {args.runs} runs of each, alternating; load average "
