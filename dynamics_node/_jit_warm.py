@@ -23,6 +23,8 @@ loop joint, Unseren's model).
 """
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 _INERTIA = '<inertia ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0" izz="0.025"/>'
@@ -141,7 +143,13 @@ class Models:
         self.four_mimic = dn.load_model(fourbar_urdf(mimic=True))
         self.chain = dn.load_model(fourbar_urdf(10))
         self.dual = dn.load_model(dual_urdf(dn))
-        self.rng = np.random.default_rng(7)
+        self.reseed("models")
+
+    def reseed(self, name):
+        """The states that follow depend on ``name`` only, not on what ran before: ``run`` reseeds
+        before each entry, so an entry meets the same states whichever entries ran before it, in
+        whichever process."""
+        self.rng = np.random.default_rng(zlib.crc32(name.encode()))
 
     def trees(self):
         """The tree models (no loop joints), fixed and floating, with and without mimic joints."""
@@ -372,8 +380,19 @@ def _observer(M):
 
 def _contacts(M):
     """Contact dynamics and impacts: one contact, several (frictionless, Coulomb, no slip), moving
-    and at rest, on a fixed and on a floating base (the box on four corners)."""
+    and at rest, on a fixed and on a floating base (the box on four corners). With Coulomb friction
+    a state may have no contact forces at all (Painlevé's paradox): about a third of random states
+    here have none for one of the calls. The kernels have run when that is refused (the solver's
+    status, a RangeError), so the next call goes on."""
+    from .errors import RangeError
+
     dn = M.dn
+
+    def solvable(fn, *args, **kw):
+        try:
+            fn(*args, **kw)
+        except RangeError:
+            pass
     for m in (M.tree, M.plain, M.law, M.free, M.box):
         q, qd, _, tau = M.state(m)
         if m is M.box:
@@ -383,11 +402,11 @@ def _contacts(M):
             cs = [dn.Contact("l4", (0.0, 0.0, 0.05), friction=0.3), dn.Contact("tool", friction=0.0)]
         for contacts in (cs[:1], cs):
             for v in (qd, np.zeros(m.nv)):
-                dn.contact_forward_dynamics(m, q, v, tau, contacts)
-                dn.contact_forward_dynamics(m, list(q), v, tau, contacts, f_ext=_fext(m) if m is not M.box else None,
-                                            rest_speed=1e-6, data=dn.Data(m))
-                dn.impact(m, q, v - 1.0, contacts)
-                dn.impact(m, q, v + 1.0, contacts, restitution=0.5, data=dn.Data(m))
+                solvable(dn.contact_forward_dynamics, m, q, v, tau, contacts)
+                solvable(dn.contact_forward_dynamics, m, list(q), v, tau, contacts,
+                         f_ext=_fext(m) if m is not M.box else None, rest_speed=1e-6, data=dn.Data(m))
+                solvable(dn.impact, m, q, v - 1.0, contacts)
+                solvable(dn.impact, m, q, v + 1.0, contacts, restitution=0.5, data=dn.Data(m))
 
 
 def _soft(M):
@@ -486,6 +505,8 @@ def run(names=None):
     for name in CALLS if names is None else names:
         if CALLS[name] not in done:
             done.add(CALLS[name])
+            M.reseed(name)
             CALLS[name](M)
     if names is None:
+        M.reseed("node")
         _node(M)
