@@ -50,7 +50,8 @@ $(STAMP): requirements.txt $(ROS_REQUIREMENTS) requirements-test.txt $(CONSTRAIN
 # The compiled kernels, for the sources as they are now: numba's cache plus the ahead-of-time library
 # of the C callbacks (dynamics_node/_jit_build.py), both in ~/.cache/dynamics_node/<hash of the sources and
 # numba's version>.
-# Nothing to do when they exist for this checkout; after an edit of a kernel, about a minute.
+# Nothing to do when they exist for this checkout; after an edit of a kernel, a few minutes, in one process per
+# core (DYNAMICS_BUILD_JOBS=N for at most N; docs/install.md, Compiling the kernels).
 kernels: $(STAMP)
 	@$(PY) -m dynamics_node._jit_build build --if-missing
 

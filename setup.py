@@ -162,6 +162,7 @@ setup(
     name=package_name,
     version="0.1.0",
     packages=find_packages(include=["dynamics_node", "dynamics_node.*"]),
+    package_data={"dynamics_node": ["_aot_stubs.c"]},  # the kernel build links it (_jit_build.build)
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),

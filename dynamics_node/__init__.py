@@ -16,7 +16,7 @@ the API edge).
 # the files the compiled kernels are made from, beside algorithms/ (dispatch.py, the URDF reader and the
 # ROS edge are not: their edits keep the cache)
 _KERNEL_SOURCES = ("spatial.py", "joints.py", "model.py", "layout.py", "joint_law.py", "topology.py", "loop_data.py",
-                  "_kernel_io.py", "_jit.py", "_jit_build.py", "sim/step.py", "sim/select.py",
+                  "_kernel_io.py", "_jit.py", "_jit_build.py", "_aot_stubs.c", "sim/step.py", "sim/select.py",
                   "sim/route.py")
 
 

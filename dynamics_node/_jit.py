@@ -34,6 +34,7 @@ _kernels: list = []   # every kernel declared so far, in order
 _numba = None         # the numba module, once materialized
 _aot = None           # {kernel name: address} of the ahead-of-time library, {} if there is none
 _owner = None         # the thread running materialize(), while it runs
+_order = None         # a build process's order of compiling kernels (_jit_build: its own share first)
 
 
 class _Type(str):
@@ -238,13 +239,11 @@ def materialize(kernel=None):
                 _rebind(numba, kernels=False)
                 # 2. the explicit signatures, compiled (or loaded from numba's cache) as numba.njit(sig)
                 #    would: then no other signature is compiled (the wrappers rely on the TypeError)
-                for k in pending:
-                    if k.kind == "njit" and k.sig is not None:
-                        k.real.compile(k.sig)
-                        k.real.disable_compile()
-                for k in pending:
-                    if k.kind == "cfunc":
-                        k.real = numba.cfunc(k.sig, **k.options)(k.py_func)
+                for k in _ordered([k for k in pending if k.kind == "njit" and k.sig is not None]):
+                    k.real.compile(k.sig)
+                    k.real.disable_compile()
+                for k in _ordered([k for k in pending if k.kind == "cfunc"]):
+                    k.real = numba.cfunc(k.sig, **k.options)(k.py_func)
                 # 3. only now, with every signature compiled and fixed, the dispatchers replace the
                 #    Kernel objects in the modules. Before, another thread calling a kernel through a
                 #    module global could reach a dispatcher between its compile() and disable_compile()
@@ -258,6 +257,11 @@ def materialize(kernel=None):
             finally:
                 _owner = None
         return None if kernel is None else kernel.real
+
+
+def _ordered(kernels):
+    """The kernels in the order materialize compiles them: as declared, or as the build orders them."""
+    return kernels if _order is None else _order(kernels)
 
 
 def _fix_old_numba(numba):

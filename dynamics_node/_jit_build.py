@@ -3,16 +3,22 @@
 What ``make kernels`` (part of ``make setup``) and ``colcon build`` (setup.py's install) run, so that
 a process of the installed code compiles nothing (see ``_jit.py`` for how kernels are served):
 
-* the ahead-of-time library ``aot/kernels.so`` of the C callbacks (``build``), compiled in a
-  process of its own with an empty numba cache: numba keeps a kernel's LLVM IR only when it
-  compiles it, not when it loads it from its cache. That compile's numba cache then joins the
-  package's cache (``~/.cache/dynamics_node/<hash of the kernel sources and numba's version>/``);
-* numba's cache for this copy of the code (``warm``): every declared kernel, and every kernel that
-  numba compiles at its first call, by calling every public function once (``_jit_warm.py``).
-  numba keys a cached kernel by the folder of its source file and the file's time stamp, so a cache
-  compiled from the source tree does not serve the copy that colcon installs, nor the other way
-  round: each copy gets its own entries, and a marker ``ready/<hash of the package folder>.json``
-  records the time stamps they were made for.
+* numba's cache for this copy of the code: every declared kernel (the C callbacks and the kernels
+  with explicit signatures, ``materialize``), and every kernel that numba compiles at its first call,
+  by calling every public function once (``_jit_warm.py``). numba keys a cached kernel by the folder
+  of its source file and the file's time stamp, so a cache compiled from the source tree does not
+  serve the copy that colcon installs, nor the other way round: each copy gets its own entries, and a
+  marker ``ready/<hash of the package folder>.json`` records the time stamps they were made for;
+* the ahead-of-time library ``aot/kernels.so`` of the C callbacks (``build``), linked from the LLVM
+  IR that numba keeps of each (with the kernel, in its cache).
+
+Both in the package's cache folder (``~/.cache/dynamics_node/<hash of the kernel sources and
+numba's version>/``), and in ``jobs()`` processes at once (``_build_jobs.py``: one per core, at most
+DYNAMICS_BUILD_JOBS, make's -jN, colcon's --parallel-workers). The processes share one numba cache
+folder, whose writes a lock orders (``_lock_cache``), and share the work by claiming it
+(``_claimed_first``): each compiles first the kernels no other process has taken, then loads the
+others' from the cache. Two rounds: the declared kernels, then the calls (every process loading all
+the declared kernels first), the first process to get there linking the library.
 
 ``--if-missing``: nothing to do when the library loads and the marker matches this copy's files.
 A numba older than the oldest supported (``NUMBA_OLDEST``), or none, stops the build at once with one
@@ -28,8 +34,9 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
-from dynamics_node import _jit
+from dynamics_node import _build_jobs, _jit
 
 PACKAGE = pathlib.Path(__file__).resolve().parent
 # not compiled for a model or a request: the ROS edge, the command-line tools, the identification
@@ -69,99 +76,23 @@ def warm():
     _jit_warm.run()
 
 
-_STUBS = r"""
-/* What numba's compiled code may call on its error paths, which the kernels never take (they
-   return status codes, and error_model="numpy" means no ZeroDivisionError): numba's runtime is not
-   loaded in a process that uses this library, so these report the impossible loudly instead. */
-#include <Python.h>
-#include <stdlib.h>
-void numba_gil_ensure(PyGILState_STATE *s) { *s = PyGILState_Ensure(); }
-void numba_gil_release(PyGILState_STATE *s) { PyGILState_Release(*s); }
-static void *fail(const char *what) {
-    if (!PyErr_Occurred())
-        PyErr_Format(PyExc_RuntimeError, "dynamics_node ahead-of-time kernel: %s", what);
-    return NULL;
-}
-PyObject *numba_unpickle(const char *d, int n, const char *h) { return fail("raised an exception"); }
-PyObject *numba_runtime_build_excinfo_struct(PyObject *a, PyObject *b) { return fail("raised an exception"); }
-int numba_do_raise(PyObject *e) { fail("raised an exception"); return 0; }
-void *NRT_MemInfo_alloc_aligned(size_t size, unsigned align) {
-    fprintf(stderr, "dynamics_node ahead-of-time kernel: allocation outside numba\n");
-    abort();
-}
-void NRT_MemInfo_call_dtor(void *mi) {
-    fprintf(stderr, "dynamics_node ahead-of-time kernel: release outside numba\n");
-    abort();
-}
-void NRT_Free(void *p) { free(p); }
-/* And the one helper numba's code calls on every reshape (numba/_helperlib.c, from NumPy's
-   _attempt_nocopy_reshape, BSD licences): 1 and the new strides when the array can be viewed with
-   the new shape, 0 when that needs a copy. */
-int numba_attempt_nocopy_reshape(Py_ssize_t nd, const Py_ssize_t *dims, const Py_ssize_t *strides,
-                                 Py_ssize_t newnd, const Py_ssize_t *newdims, Py_ssize_t *newstrides,
-                                 Py_ssize_t itemsize, int is_f_order) {
-    Py_ssize_t olddims[64], oldstrides[64], np = 1, op = 1, last;
-    int oldnd = 0, oi, oj, ok, ni, nj, nk;
-    if (nd > 64) return 0;
-    for (oi = 0; oi < nd; oi++)  /* axes of length 1 have no effect */
-        if (dims[oi] != 1) {
-            olddims[oldnd] = dims[oi];
-            oldstrides[oldnd++] = strides[oi];
-        }
-    for (ni = 0; ni < newnd; ni++) np *= newdims[ni];
-    for (oi = 0; oi < oldnd; oi++) op *= olddims[oi];
-    if (np != op) return 0;
-    if (np == 0) {
-        for (ni = 0; ni < newnd; ni++) newstrides[ni] = itemsize;
-        return 1;
-    }
-    oi = 0, oj = 1, ni = 0, nj = 1;
-    while (ni < newnd && oi < oldnd) {
-        np = newdims[ni];
-        op = olddims[oi];
-        while (np != op) {
-            if (np < op) np *= newdims[nj++];
-            else op *= olddims[oj++];
-        }
-        for (ok = oi; ok < oj - 1; ok++)  /* can the old axes be combined */
-            if (is_f_order ? oldstrides[ok + 1] != olddims[ok] * oldstrides[ok]
-                           : oldstrides[ok] != olddims[ok + 1] * oldstrides[ok + 1])
-                return 0;
-        if (is_f_order) {
-            newstrides[ni] = oldstrides[oi];
-            for (nk = ni + 1; nk < nj; nk++) newstrides[nk] = newstrides[nk - 1] * newdims[nk - 1];
-        } else {
-            newstrides[nj - 1] = oldstrides[oj - 1];
-            for (nk = nj - 1; nk > ni; nk--) newstrides[nk - 1] = newstrides[nk] * newdims[nk];
-        }
-        ni = nj++;
-        oi = oj++;
-    }
-    last = ni >= 1 ? newstrides[ni - 1] : itemsize;  /* the trailing 1s of the new shape */
-    if (is_f_order && ni >= 1) last *= newdims[ni - 1];
-    for (nk = ni; nk < newnd; nk++) newstrides[nk] = last;
-    return 1;
-}
-"""
-
-
 def build(out_dir=None) -> str:
-    """Compile every declared C callback of the package into one shared library with numba and
-    llvmlite (the same machine code numba would JIT), for ``_jit.aot_addresses``. Run in a process of its
-    own with an empty numba cache (``python -m dynamics_node._jit_build build``): numba keeps a kernel's
-    LLVM IR only when it compiles it, not when it loads it from its cache."""
+    """Link every declared C callback of the package into one shared library with llvmlite (the same
+    machine code numba would JIT), for ``_jit.aot_addresses``, in a process that has materialized
+    the kernels. The IR is what numba keeps of a kernel for linking it into others (its cache keeps it
+    too), in which numba gives every function linkonce_odr linkage: the callbacks' are made external
+    again."""
     import ctypes
     import sysconfig
 
-    _import_kernel_modules()
-    _jit.materialize()
-    cfuncs = [k for k in _jit._kernels if k.kind == "cfunc"]
     import llvmlite.binding as ll
 
+    cfuncs = [k for k in _jit._kernels if k.kind == "cfunc"]
     module = None
     symbols = {}
     for k in cfuncs:
-        m = ll.parse_assembly(k.real._library.get_llvm_str())
+        m = ll.parse_assembly(str(k.real._library._get_module_for_linking()))
+        m.get_function(k.real.native_name).linkage = "external"
         symbols[k.name] = k.real.native_name
         if module is None:
             module = m
@@ -182,11 +113,9 @@ def build(out_dir=None) -> str:
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         o = os.path.join(tmp, "kernels.o")
-        c = os.path.join(tmp, "stubs.c")
+        c = str(PACKAGE / "_aot_stubs.c")   # what numba's code may call besides the kernels
         with open(o, "wb") as f:
             f.write(obj)
-        with open(c, "w") as f:
-            f.write(_STUBS)
         so = os.path.join(tmp, "kernels.so")
         cc = os.environ.get("CC", "cc")
         # -Bsymbolic: the library's calls of its own functions (numba's NRT_incref and NRT_decref on
@@ -317,11 +246,6 @@ def _merge(fresh, cache):
             os.replace(os.path.join(src, name), os.path.join(dst, name))
 
 
-def _run(step, env, *args):
-    """A step in a process of its own: numba's cache folder is read once per process."""
-    return subprocess.run([sys.executable, "-m", "dynamics_node._jit_build", step, *args], env=env).returncode
-
-
 # ---------------------------------------------------------------------------------------------
 # numba's version
 NUMBA_OLDEST = (0, 58)   # Ubuntu 24.04's 0.58.1; docs/install.md, Oldest versions
@@ -340,10 +264,149 @@ def numba_problem(found):
     return None
 
 
+# ---------------------------------------------------------------------------------------------
+# the build in processes sharing one numba cache folder
+def _lock_cache(lockfile):
+    """numba's cache writes and reads in this process, each while holding the lock on ``lockfile``.
+    numba saves an entry by reading the function's index, choosing the next free data file's number
+    and writing both back: two processes saving entries of one function at once could both choose
+    the same number, and the index would then name a data file holding another entry's code."""
+    import fcntl
+
+    from numba.core import caching
+
+    held = open(lockfile, "a")  # noqa: SIM115 - held for the life of the process
+
+    def locked(method):
+        def run(self, *args):
+            fcntl.flock(held, fcntl.LOCK_EX)
+            try:
+                return method(self, *args)
+            finally:
+                fcntl.flock(held, fcntl.LOCK_UN)
+        return run
+
+    cls = caching.IndexDataCacheFile
+    cls.save, cls.load = locked(cls.save), locked(cls.load)
+
+
+def _claim(claims, key):
+    """Whether this process takes the work ``key`` (no other process has): a file of its own."""
+    try:
+        fd = os.open(os.path.join(claims, key), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return True
+
+
+def _wait(claims, key):
+    """Until the process that took ``key`` has done it, or is gone (then this process does it)."""
+    path = os.path.join(claims, key)
+    while not os.path.exists(path + ".done"):
+        try:
+            with open(path) as f:
+                pid = int(f.read() or 0)
+            if pid:
+                os.kill(pid, 0)
+        except (OSError, ValueError):   # gone (ProcessLookupError is an OSError)
+            return
+        time.sleep(0.05)
+
+
+def _claimed_first(claims):
+    """materialize's order in a build process: the kernels it takes, compiled as it comes to them;
+    then those other processes took, each once its process has saved it (then it loads)."""
+    def order(kernels):
+        theirs = []
+        for k in kernels:
+            if _claim(claims, k.name):
+                yield k
+                open(os.path.join(claims, k.name + ".done"), "w").close()
+            else:
+                theirs.append(k)
+        for k in theirs:
+            _wait(claims, k.name)
+            yield k
+    return order
+
+
+class _NoAddresses(dict):
+    """The library's table while the declared kernels compile: modules read the C callbacks' addresses
+    at import, which would compile every kernel there, in the order of the imports. Nothing is called
+    in that round, so an address that is never used stands for each."""
+
+    def get(self, name, default=None):
+        return 16
+
+
+def part(step, claims, target=None):
+    """One build process's share of a round (``_part_here``), in the cache folder NUMBA_CACHE_DIR:
+    ``declared``, the kernels materialize compiles; ``calls``, the library (``target``: its folder)
+    and the entries of ``_jit_warm.CALLS``."""
+    from dynamics_node import _jit_warm
+
+    _lock_cache(os.path.join(claims, "lock"))
+    if step == "declared":
+        _jit._aot = _NoAddresses()
+        _import_kernel_modules()
+        _jit._order = _claimed_first(claims)
+        _jit.materialize()
+        return
+    _import_kernel_modules()
+    _jit.materialize()   # every declared kernel, loaded
+    if target and _claim(claims, "library"):
+        build(target)
+    M = _jit_warm.Models()
+    first = {}
+    for entry, fn in _jit_warm.CALLS.items():
+        first.setdefault(fn, entry)
+    for fn, entry in first.items():
+        if _claim(claims, "call-" + entry):
+            M.reseed(entry)
+            fn(M)
+    if _claim(claims, "call-node"):
+        M.reseed("node")
+        _jit_warm._node(M)
+
+
+def _wait_all(procs):
+    """0 once every process has exited with 0; else, as soon as one fails, its exit code, the others
+    stopped (they could be waiting for work the failed one had taken)."""
+    while True:
+        codes = [p.poll() for p in procs]
+        failed = next((c for c in codes if c), 0)
+        if failed or None not in codes:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            return failed
+        time.sleep(0.1)
+
+
+def _compile(folder, n, target=None, times=None):
+    """numba's cache in ``folder`` for this copy of the code, and the library into ``target``, by n
+    processes; ``times`` gets each round's wall time. Returns 0, or the exit code of a process that failed."""
+    with tempfile.TemporaryDirectory(prefix=".claims-", dir=os.path.dirname(folder)) as claims:
+        env = {**os.environ, "NUMBA_CACHE_DIR": folder}
+        for step in ("declared", "calls"):
+            t0 = time.monotonic()
+            procs = [subprocess.Popen([sys.executable, "-m", "dynamics_node._jit_build", "_part_here", step, claims,
+                                       *([target] if target else [])], env=env) for _ in range(n)]
+            rc = _wait_all(procs)
+            if rc:
+                return rc
+            if times is not None:
+                times[step] = time.monotonic() - t0
+    return 0
+
+
 def main(argv):
     """python -m dynamics_node._jit_build build [--if-missing]: the ahead-of-time library (compiled when it
     is missing, or always without --if-missing) and numba's cache for this copy of the code."""
-    if not argv or argv[0] not in ("build", "_build_here", "_warm_here"):
+    if not argv or argv[0] not in ("build", "_part_here"):
         print(main.__doc__, file=sys.stderr)
         return 2
     problem = numba_problem(_numba_version())
@@ -354,31 +417,34 @@ def main(argv):
     if target is None:
         print("dynamics_node._jit: no NUMBA_CACHE_DIR (no home directory?): nothing built", file=sys.stderr)
         return 1
-    if argv[0] == "_build_here":
-        build(argv[1])
-        warm()
+    if argv[0] == "_part_here":
+        part(*argv[1:])
         return 0
-    if argv[0] == "_warm_here":   # in the package's cache: first what another copy compiled (adopt)
-        other = adopt(os.path.dirname(target))
-        if other:
-            print(f"dynamics_node: reusing the kernels compiled for {other} (the same files)", flush=True)
-        warm()
-        return 0
+    try:
+        n = _build_jobs.jobs()
+    except ValueError as e:
+        print(f"dynamics_node: {e}", file=sys.stderr)
+        return 2
     cache = os.path.dirname(target)
     if "--if-missing" in argv and ready(cache):
         return 0
     os.makedirs(cache, exist_ok=True)
+    times = {}
     if "--if-missing" not in argv or not _jit.aot_loaded():
-        # beside the cache (same file system: the entries move by rename)
+        # from nothing, beside the cache (same file system: the entries move by rename)
         with tempfile.TemporaryDirectory(prefix=".build-", dir=os.path.dirname(cache)) as tmp:
             fresh = os.path.join(tmp, "numba")
-            rc = _run("_build_here", {**os.environ, "NUMBA_CACHE_DIR": fresh}, target)
+            os.makedirs(fresh)
+            rc = _compile(fresh, n, target, times)
             if rc:
                 return rc
             _merge(fresh, cache)
         print(f"dynamics_node: ahead-of-time kernels in {target}")
-    else:
-        rc = _run("_warm_here", {**os.environ, "NUMBA_CACHE_DIR": cache})
+    else:   # the library is there: numba's cache for this copy, first what another copy compiled
+        other = adopt(cache)
+        if other:
+            print(f"dynamics_node: reusing the kernels compiled for {other} (the same files)", flush=True)
+        rc = _compile(cache, n, times=times)
         if rc:
             return rc
     os.makedirs(os.path.join(cache, "ready"), exist_ok=True)
@@ -386,7 +452,8 @@ def main(argv):
     with open(marker + ".tmp", "w") as f:
         json.dump({"package": str(PACKAGE), "numba": _numba_version(), "files": _stamps()}, f)
     os.replace(marker + ".tmp", marker)
-    print(f"dynamics_node: kernels ready for {PACKAGE} in {cache}")
+    rounds = ", ".join(f"{step} {t:.0f} s" for step, t in times.items())
+    print(f"dynamics_node: kernels ready for {PACKAGE} in {cache} ({n} process{'es' if n > 1 else ''}: {rounds})")
     return 0
 
 

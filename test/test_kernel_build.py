@@ -120,3 +120,180 @@ def _check_block_copy(compiler, inline_closurecall, copy):
         for v in twin.scope.localvars._con.values():
             assert v.scope is twin.scope
             assert v.loc is block.scope.localvars.get(v.name).loc
+
+
+# ---------------------------------------------------------------------------------------------
+# the build in processes: how many, and how they share numba's cache folder and the work
+def test_one_process_per_core_by_default():
+    from dynamics_node import _build_jobs as bj
+
+    assert bj.jobs({}, cores_=4, ancestors_=[], memory=64) == 4
+    assert bj.jobs({}, cores_=1, ancestors_=[], memory=64) == 1
+    assert bj.jobs({}, ancestors_=[], memory=64) == bj.cores() >= 1
+    assert bj.jobs({}, cores_=8, ancestors_=[], memory=3) == 3       # what the memory holds
+    assert bj.memory_jobs("/nonexistent") is None
+
+
+def test_memory_is_read_from_meminfo(tmp_path):
+    from dynamics_node import _build_jobs as bj
+
+    info = tmp_path / "meminfo"
+    info.write_text("MemTotal:  8000000 kB\nMemFree: 100 kB\nMemAvailable:    4500000 kB\n")
+    assert bj.memory_jobs(str(info)) == 3    # 4.6e9 bytes / 1.5e9
+    info.write_text("MemAvailable:    100 kB\n")
+    assert bj.memory_jobs(str(info)) == 1    # never none
+
+
+def test_the_variable_sets_at_most_that_many():
+    from dynamics_node import _build_jobs as bj
+
+    assert bj.jobs({"DYNAMICS_BUILD_JOBS": "1"}, cores_=8, ancestors_=[], memory=64) == 1
+    assert bj.jobs({"DYNAMICS_BUILD_JOBS": "3"}, cores_=8, ancestors_=[], memory=64) == 3
+    assert bj.jobs({"DYNAMICS_BUILD_JOBS": "16"}, cores_=8, ancestors_=[], memory=64) == 8  # never more than the cores
+    assert bj.jobs({"DYNAMICS_BUILD_JOBS": " "}, cores_=8, ancestors_=[], memory=64) == 8  # empty: not set
+    for bad in ("0", "-2", "two", "1.5"):
+        with pytest.raises(ValueError, match="DYNAMICS_BUILD_JOBS"):
+            bj.jobs({"DYNAMICS_BUILD_JOBS": bad}, cores_=8, ancestors_=[], memory=64)
+
+
+@pytest.mark.parametrize("flags, n", [
+    (" -j2 --jobserver-auth=3,4", 2),      # GNU make 4.3 running a recipe of `make -j2`
+    ("k -j4 --jobserver-auth=3,4", 4),     # `make -k -j 4`
+    ("-j 3", 3), ("--jobs=5", 5), ("--jobs 6 -l2", 6),
+    (" -j", None),                         # `make -j`: no number, no limit
+    (" --jobserver-auth=fifo:/tmp/x", None), ("", None), (None, None), ("-l4", None), ("-k", None),
+])
+def test_makes_jobs_are_read_from_makeflags(flags, n):
+    from dynamics_node import _build_jobs as bj
+
+    assert bj.makeflags_jobs(flags) == n
+    env = {} if flags is None else {"MAKEFLAGS": flags}
+    assert bj.jobs(env, cores_=8, ancestors_=[], memory=64) == (n or 8)
+
+
+def test_colcons_parallel_workers_is_read_from_its_command_line():
+    from dynamics_node import _build_jobs as bj
+
+    def jobs(env, ancestors):
+        return bj.jobs(env, cores_=8, ancestors_=ancestors, memory=64)
+
+    colcon = ["/usr/bin/python3", "/usr/bin/colcon", "build", "--symlink-install", "--parallel-workers", "1"]
+    setup = ["/usr/bin/python3", "setup.py", "egg_info", "build", "install"]
+    assert jobs({}, [setup, colcon]) == 1
+    assert jobs({}, [["python3", "-m", "colcon", "build", "--parallel-workers=3"]]) == 3
+    assert jobs({}, [["colcon", "build"]]) == 8          # not given: no limit
+    assert jobs({}, [["colcon", "test", "--parallel-workers", "1"]]) == 8  # not a build
+    assert jobs({}, [["bash", "-c", "colcon build --parallel-workers 1"]]) == 8
+    # every limit applies
+    assert jobs({"DYNAMICS_BUILD_JOBS": "2", "MAKEFLAGS": "-j6"}, [colcon[:-1] + ["4"]]) == 2
+    assert jobs({"DYNAMICS_BUILD_JOBS": "5", "MAKEFLAGS": "-j3"}, []) == 3
+
+
+def test_the_ancestors_of_this_process_are_found():
+    from dynamics_node import _build_jobs as bj
+
+    if not os.path.isdir(f"/proc/{os.getpid()}"):
+        pytest.skip("no /proc")
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        parent = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    got = bj.ancestors()
+    assert got and got[0] == parent
+
+
+def test_a_bad_job_count_stops_the_build_with_one_line(tmp_path):
+    env = {**os.environ, "DYNAMICS_BUILD_JOBS": "two", "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-m", "dynamics_node._jit_build", "build"], env=env, capture_output=True,
+                       text=True, timeout=120, cwd=REPO)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "dynamics_node: DYNAMICS_BUILD_JOBS='two': a number of processes (1, 2, ...) is wanted"], r.stderr
+    assert not (tmp_path / "cache").exists()
+
+
+_SAVER = r"""
+import sys
+from numba.core import caching
+from dynamics_node import _jit_build
+if sys.argv[2] == "locked":
+    _jit_build._lock_cache(sys.argv[1] + "/lock")
+cache = caching.IndexDataCacheFile(sys.argv[1], "kernel", ("stamp", 1))
+for i in range(int(sys.argv[4])):
+    cache.save((sys.argv[3], i), (sys.argv[3], i, b"x" * 20000))
+"""
+
+
+def _save_at_once(tmp_path, mode, n=150):
+    """Two processes saving n entries each into one function's index of one cache folder, at once;
+    then what the index names: {key: the entry in the data file it names}."""
+    from numba.core import caching
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", _SAVER, str(tmp_path), mode, who, str(n)], env=env)
+             for who in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    cache = caching.IndexDataCacheFile(str(tmp_path), "kernel", ("stamp", 1))
+    return {key: cache.load(key) for key in cache._load_index()}
+
+
+def test_the_build_processes_save_into_one_cache_folder_without_losing_an_entry(tmp_path):
+    """numba saves an entry by reading the function's index, numbering a new data file and writing
+    both back; the build's processes hold a lock for it (_jit_build._lock_cache), so every entry of
+    both is in the index and each names the data file of its own entry. (Without the lock, on this
+    machine, most entries of one process are lost: the control below, which only shows the race.)"""
+    (tmp_path / "locked").mkdir()
+    got = _save_at_once(tmp_path / "locked", "locked")
+    assert len(got) == 300
+    assert all(v is not None and v[:2] == k for k, v in got.items())
+    (tmp_path / "unlocked").mkdir()
+    raced = _save_at_once(tmp_path / "unlocked", "unlocked")
+    lost = 300 - sum(v is not None and v[:2] == k for k, v in raced.items())
+    print(f"without the lock: {lost} of 300 entries lost or naming another's data")
+
+
+def test_each_kernel_is_compiled_by_the_process_that_claims_it(tmp_path):
+    """_claimed_first: two build processes (threads here) walking the same kernels each get every
+    kernel once: first those it claims, as it comes to them, then the others', each only once the
+    claimant has done it; a kernel claimed by a process that has gone is given at once."""
+    import threading
+    import time
+
+    from types import SimpleNamespace
+
+    from dynamics_node import _jit_build as jb
+
+    ks = [SimpleNamespace(name=f"k{i}") for i in range(12)]
+    seen = {}
+
+    def walk(who):
+        seen[who] = []
+        for k in jb._claimed_first(str(tmp_path))(ks):
+            done = (tmp_path / (k.name + ".done")).exists()
+            seen[who].append((k.name, done))
+            time.sleep(0.01)   # compiling it
+
+    threads = [threading.Thread(target=walk, args=(w,)) for w in "ab"]
+    [t.start() for t in threads]
+    [t.join(30) for t in threads]
+    for who in "ab":
+        assert sorted(n for n, _ in seen[who]) == sorted(k.name for k in ks)
+    own = {who: [n for n, done in seen[who] if not done] for who in "ab"}   # compiled by who itself
+    assert sorted(own["a"] + own["b"]) == sorted(k.name for k in ks) and own["a"] and own["b"]
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / "gone").write_text(dead.stdout.strip())
+    t0 = time.monotonic()
+    jb._wait(str(tmp_path), "gone")
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_failed_build_process_stops_the_others_at_once():
+    """A process that fails may have taken work the others wait for: _wait_all returns its exit code
+    at once and stops the rest, and 0 only when every process exits with 0."""
+    import time
+
+    from dynamics_node import _jit_build as jb
+
+    t0 = time.monotonic()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    failing = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    assert jb._wait_all([sleeper, failing]) == 3
+    assert sleeper.returncode is not None and time.monotonic() - t0 < 30
+    assert jb._wait_all([subprocess.Popen([sys.executable, "-c", "pass"]) for _ in range(2)]) == 0
