@@ -18,7 +18,7 @@ DYNAMICS_BUILD_JOBS, make's -jN, colcon's --parallel-workers). The processes sha
 folder, whose writes a lock orders (``_lock_cache``), and share the work by claiming it
 (``_claimed_first``): each compiles first the kernels no other process has taken, then loads the
 others' from the cache. Two rounds: the declared kernels, then the calls (every process loading all
-the declared kernels first), the first process to get there linking the library.
+the declared kernels first), the first process out of calls to take linking the library.
 
 ``--if-missing``: nothing to do when the library loads and the marker matches this copy's files.
 A numba older than the oldest supported (``NUMBA_OLDEST``), or none, stops the build at once with one
@@ -315,12 +315,36 @@ def _wait(claims, key):
         time.sleep(0.05)
 
 
+def _callees(k):
+    """The declared kernels that kernel k's code names (its module's globals)."""
+    g = k.py_func.__globals__
+    return [g[n] for n in k.py_func.__code__.co_names if isinstance(g.get(n), _jit.Kernel)]
+
+
+def _weight(k, seen):
+    """The bytecode of k and every kernel it reaches, which numba compiles (or inlines) with it: a
+    rough measure of its compile time, for starting with the longest."""
+    if k.name in seen:
+        return 0
+    seen.add(k.name)
+    return len(k.py_func.__code__.co_code) + sum(_weight(c, seen) for c in _callees(k))
+
+
 def _claimed_first(claims):
-    """materialize's order in a build process: the kernels it takes, compiled as it comes to them;
-    then those other processes took, each once its process has saved it (then it loads)."""
+    """materialize's order in a build process: the kernels it takes, compiled as it comes to them, the
+    heaviest first and each once the kernels of the list it calls are done (else its process would
+    compile them again with it); then those other processes took, each once its process has saved it
+    (then it loads)."""
+    def done(k):
+        return os.path.exists(os.path.join(claims, k.name + ".done"))
+
     def order(kernels):
+        listed = {k.name for k in kernels}
+        todo = sorted(kernels, key=lambda k: -_weight(k, set()))
         theirs = []
-        for k in kernels:
+        while todo:
+            k = next((k for k in todo if all(c.name not in listed or done(c) for c in _callees(k))), todo[0])
+            todo.remove(k)
             if _claim(claims, k.name):
                 yield k
                 open(os.path.join(claims, k.name + ".done"), "w").close()
@@ -356,8 +380,6 @@ def part(step, claims, target=None):
         return
     _import_kernel_modules()
     _jit.materialize()   # every declared kernel, loaded
-    if target and _claim(claims, "library"):
-        build(target)
     M = _jit_warm.Models()
     first = {}
     for entry, fn in _jit_warm.CALLS.items():
@@ -369,6 +391,8 @@ def part(step, claims, target=None):
     if _claim(claims, "call-node"):
         M.reseed("node")
         _jit_warm._node(M)
+    if target and _claim(claims, "library"):   # by the first process out of calls to take
+        build(target)
 
 
 def _wait_all(procs):

@@ -249,34 +249,53 @@ def test_the_build_processes_save_into_one_cache_folder_without_losing_an_entry(
     print(f"without the lock: {lost} of 300 entries lost or naming another's data")
 
 
+def _kernels_calling():
+    """Kernels k0..k11 where k1 calls k0 and k3 calls k2 (names in their globals), k0 and k2 the heaviest."""
+    from dynamics_node import _jit
+
+    g = {}
+    code = {0: "x = x + 1\n    " * 40, 2: "x = x * 2\n    " * 40, 1: "x = k0(x)\n    ", 3: "x = k2(x)\n    "}
+    for i in range(12):
+        exec(f"def k{i}(x):\n    {code.get(i, '')}return x", g)
+    ks = [_jit.Kernel(g[f"k{i}"], "njit", None, {}) for i in range(12)]
+    g.update({f"k{i}": k for i, k in enumerate(ks)})
+    return ks
+
+
 def test_each_kernel_is_compiled_by_the_process_that_claims_it(tmp_path):
     """_claimed_first: two build processes (threads here) walking the same kernels each get every
-    kernel once: first those it claims, as it comes to them, then the others', each only once the
-    claimant has done it; a kernel claimed by a process that has gone is given at once."""
+    kernel once: first those it claims, heaviest first, each once the kernels it calls are done,
+    then the others', each only once the claimant has done it; a kernel claimed by a process that
+    has gone is given at once."""
     import threading
     import time
 
-    from types import SimpleNamespace
-
     from dynamics_node import _jit_build as jb
 
-    ks = [SimpleNamespace(name=f"k{i}") for i in range(12)]
+    ks = _kernels_calling()
+    assert [c.name for c in jb._callees(ks[1])] == [ks[0].name] and jb._weight(ks[1], set()) > jb._weight(ks[0], set())
     seen = {}
+    start = threading.Barrier(2)
 
     def walk(who):
         seen[who] = []
+        start.wait()
         for k in jb._claimed_first(str(tmp_path))(ks):
-            done = (tmp_path / (k.name + ".done")).exists()
-            seen[who].append((k.name, done))
-            time.sleep(0.01)   # compiling it
+            done = {c.__name__: (tmp_path / (c.name + ".done")).exists() for c in [k, *jb._callees(k)]}
+            seen[who].append((k.__name__, done))
+            time.sleep(0.05)   # compiling it
 
     threads = [threading.Thread(target=walk, args=(w,)) for w in "ab"]
     [t.start() for t in threads]
     [t.join(30) for t in threads]
+    names = sorted(k.__name__ for k in ks)
+    own = {}
     for who in "ab":
-        assert sorted(n for n, _ in seen[who]) == sorted(k.name for k in ks)
-    own = {who: [n for n, done in seen[who] if not done] for who in "ab"}   # compiled by who itself
-    assert sorted(own["a"] + own["b"]) == sorted(k.name for k in ks) and own["a"] and own["b"]
+        assert sorted(n for n, _ in seen[who]) == names
+        own[who] = [(n, done) for n, done in seen[who] if not done[n]]   # compiled by who itself
+        assert all(all(d for c, d in done.items() if c != n) for n, done in own[who]), own[who]  # its callees done
+    assert sorted(n for who in "ab" for n, _ in own[who]) == names and own["a"] and own["b"]
+    assert {own["a"][0][0], own["b"][0][0]} == {"k0", "k2"}   # the heaviest first
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (tmp_path / "gone").write_text(dead.stdout.strip())
     t0 = time.monotonic()
