@@ -8,14 +8,21 @@ at 100 Hz from before each launch and times, from the moment the launch command 
   first torque  the first message on /dynamics_node/gravity_torques it receives.
 Round 1 is the first start after the install (the one the robot's first minute used to wait for while
 the kernels compiled); the later rounds are ordinary starts. Also printed: how long `colcon build`
-took, and whether any start wrote into the kernel cache (a start that compiles would). Prints only.
+took, and whether any start wrote into the kernel cache (a start that compiles would).
+
+--build: also the kernel build alone from an empty cache (`python -m dynamics_node._jit_build build`)
+in one process and in one per core (DYNAMICS_BUILD_JOBS), and `make setup` of a fresh clone of this
+checkout with an empty kernel cache (the package downloads from pip's cache, or the network).
+Prints only.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,10 +65,54 @@ def one_start(w, pub, torques, timeout=120.0):
     return serving, first
 
 
+def kernel_build(jobs):
+    """(seconds, the build's last line) of the kernel build from an empty cache in `jobs` processes."""
+    from dynamics_node import _build_jobs
+
+    with tempfile.TemporaryDirectory(prefix="dn_bench_kernels_") as tmp:
+        env = {**os.environ, "NUMBA_CACHE_DIR": tmp, _build_jobs.JOBS: str(jobs)}
+        t0 = time.monotonic()
+        r = subprocess.run([sys.executable, "-m", "dynamics_node._jit_build", "build"], env=env, cwd=REPO,
+                           capture_output=True, text=True, timeout=3600)
+        seconds = time.monotonic() - t0
+    last = (r.stdout.strip().splitlines() or [r.stderr.strip()[-300:]])[-1]
+    return seconds, last if r.returncode == 0 else f"FAILED ({r.returncode}): {last}"
+
+
+def make_setup():
+    """(seconds, exit code) of `make setup` in a fresh clone of this checkout, its kernel cache empty."""
+    with tempfile.TemporaryDirectory(prefix="dn_bench_setup_") as tmp:
+        clone = pathlib.Path(tmp) / "clone"
+        subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, timeout=300)
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(pathlib.Path(tmp) / "kernels")}
+        env.pop("MAKEFLAGS", None)
+        t0 = time.monotonic()
+        r = subprocess.run(["make", "setup"], cwd=clone, env=env, capture_output=True,
+                           text=True, timeout=3600)
+        return time.monotonic() - t0, r.returncode
+
+
+def builds():
+    from dynamics_node import _build_jobs
+
+    n = _build_jobs.jobs({}, ancestors_=[])
+    print(f"this machine: {_build_jobs.cores()} cores, build processes by default: {n}", flush=True)
+    for jobs in sorted({1, n}):
+        seconds, last = kernel_build(jobs)
+        print(f"kernel build from an empty cache, {jobs} process{'es' if jobs > 1 else ''}: {seconds:.0f} s ({last})",
+              flush=True)
+    seconds, rc = make_setup()
+    print(f"make setup of a fresh clone, empty kernel cache: {seconds:.0f} s" + (f" (FAILED, exit {rc})" if rc else ""),
+          flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--build", action="store_true", help="also the kernel build alone and make setup of a clone")
     args = ap.parse_args(argv)
+    if args.build:
+        builds()
     if wss.KIT is None or not wss.ready():
         print("bench_install.py: no workspace venv (make workspace-venv) or no ros2 kit: skipped")
         return 0
