@@ -5,7 +5,7 @@ a process of the installed code compiles nothing (see ``_jit.py`` for how kernel
 
 * numba's cache for this copy of the code: every declared kernel (the C callbacks and the kernels
   with explicit signatures, ``materialize``), and every kernel that numba compiles at its first call,
-  by calling every public function once (``_jit_warm.py``). numba keys a cached kernel by the folder
+  by calling every public function once (``warm/entries.py``). numba keys a cached kernel by the folder
   of its source file and the file's time stamp, so a cache compiled from the source tree does not
   serve the copy that colcon installs, nor the other way round: each copy gets its own entries, and a
   marker ``ready/<hash of the package folder>.json`` records the time stamps they were made for;
@@ -18,7 +18,8 @@ DYNAMICS_BUILD_JOBS, make's -jN, colcon's --parallel-workers). The processes sha
 folder, whose writes a lock orders (``_lock_cache``), and share the work by claiming it
 (``_claimed_first``): each compiles first the kernels no other process has taken, then loads the
 others' from the cache. Two rounds: the declared kernels, then the calls (every process loading all
-the declared kernels first), the first process out of calls to take linking the library.
+the declared kernels first), the first process out of calls to take linking the library. One
+process does both in one round.
 
 ``--if-missing``: nothing to do when the library loads and the marker matches this copy's files.
 A numba older than the oldest supported (``NUMBA_OLDEST``), or none, stops the build at once with one
@@ -61,19 +62,6 @@ def _import_kernel_modules():
 
     for name in _kernel_modules():
         importlib.import_module(name)
-
-
-def warm():
-    """Every declared kernel loaded from numba's cache, or compiled into it, for this copy of the
-    code (``materialize``: the C callbacks and the kernels with explicit signatures), then every
-    public function called on small models (``_jit_warm.run``): numba compiles the kernels without
-    a signature at their first call, for the types of that call, which do not depend on the model.
-    Afterwards no call of the library or the node compiles anything (test/test_core_warm.py)."""
-    from dynamics_node import _jit_warm
-
-    _import_kernel_modules()
-    _jit.materialize()
-    _jit_warm.run()
 
 
 def build(out_dir=None) -> str:
@@ -321,6 +309,15 @@ def _callees(k):
     return [g[n] for n in k.py_func.__code__.co_names if isinstance(g.get(n), _jit.Kernel)]
 
 
+def _reached(k, seen):
+    """``seen`` with the names of every kernel k's code reaches, through the kernels it calls."""
+    for c in _callees(k):
+        if c.name not in seen:
+            seen.add(c.name)
+            _reached(c, seen)
+    return seen
+
+
 def _weight(k, seen):
     """The bytecode of k and every kernel it reaches, which numba compiles (or inlines) with it: a
     rough measure of its compile time, for starting with the longest."""
@@ -332,18 +329,19 @@ def _weight(k, seen):
 
 def _claimed_first(claims):
     """materialize's order in a build process: the kernels it takes, compiled as it comes to them, the
-    heaviest first and each once the kernels of the list it calls are done (else its process would
-    compile them again with it); then those other processes took, each once its process has saved it
-    (then it loads)."""
-    def done(k):
-        return os.path.exists(os.path.join(claims, k.name + ".done"))
+    heaviest first and each once the kernels of the list it reaches are done (else numba would compile
+    them with it, for its argument types, and again for their own signature); then those other
+    processes took, each once its process has saved it (then it loads)."""
+    def done(name):
+        return os.path.exists(os.path.join(claims, name + ".done"))
 
     def order(kernels):
         listed = {k.name for k in kernels}
+        needs = {k.name: _reached(k, set()) & listed for k in kernels}
         todo = sorted(kernels, key=lambda k: -_weight(k, set()))
         theirs = []
         while todo:
-            k = next((k for k in todo if all(c.name not in listed or done(c) for c in _callees(k))), todo[0])
+            k = next((k for k in todo if all(done(c) for c in needs[k.name])), todo[0])
             todo.remove(k)
             if _claim(claims, k.name):
                 yield k
@@ -368,8 +366,8 @@ class _NoAddresses(dict):
 def part(step, claims, target=None):
     """One build process's share of a round (``_part_here``), in the cache folder NUMBA_CACHE_DIR:
     ``declared``, the kernels materialize compiles; ``calls``, the library (``target``: its folder)
-    and the entries of ``_jit_warm.CALLS``."""
-    from dynamics_node import _jit_warm
+    and the entries of ``warm.entries.CALLS``."""
+    from dynamics_node.warm import entries
 
     _lock_cache(os.path.join(claims, "lock"))
     if step == "declared":
@@ -380,9 +378,9 @@ def part(step, claims, target=None):
         return
     _import_kernel_modules()
     _jit.materialize()   # every declared kernel, loaded
-    M = _jit_warm.Models()
+    M = entries.Models()
     first = {}
-    for entry, fn in _jit_warm.CALLS.items():
+    for entry, fn in entries.CALLS.items():
         first.setdefault(fn, entry)
     for fn, entry in first.items():
         if _claim(claims, "call-" + entry):
@@ -390,7 +388,7 @@ def part(step, claims, target=None):
             fn(M)
     if _claim(claims, "call-node"):
         M.reseed("node")
-        _jit_warm._node(M)
+        entries._node(M)
     if target and _claim(claims, "library"):   # by the first process out of calls to take
         build(target)
 
@@ -415,7 +413,8 @@ def _compile(folder, n, target=None, times=None):
     processes; ``times`` gets each round's wall time. Returns 0, or the exit code of a process that failed."""
     with tempfile.TemporaryDirectory(prefix=".claims-", dir=os.path.dirname(folder)) as claims:
         env = {**os.environ, "NUMBA_CACHE_DIR": folder}
-        for step in ("declared", "calls"):
+        # one process: its import compiles the declared kernels as they are declared, then the calls
+        for step in ("declared", "calls") if n > 1 else ("calls",):
             t0 = time.monotonic()
             procs = [subprocess.Popen([sys.executable, "-m", "dynamics_node._jit_build", "_part_here", step, claims,
                                        *([target] if target else [])], env=env) for _ in range(n)]

@@ -2,7 +2,7 @@
 compiles nothing, whatever public function it calls on whatever robot.
 
 `python -m dynamics_node._jit_build build` calls every public function once on small models written
-in dynamics_node/_jit_warm.py (its table CALLS, with NO_KERNEL for the names that compute nothing).
+in dynamics_node/warm.py (its table CALLS, with NO_KERNEL for the names that compute nothing).
 Checked here:
 - that table names every entry of dn.__all__ (the next public function cannot be forgotten);
 - in a fresh process, on a copy of this checkout's numba cache, every public function called with
@@ -32,20 +32,20 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 def test_the_warm_table_names_every_public_function():
     import dynamics_node as dn
-    from dynamics_node import _jit_warm
+    from dynamics_node.warm import entries as warm
 
-    assert not set(_jit_warm.CALLS) & set(_jit_warm.NO_KERNEL)
-    missing = set(dn.__all__) - set(_jit_warm.CALLS) - set(_jit_warm.NO_KERNEL)
-    assert not missing, f"add {sorted(missing)} to dynamics_node/_jit_warm.py's CALLS (or NO_KERNEL, with why)"
-    assert not (set(_jit_warm.CALLS) | set(_jit_warm.NO_KERNEL)) - set(dn.__all__)
+    assert not set(warm.CALLS) & set(warm.NO_KERNEL)
+    missing = set(dn.__all__) - set(warm.CALLS) - set(warm.NO_KERNEL)
+    assert not missing, f"add {sorted(missing)} to dynamics_node/warm.py's CALLS (or NO_KERNEL, with why)"
+    assert not (set(warm.CALLS) | set(warm.NO_KERNEL)) - set(dn.__all__)
 
 
 def test_each_entry_meets_the_same_states_whatever_ran_before():
     """The build shares the table's entries among its processes, so an entry's states must not depend
     on the entries run before it: the same entry after others draws the same numbers as alone."""
-    from dynamics_node import _jit_warm
+    from dynamics_node.warm import entries as warm
 
-    M = _jit_warm.Models()
+    M = warm.Models()
     M.reseed("contact_forward_dynamics")
     alone = M.state(M.tree)
     M.rng.uniform(size=17)   # another entry's draws
@@ -61,12 +61,12 @@ def test_the_contact_entry_goes_on_where_a_state_has_no_contact_forces():
     of the random ones of the contact entry: the entry passes on every one of these 40 seeds (it
     raised on 13 of them when it did not expect a refusal, and failed a build in processes whose
     entries ran in another order)."""
-    from dynamics_node import _jit_warm
+    from dynamics_node.warm import entries as warm
 
-    M = _jit_warm.Models()
+    M = warm.Models()
     for seed in range(40):
         M.rng = np.random.default_rng(seed)
-        _jit_warm._contacts(M)
+        warm._contacts(M)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,15 +281,15 @@ def test_a_fresh_process_compiles_nothing(tmp_path):
     r = subprocess.run([sys.executable, __file__, "child"], env=env, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-6000:]
     import dynamics_node as dn
-    from dynamics_node import _jit_warm
+    from dynamics_node.warm import entries as warm
 
     called = set(json.loads(r.stdout.split("called:", 1)[1]))
-    assert called - {"node"} | set(_jit_warm.NO_KERNEL) == set(dn.__all__), "call the new public function above"
+    assert called - {"node"} | set(warm.NO_KERNEL) == set(dn.__all__), "call the new public function above"
     after = _listing(copy)
     written = sorted(k for k in after if before.get(k) != after[k])
     kernels = sorted({pathlib.Path(k).name.split(".py3")[0] for k in written if k.endswith(".nbi")})
     assert not written, (f"a fresh process compiled {len(kernels)} kernel(s) that the build left out "
-                         f"(dynamics_node/_jit_warm.py's CALLS must reach them): {kernels}")
+                         f"(dynamics_node/warm.py's CALLS must reach them): {kernels}")
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["child"]:

@@ -250,15 +250,17 @@ def test_the_build_processes_save_into_one_cache_folder_without_losing_an_entry(
 
 
 def _kernels_calling():
-    """Kernels k0..k11 where k1 calls k0 and k3 calls k2 (names in their globals), k0 and k2 the heaviest."""
+    """Kernels k0..k11 where k1 calls k0 and k3 calls k2 through a helper h that is not in the list
+    (names in their globals), k0 and k2 the heaviest."""
     from dynamics_node import _jit
 
     g = {}
-    code = {0: "x = x + 1\n    " * 40, 2: "x = x * 2\n    " * 40, 1: "x = k0(x)\n    ", 3: "x = k2(x)\n    "}
+    code = {0: "x = x + 1\n    " * 40, 2: "x = x * 2\n    " * 40, 1: "x = k0(x)\n    ", 3: "x = h(x)\n    "}
     for i in range(12):
         exec(f"def k{i}(x):\n    {code.get(i, '')}return x", g)
+    exec("def h(x):\n    return k2(x)", g)
     ks = [_jit.Kernel(g[f"k{i}"], "njit", None, {}) for i in range(12)]
-    g.update({f"k{i}": k for i, k in enumerate(ks)})
+    g.update({f"k{i}": k for i, k in enumerate(ks)}, h=_jit.Kernel(g["h"], "njit", None, {}))
     return ks
 
 
@@ -274,6 +276,7 @@ def test_each_kernel_is_compiled_by_the_process_that_claims_it(tmp_path):
 
     ks = _kernels_calling()
     assert [c.name for c in jb._callees(ks[1])] == [ks[0].name] and jb._weight(ks[1], set()) > jb._weight(ks[0], set())
+    assert ks[2].name in jb._reached(ks[3], set()) and ks[2] not in jb._callees(ks[3])
     seen = {}
     start = threading.Barrier(2)
 
@@ -281,7 +284,8 @@ def test_each_kernel_is_compiled_by_the_process_that_claims_it(tmp_path):
         seen[who] = []
         start.wait()
         for k in jb._claimed_first(str(tmp_path))(ks):
-            done = {c.__name__: (tmp_path / (c.name + ".done")).exists() for c in [k, *jb._callees(k)]}
+            reached = [c for c in ks if c.name in jb._reached(k, set())]
+            done = {c.__name__: (tmp_path / (c.name + ".done")).exists() for c in [k, *reached]}
             seen[who].append((k.__name__, done))
             time.sleep(0.05)   # compiling it
 

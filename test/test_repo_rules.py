@@ -164,7 +164,7 @@ def test_the_node_and_the_tools_import_in_one_direction():
 
 MAX_MODULES = 20
 # the core: what a model is made of and read from (docs/design.md); the algorithms, the simulator, the
-# node and the tools are built on it. _jit_build and _jit_warm (the kernel build, which imports every
+# node and the tools are built on it. _jit_build and warm/ (the kernel build, which imports every
 # kernel) are not part of it.
 CORE = ("spatial", "joints", "layout", "model", "urdf", "urdf_source", "urdf_xml", "loop_joints", "joint_law",
         "topology", "loop_data", "packed", "errors", "_jit", "_fast", "_kernel_io", "dispatch", "batch_errors")
