@@ -4,26 +4,27 @@ ID(q, qd, FD(q, qd, tau)) = tau at qdd = FD(q, qd, tau) gives
 
     dqdd/dq = -H^-1 dID/dq,   dqdd/dqd = -H^-1 dID/dqd,   dqdd/dtau = H^-1,
 
-with dID/dq, dID/dqd and H = dID/dqdd from the analytic RNEA derivatives (rnea_derivatives.py; H comes from
-the same pass, no CRBA), run at qdd = 0: the pass also leaves tau0 = ID(q, qd, 0, f^x) (with the joint law's
-friction), qdd = H^-1 (tau - tau0) comes from the factor below (no ABA), and dID/dq, linear in qdd, gets qdd's
-part in one more sweep over the pass's scratch (add_qdd_terms); the products
-with H^-1 by the factor H = L^T D L over the expanded parent array (Featherstone §6.5, Tables 6.3 and 6.5:
-branch-induced sparsity, no fill-in), its solves applied to whole rows of the right-hand sides (-dID/dq,
--dID/dqd and the identity) at once, all in one compiled call (tree coordinates; a model with mimic joints
-takes the dense reduced system G^T H G in dynamics_derivatives.py instead).
+with dID/dq, dID/dqd and H = dID/dqdd from the analytic RNEA derivatives (rnea_derivatives.py), in three
+steps over one scratch: its forward pass at qdd = 0, then its backward pass without the derivative rows
+(H and the subtree sums, no CRBA of its own), which leave tau0 = ID(q, qd, 0, f^x) (with the
+joint law's friction), so qdd = H^-1 (tau - tau0) comes from the factor below (no ABA); qdd's part of the pass
+is added (add_qdd: the pass is linear in qdd) and the backward pass's rows run once, at qdd. The
+products with H^-1 by the factor H = L^T D L over the expanded parent array (Featherstone §6.5, Tables 6.3
+and 6.5: branch-induced sparsity, no fill-in), its solves applied to whole rows of the right-hand sides
+(-dID/dq, -dID/dqd and the identity) at once, all in one compiled call (tree coordinates; a model with mimic
+joints takes the dense reduced system G^T H G in c_fronts.py and dynamics_derivatives.py instead).
 """
 from __future__ import annotations
 
 from ..._jit import ints, njit, types
 from ...packed import dof_count, dof_f, first_dof, parent, subtree_end
-from ...layout import (FEXT_N, HF_TOL, H_NB, H_NVT)
+from ...layout import FEXT_N, HF_TOL, H_NB, H_NVT
 from ..._kernel_io import INDEX_MAX, OVERFLOW, status
 from ..._kernel_io import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SINGULAR, check, check_q_qd)
 from ...joint_law import friction_torque
 from ..tree.ltdl import ltdl_factor, ltdl_solve
 from ...topology import expanded_parents
-from .rnea_derivatives import (_cross_f, _cross_m, _mul6, rnea_derivatives_kernel, scratch_views)
+from .rnea_derivatives import _cross_m, _mul6, backward_pass, forward_pass, scratch_views
 
 
 
@@ -90,70 +91,40 @@ def _inverse(mi, L, lam, Z, n):
 
 
 @njit(cache=True, inline="always")
-def add_qdd_terms(mi, qdd, dq, s):
-    """dq += the part of dtau/dq that qdd carries, after rnea_derivatives_kernel ran at qdd = 0 (its scratch s,
-    laid out as there: x, Rw, pw, v, a, F, Y^C, B^C per body, then J, dV, dA, dAv, dFq, dFv, dFa per dof).
-    The pass is linear in the accelerations: with a^q_i = a^q_λ(i) + J_i qdd_i (a^q_0 = 0), dA^q_j = a^q_λ(j) x J_j
-    and F^q_j = Y^C_j a^q_λ(j) + sum over the dofs c of subtree(j) of (Y^C J)_c qdd_c (dFa: Y^C of c's body
-    times J_c), its terms are J_i^T (Y^C_j dA^q_j + [j != i] J_j x* F^q_j) for j in subtree(i) and
-    (Y^C_i J_i)^T dA^q_j for j an ancestor of i (module docstring of rnea_derivatives)."""
+def add_qdd(mi, qdd, s):
+    """The part of the pass that qdd carries, added after the sums (backward_pass without its rows; the pass
+    is linear in qdd): with a^q_i = a^q_λ(i) + J_i qdd_i (a^q_0 = 0), dA/dq_j gains a^q_λ(j) x J_j and the
+    subtree force F_i gains the sum over k in subtree(i) of Y_k a^q_k = Y^C_i a^q_λ(i) + the sum over the dofs c
+    of subtree(i) of (Y^C J)_c qdd_c (the dFa that pass kept). The velocity's slots v (no longer read) hold
+    that sum, a's hold a^q."""
     nb = mi[H_NB]
     nv = mi[H_NVT]
-    # the pass's fields (layout.DERIV_*) that are read here, and those whose places are reused: a (no longer
-    # needed) holds a^q, F (already read for tau0) F^q, dV dA^q_j, dA Y^C_j dA^q_j and dAv that plus J_j x* F^q_j
-    _, _, _, aq, Fq, Yc, _, J, dAq, Xa, Xt, _, _, Fa, _, _, _, _, _, _, _ = scratch_views(s, nb, nv)
+    _, _, G, aq, F, Yc, _, J, _, dA, _, _, _, Fa, _, tmp, _, _, _, _, _ = scratch_views(s, nb, nv)
     for i in range(nb):
         p = parent(mi, i)
         for k in range(6):
             aq[i, k] = aq[p, k] if p >= 0 else 0.0
-            Fq[i, k] = 0.0
+            G[i, k] = 0.0
         for c in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
             if p >= 0:
-                _cross_m(aq[p], J[c], dAq[c])
-            else:
+                _cross_m(aq[p], J[c], tmp)
                 for k in range(6):
-                    dAq[c, k] = 0.0
+                    dA[c, k] += tmp[k]
             for k in range(6):
                 aq[i, k] += J[c, k] * qdd[c]
-    for i in range(nb - 1, -1, -1):   # F^q: the dofs' part summed over the subtree, then Y^C_i a^q_λ(i)
+    for i in range(nb - 1, -1, -1):
         p = parent(mi, i)
         for c in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
             for k in range(6):
-                Fq[i, k] += Fa[c, k] * qdd[c]
+                G[i, k] += Fa[c, k] * qdd[c]
         if p >= 0:
+            _mul6(Yc[i], aq[p], tmp)
             for k in range(6):
-                Fq[p, k] += Fq[i, k]
-    for i in range(nb):
-        p = parent(mi, i)
-        if p >= 0:
-            _mul6(Yc[i], aq[p], Xt[0])   # (a scratch row, refilled below)
+                G[p, k] += G[i, k]
+                F[i, k] += G[i, k] + tmp[k]
+        else:
             for k in range(6):
-                Fq[i, k] += Xt[0, k]
-    for i in range(nb):
-        for c in range(first_dof(mi, i), first_dof(mi, i) + dof_count(mi, i)):
-            _mul6(Yc[i], dAq[c], Xa[c])
-            _cross_f(J[c], Fq[i], Xt[c])
-            for k in range(6):
-                Xt[c, k] += Xa[c, k]
-    for i in range(nb):
-        vi = first_dof(mi, i)
-        nvi = dof_count(mi, i)
-        end = subtree_end(mi, i)   # the subtree's dofs follow the joint's own (depth-first order)
-        for m in range(vi, vi + nvi):
-            for c in range(vi, end):
-                X = Xa if c < vi + nvi else Xt
-                t = 0.0
-                for k in range(6):
-                    t += J[m, k] * X[c, k]
-                dq[m, c] += t
-            anc = parent(mi, i)
-            while anc >= 0:
-                for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
-                    t = 0.0
-                    for k in range(6):
-                        t += Fa[m, k] * dAq[c, k]
-                    dq[m, c] += t
-                anc = parent(mi, anc)
+                F[i, k] += G[i, k]
 
 
 @njit(cache=True, inline="always")
@@ -185,9 +156,10 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
         return status(BAD_LENGTH, A_FEXT, min(fx.shape[0], INDEX_MAX))
     for k in range(n):
         qdd[k] = 0.0
-    st = rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, ddq, ddv, H, s, 0)   # at qdd = 0: H and tau0
+    st = forward_pass(mi, mf, q, qd, qdd, fx, s, 0)   # at qdd = 0: H and tau0
     if st != 0:
         return st
+    backward_pass(mi, mf, qd, H, H, H, s, False, True, True, True)   # H and the sums, no rows yet
     tau0(mi, mf, s, qd, qdd)
     for k in range(n):
         qdd[k] = tau[k] - qdd[k]
@@ -205,7 +177,8 @@ def aba_derivatives_kernel(mi, mf, q, qd, tau, fx, qdd, ddq, ddv, Minv, H, lam, 
     for k in range(n):
         if not (qdd[k] - qdd[k] == 0.0):
             return status(OVERFLOW, 0, 0)   # finite inputs, qdd not finite: the caller names the inputs
-    add_qdd_terms(mi, qdd, ddq, s)
+    add_qdd(mi, qdd, s)
+    backward_pass(mi, mf, qd, ddq, ddv, H, s, True, False, False, True)   # the rows, at qdd (H: the factor)
     _solve_rows(H, lam_i, ddq, ddv, n)
     _inverse(mi, H, lam_i, Minv, n)
     return 0

@@ -12,12 +12,12 @@ from ..._jit import carray, cfunc, njit, view
 from ...layout import GRAV_BODY, GRAV_DOF, GRAV_EXTRA, H_NB, H_NQT, H_NVT, H_NVU, HF_TOL
 from ..._kernel_io import OVERFLOW, status
 from ..._kernel_io import A_Q, A_QDD, A_TAU, BAD_LENGTH, FASTMATH, SIG1, SIG3, SINGULAR, check, model_from_pointers
-from .aba_derivatives import add_qdd_terms, aba_derivatives_kernel, tau0
+from .aba_derivatives import aba_derivatives_kernel, add_qdd, tau0
 from .gravity_derivatives import gravity_derivatives_kernel, scratch_size as gravity_scratch_size
 from ..tree.dense import cholesky, cholesky_solve, cholesky_solve_rows
 from ..tree.mimic import (g_vec, gt_vec, gtdg, q_to_tree, state_to_tree,
                     v_to_tree)
-from .rnea_derivatives import NO_H, SCRATCH, rnea_derivatives_kernel, scratch_size
+from .rnea_derivatives import NO_H, SCRATCH, backward_pass, forward_pass, rnea_derivatives_kernel, scratch_size
 
 # scratch: the kernel's, H, and for mimic joints q_t (nqt <= nvt + nb), qd_t, qdd_t and dtau/dq, dtau/dqd of the tree
 ID_EXTRA = (SCRATCH[0] + 1, SCRATCH[1] + 3, 3, SCRATCH[3])
@@ -114,9 +114,10 @@ def aba_derivatives_mimic(mi, mf, q, qd, tau, ddq, ddv, Minv, w, s):
         return st
     for k in range(n):
         qddt[k] = 0.0
-    st = rnea_derivatives_kernel(mi, mf, qt, qdt, qddt, w[0:0], dq_t, dv_t, Ht, s, 0)   # at qdd = 0: H, tau0
+    st = forward_pass(mi, mf, qt, qdt, qddt, w[0:0], s, 0)   # at qdd = 0: H, tau0
     if st != 0:
         return st
+    backward_pass(mi, mf, qdt, Ht, Ht, Ht, s, False, True, True, True)   # H and the sums, no rows yet
     tau0(mi, mf, s, qdt, t0)
     gt_vec(mi, mf, t0, bu)
     for a in range(nu):
@@ -129,7 +130,8 @@ def aba_derivatives_mimic(mi, mf, q, qd, tau, ddq, ddv, Minv, w, s):
         if not (bu[a] - bu[a] == 0.0):
             return status(OVERFLOW, 0, 0)
     g_vec(mi, mf, bu, qddt)           # qdd_t = G qdd_u
-    add_qdd_terms(mi, qddt, dq_t, s)
+    add_qdd(mi, qddt, s)
+    backward_pass(mi, mf, qdt, dq_t, dv_t, Ht, s, True, False, False, True)   # the rows, at qdd_t
     gtdg(mi, mf, dq_t, ddq)
     gtdg(mi, mf, dv_t, ddv)
     cholesky_solve_rows(Hu, ddq, nu, -1.0)

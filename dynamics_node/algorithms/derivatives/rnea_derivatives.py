@@ -197,11 +197,10 @@ def _variation(Y, v, h, B):
         B[r0 + 2, o + 1] -= hf0
 
 
-@njit(types.int64(I1, F1, F1, F1, F1, F1, F2, F2, F2, F1, types.int64), cache=True, fastmath=FASTMATH)
-def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
-    """dq = dtau/dq (tangent), dv = dtau/dqd and H = dtau/dqdd of tau = ID(q, qd, qdd, f^x) (tree
-    coordinates, nvt x nvt each), with s the scratch (scratch_size floats). gravity_only: 1: qd = qdd = 0
-    and no f^x (qd, qdd are not read). Returns 0 or a status (_kernel_io)."""
+@njit(cache=True, inline="always")
+def forward_pass(mi, mf, q, qd, qdd, fx, s, gravity_only):
+    """The checks of the inputs and the forward pass (module docstring): per body Rw, pw, v, a, its own Y (in Y^C's
+    place), B (in B^C's) and f (in F's); per dof J, dV/dq, dA/dq and dA/dqd. Returns 0 or a status (_kernel_io)."""
     nb = mi[H_NB]
     nv = mi[H_NVT]
     if gravity_only == 1:
@@ -217,7 +216,6 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         return status(BAD_LENGTH, 0, 0)
     Rw, pw, ov, oa, F, Yc, Bc, J, dV, dA, dAv, dFq, dFv, dFa, x, tmp, tmp2, vJ, zero6, a0, sc = scratch_views(s, nb, nv)
     full = gravity_only != 1
-    want_h = gravity_only == 0   # NO_H (2): H is not written (the inverse dynamics' derivatives)
     for k in range(6):
         zero6[k] = 0.0
         a0[k] = 0.0
@@ -300,11 +298,25 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
             tmp[2] += op[0] * tmp[4] - op[1] * tmp[3]
             for k in range(6):
                 F[i, k] -= tmp[k]
-    # ---- backward pass ---------------------------------------------------------------------
+    return 0
+
+
+@njit(cache=True, inline="always")
+def backward_pass(mi, mf, qd, dq, dv, H, s, want_rows, want_h, want_sums, full):
+    """The backward pass after forward_pass (module docstring), body by body from the leaves: with want_rows the
+    rows of dq and dv (and of H with want_h), each body's once its subtree is summed; with want_sums the subtree
+    sums F, Y^C and B^C (B^C when full), each body's added to its parent's after its rows. want_rows False: H
+    alone (Featherstone Table 6.2 in the world frame: H_mc = J_m^T Y^C J_c, dFa = Y^C J kept per dof) and the
+    sums; want_sums False: the rows from sums a previous call left whole (aba_derivatives.py runs the two apart,
+    with qdd's part added between them)."""
+    nb = mi[H_NB]
+    nv = mi[H_NVT]
+    Rw, pw, ov, oa, F, Yc, Bc, J, dV, dA, dAv, dFq, dFv, dFa, x, tmp, tmp2, vJ, zero6, a0, sc = scratch_views(s, nb, nv)
     for a in range(nv):
         for b in range(nv):
-            dq[a, b] = 0.0
-            dv[a, b] = 0.0
+            if want_rows:
+                dq[a, b] = 0.0
+                dv[a, b] = 0.0
             if want_h:
                 H[a, b] = 0.0
     for i in range(nb - 1, -1, -1):
@@ -314,78 +326,89 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
         end = subtree_end(mi, i)   # the subtree's columns: the joint's own, then its descendants' (depth-first)
         Y = Yc[i]
         B = Bc[i]
-        for c in range(vi, vi + nvi):   # the joint's own columns' force derivatives
-            _mul6(Y, dA[c], dFq[c])
-            if full:
-                if want_h:
-                    _mul6(Y, J[c], dFa[c])
-                _mul6(Y, dAv[c], dFv[c])
-                _mul6(B, J[c], tmp)
-                for k in range(6):
-                    dFv[c, k] += tmp[k]
-                _mul6(B, dV[c], tmp)
-                for k in range(6):
-                    dFq[c, k] += tmp[k]
-        for m in range(vi, vi + nvi):
-            Jm = J[m]
-            dd = dof_f(nb, m)
-            if full:
-                for c in range(vi, end):   # own and descendant columns: J_m^T dF_c
-                    s_q = 0.0
-                    s_v = 0.0
-                    s_a = 0.0
-                    for k in range(6):
-                        s_q += Jm[k] * dFq[c, k]
-                        s_v += Jm[k] * dFv[c, k]
-                    dq[m, c] = s_q
-                    dv[m, c] = s_v
-                    if want_h:
-                        for k in range(6):
-                            s_a += Jm[k] * dFa[c, k]
-                        H[m, c] = s_a
-            else:   # gravity: B = 0, dV = 0, and only dtau/dq
+        if not want_rows:   # H and the sums only (aba_derivatives.py, before qdd is known)
+            for c in range(vi, vi + nvi):
+                _mul6(Y, J[c], dFa[c])
+            for m in range(vi, vi + nvi):
                 for c in range(vi, end):
-                    s_q = 0.0
+                    t = 0.0
                     for k in range(6):
-                        s_q += Jm[k] * dFq[c, k]
-                    dq[m, c] = s_q
-            # ancestors' columns: (J_m^T Y^C_i) X_c + (J_m^T B^C_i) Z_c
-            for k in range(6):
-                s1 = 0.0
-                s2 = 0.0
-                for l2 in range(6):
-                    s1 += Jm[l2] * Y[l2, k]
-                    if full:
-                        s2 += Jm[l2] * B[l2, k]
-                tmp[k] = s1
-                tmp2[k] = s2
-            anc = p
-            while anc >= 0:
+                        t += J[m, k] * dFa[c, k]
+                    H[m, c] = t
+                H[m, m] += mf[dof_f(nb, m) + D_ARMATURE]
+        else:
+            for c in range(vi, vi + nvi):   # the joint's own columns' force derivatives
+                _mul6(Y, dA[c], dFq[c])
                 if full:
-                    for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
+                    if want_h:
+                        _mul6(Y, J[c], dFa[c])
+                    _mul6(Y, dAv[c], dFv[c])
+                    _mul6(B, J[c], tmp)
+                    for k in range(6):
+                        dFv[c, k] += tmp[k]
+                    _mul6(B, dV[c], tmp)
+                    for k in range(6):
+                        dFq[c, k] += tmp[k]
+            for m in range(vi, vi + nvi):
+                Jm = J[m]
+                dd = dof_f(nb, m)
+                if full:
+                    for c in range(vi, end):   # own and descendant columns: J_m^T dF_c
                         s_q = 0.0
                         s_v = 0.0
-                        for k in range(6):   # (H's ancestors' columns: by symmetry, at the end)
-                            s_q += tmp[k] * dA[c, k] + tmp2[k] * dV[c, k]
-                            s_v += tmp[k] * dAv[c, k] + tmp2[k] * J[c, k]
+                        s_a = 0.0
+                        for k in range(6):
+                            s_q += Jm[k] * dFq[c, k]
+                            s_v += Jm[k] * dFv[c, k]
                         dq[m, c] = s_q
                         dv[m, c] = s_v
-                else:
-                    for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
+                        if want_h:
+                            for k in range(6):
+                                s_a += Jm[k] * dFa[c, k]
+                            H[m, c] = s_a
+                else:   # gravity: B = 0, dV = 0, and only dtau/dq
+                    for c in range(vi, end):
                         s_q = 0.0
                         for k in range(6):
-                            s_q += tmp[k] * dA[c, k]
+                            s_q += Jm[k] * dFq[c, k]
                         dq[m, c] = s_q
-                anc = parent(mi, anc)
-            if want_h:
-                H[m, m] += mf[dd + D_ARMATURE]
-            if full:
-                dv[m, m] += friction_slope(mf, dd, qd[m])
-        for c in range(vi, vi + nvi):   # the transport of the subtree's force, for the ancestors' rows
-            _cross_f(J[c], F[i], tmp)
-            for k in range(6):
-                dFq[c, k] += tmp[k]
-        if p >= 0:
+                # ancestors' columns: (J_m^T Y^C_i) X_c + (J_m^T B^C_i) Z_c
+                for k in range(6):
+                    s1 = 0.0
+                    s2 = 0.0
+                    for l2 in range(6):
+                        s1 += Jm[l2] * Y[l2, k]
+                        if full:
+                            s2 += Jm[l2] * B[l2, k]
+                    tmp[k] = s1
+                    tmp2[k] = s2
+                anc = p
+                while anc >= 0:
+                    if full:
+                        for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
+                            s_q = 0.0
+                            s_v = 0.0
+                            for k in range(6):   # (H's ancestors' columns: by symmetry, at the end)
+                                s_q += tmp[k] * dA[c, k] + tmp2[k] * dV[c, k]
+                                s_v += tmp[k] * dAv[c, k] + tmp2[k] * J[c, k]
+                            dq[m, c] = s_q
+                            dv[m, c] = s_v
+                    else:
+                        for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
+                            s_q = 0.0
+                            for k in range(6):
+                                s_q += tmp[k] * dA[c, k]
+                            dq[m, c] = s_q
+                    anc = parent(mi, anc)
+                if want_h:
+                    H[m, m] += mf[dd + D_ARMATURE]
+                if full:
+                    dv[m, m] += friction_slope(mf, dd, qd[m])
+            for c in range(vi, vi + nvi):   # the transport of the subtree's force, for the ancestors' rows
+                _cross_f(J[c], F[i], tmp)
+                for k in range(6):
+                    dFq[c, k] += tmp[k]
+        if p >= 0 and want_sums:   # the subtree sums (Table 6.2's I^c_λ(i) += I^c_i, Eq. 5.18's f_λ(i) += f_i)
             for a in range(6):
                 F[p, a] += F[i, a]
                 for b in range(6):
@@ -402,8 +425,18 @@ def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
                     for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
                         H[m, c] = H[c, m]
                     anc = parent(mi, anc)
-    return 0
 
+
+@njit(types.int64(I1, F1, F1, F1, F1, F1, F2, F2, F2, F1, types.int64), cache=True, fastmath=FASTMATH)
+def rnea_derivatives_kernel(mi, mf, q, qd, qdd, fx, dq, dv, H, s, gravity_only):
+    """dq = dtau/dq (tangent), dv = dtau/dqd and H = dtau/dqdd of tau = ID(q, qd, qdd, f^x) (tree
+    coordinates, nvt x nvt each), with s the scratch (scratch_size floats). gravity_only: 1: qd = qdd = 0
+    and no f^x (qd, qdd are not read); NO_H (2): H is not written. Returns 0 or a status (_kernel_io)."""
+    st = forward_pass(mi, mf, q, qd, qdd, fx, s, gravity_only)
+    if st != 0:
+        return st
+    backward_pass(mi, mf, qd, dq, dv, H, s, True, gravity_only == 0, True, gravity_only != 1)
+    return 0
 
 
 @njit("Tuple((int64, float64[:, ::1], float64[:, ::1]))(int64[::1], float64[::1], float64[::1], float64[::1], "
