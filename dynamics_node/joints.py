@@ -315,7 +315,9 @@ def jcalc_lanes(mi, mf, i, w, E, R, Q, SIN, COS, L):
 
 @njit(cache=True, inline="always")
 def _u(i):
-    """An index as unsigned: numba then drops its negative-index wrap-around (see rnea_batch)."""
+    """An index as unsigned: numba then drops its negative-index wrap-around, a select on every access that
+    keeps LLVM from seeing consecutive addresses (and from vectorising). The kernels' one copy (rnea_batch,
+    mimic)."""
     return np.uint64(i)
 
 

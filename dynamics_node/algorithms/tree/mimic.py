@@ -11,6 +11,7 @@ own numpy route (algorithms/derivatives/dynamics_derivatives.py), which the test
 from __future__ import annotations
 
 from ..._jit import njit
+from ...joints import _u
 from ...packed import dof_f
 from ...layout import (H_NB, H_NQT, H_NVT, MH_NQ, MH_NV, MIMIC_HEAD, MIMIC_Q, MIMIC_V,
                       MQ_MUL, MQ_OFF, MQ_SRC, MV_MUL, MV_SRC, WORK_BODY, WORK_DOF, WORK_EXTRA)
@@ -85,19 +86,44 @@ def gt_vec(mi, mf, xt, x):
 
 
 @njit(cache=True, inline="always")
+def _run_end(mf, o, k, nvt):
+    """The end of the run of tree dofs from k: those after k that follow the next user dof each, with MUL 1
+    (k alone when its MUL is not 1). o: the MV_* table."""
+    e = k + 1
+    if mf[o + MIMIC_V * k + MV_MUL] == 1.0:
+        s = mf[o + MIMIC_V * k + MV_SRC]
+        while e < nvt and mf[o + MIMIC_V * e + MV_MUL] == 1.0 and mf[o + MIMIC_V * e + MV_SRC] == s + (e - k):
+            e += 1
+    return e
+
+
+@njit(cache=True, inline="always")
 def gtdg(mi, mf, Dt, D):
-    """D = G^T Dt G (nv x nv from nvt x nvt): D[SRC_k, SRC_l] += MUL_k MUL_l Dt[k, l]."""
+    """D = G^T Dt G (nv x nv from nvt x nvt): D[SRC_k, SRC_l] += MUL_k MUL_l Dt[k, l], a block per pair of runs
+    (_run_end: a tree without mimic joints is one run, Panda with its finger two), each block's rows copied as
+    contiguous memory with unsigned indices (joints._u)."""
     _, nv = user_sizes(mi, mf)
     nvt = mi[H_NVT]
     o = mimic_at(mi) + MIMIC_HEAD + MIMIC_Q * mi[H_NQT]
     for a in range(nv):
         for b in range(nv):
-            D[a, b] = 0.0
-    for k in range(nvt):
-        a = int(mf[o + MIMIC_V * k + MV_SRC])
-        mk = mf[o + MIMIC_V * k + MV_MUL]
-        for m in range(nvt):
-            D[a, int(mf[o + MIMIC_V * m + MV_SRC])] += mk * mf[o + MIMIC_V * m + MV_MUL] * Dt[k, m]
+            D[_u(a), _u(b)] = 0.0
+    ka = 0
+    while ka < nvt:
+        ea = _run_end(mf, o, ka, nvt)
+        sa = int(mf[o + MIMIC_V * ka + MV_SRC])
+        ma = mf[o + MIMIC_V * ka + MV_MUL]
+        kb = 0
+        while kb < nvt:
+            eb = _run_end(mf, o, kb, nvt)
+            sb = int(mf[o + MIMIC_V * kb + MV_SRC])
+            mab = ma * mf[o + MIMIC_V * kb + MV_MUL]
+            for i in range(ea - ka):
+                r, t = _u(sa + i), _u(ka + i)
+                for j in range(eb - kb):
+                    D[r, _u(sb + j)] += mab * Dt[t, _u(kb + j)]
+            kb = eb
+        ka = ea
 
 
 @njit(cache=True, inline="always")

@@ -33,10 +33,9 @@ states is padded with copies of the last state, whose results are dropped.
 """
 from __future__ import annotations
 
-import numpy as np
 
 from ..._jit import njit, types
-from ...joints import FREE, REVOLUTE, S_mul, jcalc_lanes, jcalc_sc, sincos_row
+from ...joints import FREE, REVOLUTE, S_mul, _u, jcalc_lanes, jcalc_sc, sincos_row
 from ...packed import body_f, dof_count, dof_f, first_dof, first_q, joint_type, parent
 from ...layout import (BATCH_BLOCK, BATCH_EXTRA, B_RBI, D_ARMATURE, D_S, HF_GRAVITY, H_NB, LANES, LT_X, L_A,
                       L_A_N, L_COS, L_E, L_E_N, L_F, L_PAC, L_PV, L_Q, L_QD, L_QDD, L_R, L_R_N, L_SIN, L_SQ, L_TAU,
@@ -49,13 +48,6 @@ from ...joint_law import friction_torque
 def work_size(model):
     """Length of rnea_lanes_kernel's work array: a block per body and one for the base, and the scratch."""
     return BATCH_BLOCK * (model.nb + 1) * LANES + BATCH_EXTRA
-
-
-@njit(cache=True, inline="always")
-def _u(i):
-    """An index as unsigned: numba then drops its negative-index wrap-around, a select on every
-    access that keeps LLVM from seeing consecutive addresses (and from vectorising)."""
-    return np.uint64(i)
 
 
 @njit(cache=True, inline="always")
