@@ -24,7 +24,7 @@ from ..._kernel_io import (A_FEXT, A_TAU, BAD_LENGTH, F1, F2, FASTMATH, I1, SING
 from ...joint_law import friction_torque
 from ..tree.ltdl import ltdl_factor, ltdl_solve
 from ...topology import expanded_parents
-from .rnea_derivatives import _cross_m, _mul6, backward_pass, forward_pass, scratch_views
+from .rnea_derivatives import _cross_m, _mul_inertia, backward_pass, forward_pass, scratch_views
 
 
 
@@ -118,7 +118,7 @@ def add_qdd(mi, qdd, s):
             for k in range(6):
                 G[i, k] += Fa[c, k] * qdd[c]
         if p >= 0:
-            _mul6(Yc[i], aq[p], tmp)
+            _mul_inertia(Yc[i], aq[p], tmp)
             for k in range(6):
                 G[p, k] += G[i, k]
                 F[i, k] += G[i, k] + tmp[k]

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._jit import njit, types, view
-from ...joints import jcalc_sc, sincos_all
+from ...joints import _u, jcalc_sc, sincos_all
 from ...packed import body_f, dof_count, dof_f, first_dof, parent, subtree_end
 from ...layout import (B_H, B_IBAR, B_M, DERIV_BODY, DERIV_DOF, DERIV_EXTRA, D_ARMATURE, D_S,
                       FEXT_N, HF_GRAVITY, H_NB, H_NVT, RB_A, RB_BC,
@@ -87,6 +87,20 @@ def _mul6(A, x, out):
         for c in range(6):
             s += A[r, c] * x[c]
         out[r] = s
+
+
+@njit(cache=True, inline="always")
+def _mul_inertia(Y, x, out):
+    """out = Y x for a spatial inertia Y = [Ibar, h x; -h x, m 1] (Featherstone Eq. 2.63, world frame; a sum
+    of such, Y^C, has the same form): Ibar x_w + h x x_u, m x_u - h x x_w, with h = (Y[2, 4], Y[0, 5], Y[1, 3])."""
+    h0, h1, h2, m = Y[2, 4], Y[0, 5], Y[1, 3], Y[3, 3]
+    w0, w1, w2, u0, u1, u2 = x[0], x[1], x[2], x[3], x[4], x[5]
+    out[0] = Y[0, 0] * w0 + Y[0, 1] * w1 + Y[0, 2] * w2 + h1 * u2 - h2 * u1
+    out[1] = Y[1, 0] * w0 + Y[1, 1] * w1 + Y[1, 2] * w2 + h2 * u0 - h0 * u2
+    out[2] = Y[2, 0] * w0 + Y[2, 1] * w1 + Y[2, 2] * w2 + h0 * u1 - h1 * u0
+    out[3] = m * u0 - h1 * w2 + h2 * w1
+    out[4] = m * u1 - h2 * w0 + h0 * w2
+    out[5] = m * u2 - h0 * w1 + h1 * w0
 
 
 @njit(cache=True, inline="always")
@@ -281,9 +295,9 @@ def forward_pass(mi, mf, q, qd, qdd, fx, s, gravity_only):
                 tmp2[k] = ov[i, k] + vp[k]
             _cross_m(tmp2, J[c], dAv[c])                  # dA/dqd_j = (v_j + v_p) x J_j
         _world_inertia(mf, i, R, op, Yc[i])
-        _mul6(Yc[i], oa[i], F[i])                         # f_i = Y_i a_i + v_i x* Y_i v_i - f^x_i
+        _mul_inertia(Yc[i], oa[i], F[i])                      # f_i = Y_i a_i + v_i x* Y_i v_i - f^x_i
         if full:
-            _mul6(Yc[i], ov[i], tmp)
+            _mul_inertia(Yc[i], ov[i], tmp)
             _cross_f(ov[i], tmp, tmp2)
             for k in range(6):
                 F[i, k] += tmp2[k]
@@ -328,7 +342,7 @@ def backward_pass(mi, mf, qd, dq, dv, H, s, want_rows, want_h, want_sums, full):
         B = Bc[i]
         if not want_rows:   # H and the sums only (aba_derivatives.py, before qdd is known)
             for c in range(vi, vi + nvi):
-                _mul6(Y, J[c], dFa[c])
+                _mul_inertia(Y, J[c], dFa[c])
             for m in range(vi, vi + nvi):
                 for c in range(vi, end):
                     t = 0.0
@@ -338,11 +352,11 @@ def backward_pass(mi, mf, qd, dq, dv, H, s, want_rows, want_h, want_sums, full):
                 H[m, m] += mf[dof_f(nb, m) + D_ARMATURE]
         else:
             for c in range(vi, vi + nvi):   # the joint's own columns' force derivatives
-                _mul6(Y, dA[c], dFq[c])
+                _mul_inertia(Y, dA[c], dFq[c])
                 if full:
                     if want_h:
-                        _mul6(Y, J[c], dFa[c])
-                    _mul6(Y, dAv[c], dFv[c])
+                        _mul_inertia(Y, J[c], dFa[c])
+                    _mul_inertia(Y, dAv[c], dFv[c])
                     _mul6(B, J[c], tmp)
                     for k in range(6):
                         dFv[c, k] += tmp[k]
@@ -357,11 +371,12 @@ def backward_pass(mi, mf, qd, dq, dv, H, s, want_rows, want_h, want_sums, full):
                         s_q = 0.0
                         s_v = 0.0
                         s_a = 0.0
+                        cu = _u(c)   # (unsigned: no wrap-around select on each access)
                         for k in range(6):
-                            s_q += Jm[k] * dFq[c, k]
-                            s_v += Jm[k] * dFv[c, k]
-                        dq[m, c] = s_q
-                        dv[m, c] = s_v
+                            s_q += Jm[k] * dFq[cu, k]
+                            s_v += Jm[k] * dFv[cu, k]
+                        dq[_u(m), cu] = s_q
+                        dv[_u(m), cu] = s_v
                         if want_h:
                             for k in range(6):
                                 s_a += Jm[k] * dFa[c, k]
@@ -388,11 +403,12 @@ def backward_pass(mi, mf, qd, dq, dv, H, s, want_rows, want_h, want_sums, full):
                         for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
                             s_q = 0.0
                             s_v = 0.0
+                            cu = _u(c)
                             for k in range(6):   # (H's ancestors' columns: by symmetry, at the end)
-                                s_q += tmp[k] * dA[c, k] + tmp2[k] * dV[c, k]
-                                s_v += tmp[k] * dAv[c, k] + tmp2[k] * J[c, k]
-                            dq[m, c] = s_q
-                            dv[m, c] = s_v
+                                s_q += tmp[k] * dA[cu, k] + tmp2[k] * dV[cu, k]
+                                s_v += tmp[k] * dAv[cu, k] + tmp2[k] * J[cu, k]
+                            dq[_u(m), cu] = s_q
+                            dv[_u(m), cu] = s_v
                     else:
                         for c in range(first_dof(mi, anc), first_dof(mi, anc) + dof_count(mi, anc)):
                             s_q = 0.0
