@@ -193,9 +193,11 @@ def _declare(kind, sig, options):
         with _lock:
             k = Kernel(py_func, kind, sig, options)
             _kernels.append(k)
-            if _numba is not None:  # numba is loaded already: what numba's decorator does
+            if _numba is not None:  # numba is loaded already: what numba's decorator does, except that a C
+                # callback stays a Kernel, whose address is the library's when it has it (a module imported
+                # after a call loaded numba, such as the closed loops' after close_loop_velocities)
                 k.real = _numba_object(_numba, kind, sig, k.options, py_func)
-                return k.real
+                return k if kind == "cfunc" else k.real
             return k
     return decorate
 
@@ -314,7 +316,8 @@ def _rebind(numba, kernels=True):
             continue
         d = mod.__dict__
         for attr, value in list(d.items()):
-            if kernels and isinstance(value, Kernel) and value.real is not None:
+            # C callbacks stay Kernels: an address read later is still the library's (Kernel.address)
+            if kernels and isinstance(value, Kernel) and value.real is not None and value.kind != "cfunc":
                 d[attr] = value.real
             elif isinstance(value, _Late):
                 if value.name not in _late_made:

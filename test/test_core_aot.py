@@ -201,3 +201,24 @@ def test_requests_while_numba_loads_all_succeed(built):
     for _ in range(3):
         out = _last_line(STRESS)
         assert out.startswith("OK"), out
+
+
+LATE = r"""
+import sys
+import dynamics_node as dn
+from dynamics_node import _jit
+from dynamics_node.algorithms.derivatives import c_fronts   # declared before numba is loaded
+assert "dynamics_node.algorithms.loops.forward" not in sys.modules
+_jit.materialize()                                          # numba loaded (any njit kernel's first call)
+from dynamics_node.algorithms.loops import forward          # declared after
+aot = _jit.aot_addresses()
+print(forward._FD_C == aot["dynamics_node.algorithms.loops.forward.fd_c"],
+      c_fronts.aba_derivatives_c.address == aot["dynamics_node.algorithms.derivatives.c_fronts.aba_derivatives_c"])
+"""
+
+
+def test_c_callbacks_come_from_the_library_after_numba_is_loaded(built):
+    """A C callback's address is the library's whether its module was imported before numba was loaded
+    or after (the closed loops' forward dynamics, imported on first use, ran numba's JIT code when a
+    call before it had loaded numba: 5 % slower)."""
+    assert _last_line(LATE) == "True True"
