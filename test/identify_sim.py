@@ -129,6 +129,65 @@ def law_torque(law, QD, QDD, names):
     return T
 
 
+def model_rows(pm, model, Q, QD, QDD, f):
+    """f(q, v, a) (rows per Pinocchio dof) at each state, in the model's joint order: a mimic follower
+    (q_f = mul q_m + off) moves with its master and its row is added to the master's times mul
+    (tau = G^T tau_tree)."""
+    import pinocchio as pin
+
+    iq = [pm.joints[pm.getJointId(n)].idx_q for n in model.joint_names]
+    fol = [(pm.joints[pm.getJointId(f)].idx_q, model.joint_names.index(mst), mul, off)
+           for f, (mst, mul, off) in model.mimic.items()]
+    q, v, a = pin.neutral(pm), np.zeros(pm.nv), np.zeros(pm.nv)
+    out = []
+    for k in range(Q.shape[0]):
+        q[iq], v[iq], a[iq] = Q[k], QD[k], QDD[k]
+        for i, jm, mul, off in fol:
+            q[i], v[i], a[i] = mul * Q[k, jm] + off, mul * QD[k, jm], mul * QDD[k, jm]
+        full = f(q, v, a)
+        row = full[iq].copy()
+        for i, jm, mul, _ in fol:
+            row[jm] += mul * full[i]
+        out.append(row)
+    return np.stack(out)
+
+
+def joint_torque_regressor(urdf_path, model, Q, QD, QDD):
+    """Pinocchio's joint-torque regressor at each state, in the model's joint order (model_rows)."""
+    import pinocchio as pin
+
+    pm = pin.buildModelFromUrdf(urdf_path)
+    pd = pm.createData()
+    return model_rows(pm, model, Q, QD, QDD, lambda q, v, a: pin.computeJointTorqueRegressor(pm, pd, q, v, a))
+
+
+def follower_friction(urdf_text, model, QD):
+    """The <dynamics> friction of mimic followers (q_f = mul q_m + off) in the URDF text, on their
+    masters' rows: mul (b mul qd + fc sign(mul qd)), as a URDF tool with mimic joints applies it."""
+    dyn = {j.get("name"): j.find("dynamics") for j in ET.fromstring(urdf_text).findall("joint")}
+    T = np.zeros_like(QD)
+    for f, (master, mul, _) in model.mimic.items():
+        d = dyn.get(f)
+        if d is not None:
+            j = model.joint_names.index(master)
+            v = mul * QD[:, j]
+            T[:, j] += mul * (float(d.get("damping", 0)) * v + float(d.get("friction", 0)) * np.sign(v))
+    return T
+
+
+def fitted_law(out):
+    """(URDF text of OUT.yaml's urdf_path, the law per joint as law_torque takes it) of a fit's OUT.urdf."""
+    import yaml
+
+    rp = yaml.safe_load(out.with_suffix(".yaml").read_text())["dynamics_node"]["ros__parameters"]
+    fm = rp["friction_model"]
+    law = {n: dict(Ia=rp["armature"][k], b=fm["viscous"][k], fc=fm["coulomb"][k], vc=fm["coulomb_velocity"][k],
+                   fs=fm["stribeck"][k], vs=fm["stribeck_velocity"][k], o=fm["offset"][k])
+           for k, n in enumerate(fm["joints"])}
+    with open(rp["urdf_path"]) as fh:
+        return fh.read(), law
+
+
 def truth_torques(urdf_text, model, fr, Q, QD, QDD, law=None):
     """Pinocchio's RNEA on the truth URDF plus friction b qd + f sign(qd) (the core's convention), or
     with ``law`` (random_law) the issue-27 joint law instead."""
@@ -136,22 +195,7 @@ def truth_torques(urdf_text, model, fr, Q, QD, QDD, law=None):
 
     pm = pin.buildModelFromXML(urdf_text)
     pd = pm.createData()
-    idx = [pm.joints[pm.getJointId(n)].idx_q for n in model.joint_names]
-    TAU = np.empty_like(Q)
-    q = pin.neutral(pm)
-    v = np.zeros(pm.nv)
-    a = np.zeros(pm.nv)
-    # mimic followers (q_f = mul q_m + off) move with their masters; tau = G^T tau_tree
-    fol = [(pm.joints[pm.getJointId(f)].idx_q, model.joint_names.index(mst), mul, off)
-           for f, (mst, mul, off) in model.mimic.items()]
-    for k in range(Q.shape[0]):
-        q[idx], v[idx], a[idx] = Q[k], QD[k], QDD[k]
-        for i, jm, mul, off in fol:
-            q[i], v[i], a[i] = mul * Q[k, jm] + off, mul * QD[k, jm], mul * QDD[k, jm]
-        full = pin.rnea(pm, pd, q, v, a)
-        TAU[k] = full[idx]
-        for i, jm, mul, _ in fol:
-            TAU[k, jm] += mul * full[i]
+    TAU = model_rows(pm, model, Q, QD, QDD, lambda q, v, a: pin.rnea(pm, pd, q, v, a))
     if law is not None:
         return TAU + law_torque(law, QD, QDD, model.joint_names)
     for j, n in enumerate(model.joint_names):

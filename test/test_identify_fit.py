@@ -60,29 +60,7 @@ class WeakRecording:
         sim.write_bag(self.bag, self.t, names, self.Q, self.QD, self.TAU)
         self.tmp = tmp
         self.train, self.test = self.t < SPLIT, self.t >= SPLIT
-        self.Y = self._regressor(self.urdf)
-
-    def _regressor(self, urdf):
-        """Pinocchio's joint-torque regressor at the exact states, in the model's joint order (a mimic
-        follower moves with its master: its columns through G^T, as the truth's torques)."""
-        pm = pin.buildModelFromUrdf(urdf)
-        pd = pm.createData()
-        m = self.model
-        iq = [pm.joints[pm.getJointId(n)].idx_q for n in m.joint_names]
-        fol = [(pm.joints[pm.getJointId(f)].idx_q, m.joint_names.index(mst), mul, off)
-               for f, (mst, mul, off) in m.mimic.items()]
-        out = []
-        q, v, a = pin.neutral(pm), np.zeros(pm.nv), np.zeros(pm.nv)
-        for k in range(self.Q.shape[0]):
-            q[iq], v[iq], a[iq] = self.Q[k], self.QD[k], self.QDD[k]
-            for i, jm, mul, off in fol:
-                q[i], v[i], a[i] = mul * self.Q[k, jm] + off, mul * self.QD[k, jm], mul * self.QDD[k, jm]
-            Y = pin.computeJointTorqueRegressor(pm, pd, q, v, a)
-            Yk = Y[iq].copy()
-            for i, jm, mul, _ in fol:
-                Yk[jm] += mul * Y[i]
-            out.append(Yk)
-        return np.stack(out)
+        self.Y = sim.joint_torque_regressor(self.urdf, self.model, self.Q, self.QD, self.QDD)
 
     def heldout(self, P):
         return np.sqrt(np.mean((self.TAU[self.test] - P[self.test]) ** 2, axis=0))
@@ -111,31 +89,6 @@ class WeakRecording:
         return self.heldout(A @ x)
 
 
-def _law(out):
-    """(URDF text of OUT.yaml's urdf_path, the law per joint as identify_sim.law_torque takes it)."""
-    rp = yaml.safe_load(out.with_suffix(".yaml").read_text())["dynamics_node"]["ros__parameters"]
-    fm = rp["friction_model"]
-    law = {n: dict(Ia=rp["armature"][k], b=fm["viscous"][k], fc=fm["coulomb"][k], vc=fm["coulomb_velocity"][k],
-                   fs=fm["stribeck"][k], vs=fm["stribeck_velocity"][k], o=fm["offset"][k])
-           for k, n in enumerate(fm["joints"])}
-    with open(rp["urdf_path"]) as fh:
-        return fh.read(), law
-
-
-def _followers(text, model, QD):
-    """The <dynamics> friction of mimic followers (q_f = mul q_m + off) in the URDF text, on their
-    masters' rows: mul (b mul qd + fc sign(mul qd)), as a URDF tool with mimic joints applies it."""
-    dyn = {j.get("name"): j.find("dynamics") for j in ET.fromstring(text).findall("joint")}
-    T = np.zeros_like(QD)
-    for f, (master, mul, _) in model.mimic.items():
-        d = dyn.get(f)
-        if d is not None:
-            j = model.joint_names.index(master)
-            v = mul * QD[:, j]
-            T[:, j] += mul * (float(d.get("damping", 0)) * v + float(d.get("friction", 0)) * np.sign(v))
-    return T
-
-
 @pytest.fixture(scope="module", params=list(RECORDINGS))
 def weak(tmp_path_factory, request):
     rec = WeakRecording(tmp_path_factory.mktemp("weak"), request.param)
@@ -147,9 +100,9 @@ def weak(tmp_path_factory, request):
 
 def test_the_law_holds_against_least_squares_of_its_class(weak):
     rec, out, rep = weak
-    text, law = _law(out)
+    text, law = sim.fitted_law(out)
     names = list(rec.model.joint_names)
-    rigid = sim.truth_torques(text, rec.model, {}, rec.Q, rec.QD, rec.QDD) + _followers(text, rec.model, rec.QD)
+    rigid = sim.truth_torques(text, rec.model, {}, rec.Q, rec.QD, rec.QDD) + sim.follower_friction(text, rec.model, rec.QD)
     ours = rec.heldout(rigid + sim.law_torque(law, rec.QD, rec.QDD, names))
     vc = np.array([law[n]["vc"] for n in names])
     vs = np.array([law[n]["vs"] for n in names])
@@ -173,7 +126,7 @@ def test_out_urdf_alone_is_the_best_a_urdf_holds(weak):
     dyn = {j.get("name"): j.find("dynamics") for j in ET.parse(out).getroot().findall("joint")}
     fr = {n: (float(dyn[n].get("damping")), float(dyn[n].get("friction"))) for n in names}
     alone = rec.heldout(sim.truth_torques(out.read_text(), rec.model, fr, rec.Q, rec.QD, rec.QDD)
-                        + _followers(out.read_text(), rec.model, rec.QD))
+                        + sim.follower_friction(out.read_text(), rec.model, rec.QD))
     ls = rec.least_squares("coulomb", np.zeros(rec.model.nv), np.zeros(rec.model.nv))
     ratio = alone / ls
     print("held-out RMS, OUT.urdf alone:", np.round(alone, 4), "least squares of a URDF:", np.round(ls, 4),
