@@ -102,7 +102,8 @@ def test_the_law_holds_against_least_squares_of_its_class(weak):
     rec, out, rep = weak
     text, law = sim.fitted_law(out)
     names = list(rec.model.joint_names)
-    rigid = sim.truth_torques(text, rec.model, {}, rec.Q, rec.QD, rec.QDD) + sim.follower_friction(text, rec.model, rec.QD)
+    rigid = (sim.truth_torques(text, rec.model, {}, rec.Q, rec.QD, rec.QDD)
+             + sim.follower_friction(text, rec.model, rec.QD))
     ours = rec.heldout(rigid + sim.law_torque(law, rec.QD, rec.QDD, names))
     vc = np.array([law[n]["vc"] for n in names])
     vs = np.array([law[n]["vs"] for n in names])

@@ -8,8 +8,9 @@ and Stribeck friction), friction whose reversal lags the velocity by 50 ms and, 
 a spring on joint2 the URDF does not hold (a gravity compensator or a cable: -8 N m/rad about the
 range's centre), 2 % noise. The same on the Panda, whose fingers are one joint to the model (the
 second mimics the first) and move a few millimetres a second: the law of the second finger is in
-the <dynamics> of OUT.law.urdf, applied on the first's row as a URDF tool with mimic joints does. Before issue 43 the spring put an armature of 5 kg m^2 on joint2 and its
-held-out RMS was 4.4 N m, against 3.6 for the untouched URDF.
+the <dynamics> of OUT.law.urdf, applied on the first's row as a URDF tool with mimic joints does.
+Before issue 43 the spring put an armature of 5 kg m^2 on joint2 and its held-out RMS was 4.4 N m,
+against 3.6 for the untouched URDF.
 
 Per joint, the law (OUT.yaml with the URDF its urdf_path names, evaluated here with Pinocchio's RNEA
 and the law written in numpy) must be within 1.5 x the best of: the input URDF untouched (its
@@ -111,7 +112,8 @@ class SineCase:
         fr = {n: (float(dyn[n].get("damping", 0)), float(dyn[n].get("friction", 0))) if dyn.get(n) is not None
               else (0.0, 0.0) for n in self.names}
         _, Q, QD, QDD, _ = self.test
-        return self.heldout(sim.truth_torques(text, self.model, fr, Q, QD, QDD) + sim.follower_friction(text, self.model, QD))
+        return self.heldout(sim.truth_torques(text, self.model, fr, Q, QD, QDD)
+                            + sim.follower_friction(text, self.model, QD))
 
 
 @pytest.fixture(scope="module", params=list(CASES))
