@@ -44,6 +44,7 @@ class Arm:
 
 
 CASES = {"arm7-spring": Arm(str(ns.ARM7), 5, "joint2", -8.0), "arm7": Arm(str(ns.ARM7), 5),
+         "arm7-seed8": Arm(str(ns.ARM7), 8),   # joint5: fc + fs above the effort range, a force the law never makes
          "panda": Arm(str(ns.erd("panda_description/urdf/panda.urdf")), 5)}
 
 

@@ -19,8 +19,9 @@ offset, Stribeck.
   fitted one) and above ARM_ARM times the largest composite inertia of any joint (a geared wrist's
   rotor inertia, reflected by the square of its ratio, is often many times its own link's, but not a
   sizeable part of the arm's); a friction force above the joint's recorded effort range (b max|qd|,
-  fc + max(fs, 0), |fs|, |o| above max|tau_j|: friction changes sign with the velocity and gravity
-  does not, so a joint moved both ways records at least its friction).
+  the largest |(fc + fs exp(-(qd/vs)^2)) tanh(qd/vc)| and |fs exp(-(qd/vs)^2) tanh(qd/vc)| over the
+  recorded velocities, |o| above max|tau_j|: friction changes sign with the velocity and gravity does
+  not, so a joint moved both ways records at least its friction).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ SEPARATE = 0.05  # rho below this: the term is not separated from the inertial p
 ARM_OWN = 10.0   # an armature above this x the joint's own composite inertia ...
 ARM_ARM = 0.5    # ... and above this x the largest composite inertia of the arm is implausible
 H_SAMPLES = 200  # states (evenly strided over the window) at which H's diagonal is evaluated
+VELOCITIES = 200  # points of the recorded velocity range at which the friction forces are evaluated
 WORDS = {"armature": "armature", "viscous": "viscous friction", "coulomb": "Coulomb friction",
          "offset": "torque offset", "stribeck": "Stribeck friction"}
 
@@ -100,7 +102,12 @@ def composite_inertia(par, Q, p_list):
 
 def implausible(par, p, S, H):
     """{(field, friction joint index): why} of the terms of p no joint has (module docstring); H: per
-    model joint its largest composite inertia (composite_inertia)."""
+    model joint its largest composite inertia (composite_inertia). The friction forces are the ones the
+    law produces at the velocities the joint was recorded at (VELOCITIES points from 0 to max|qd|):
+    with smooth Coulomb friction and a Stribeck term, fc + fs is not a force the law ever reaches when
+    the Stribeck term has decayed before tanh(qd / vc) has risen."""
+    from .stack import law_shapes
+
     rows = _rows(par)
     out = {}
     h_arm = float(np.max(H)) if H.size else 0.0
@@ -111,13 +118,16 @@ def implausible(par, p, S, H):
         if not ok.any():
             continue
         e = float(np.max(np.abs(S.TAU_RAW[ok, j])))
-        v = float(np.max(np.abs(S.QD[:, j])))
+        v = np.linspace(0.0, float(np.max(np.abs(S.QD[:, j]))), VELOCITIES)[:, None]
+        _, sc, ss = law_shapes(v, par.vc[f], par.vs[f])
         val = {fl: p[par.fidx(fl, f)] for fl in par.fields}
         if "armature" in val and val["armature"] > max(ARM_OWN * H[j], ARM_ARM * h_arm):
             out["armature", f] = (f"{val['armature']:.3g} above {ARM_OWN:g} x the composite inertia the joint "
                                   f"moves ({H[j]:.3g}) and {ARM_ARM:g} x the arm's largest ({h_arm:.3g})")
-        force = {"viscous": abs(val["viscous"]) * v, "coulomb": val["coulomb"] + max(val.get("stribeck", 0.0), 0.0),
-                 "offset": abs(val.get("offset", 0.0)), "stribeck": abs(val.get("stribeck", 0.0))}
+        fs = val.get("stribeck", 0.0) * ss[:, 0]
+        force = {"viscous": abs(val["viscous"]) * float(v[-1, 0]),
+                 "coulomb": float(np.max(np.abs(val["coulomb"] * sc[:, 0] + fs))),
+                 "offset": abs(val.get("offset", 0.0)), "stribeck": float(np.max(np.abs(fs)))}
         for fl, x in force.items():
             if fl in val and x > e:
                 out[fl, f] = f"a force of {x:.3g} above the recorded effort range {e:.3g}"
