@@ -43,9 +43,13 @@ class Arm:
     spring: float = 0.0      # its stiffness (N m/rad)
 
 
+PANDA = str(ns.erd("panda_description/urdf/panda.urdf"))
 CASES = {"arm7-spring": Arm(str(ns.ARM7), 5, "joint2", -8.0), "arm7": Arm(str(ns.ARM7), 5),
          "arm7-seed8": Arm(str(ns.ARM7), 8),   # joint5: fc + fs above the effort range, a force the law never makes
-         "panda": Arm(str(ns.erd("panda_description/urdf/panda.urdf")), 5)}
+         "panda": Arm(PANDA, 5),
+         "panda-seed10": Arm(PANDA, 10),       # the shoulder's armature and link inertia: the data's value is right
+         "panda-seed11": Arm(PANDA, 11),       # the fingers' Stribeck term: its decay beyond what they reach
+         "panda-spring-seed11": Arm(PANDA, 11, "panda_joint2", -8.0)}   # the spring's torque left on joint2
 
 
 class SineCase:

@@ -1,19 +1,26 @@
 """Terms of the joint law held at their prior (the URDF's value times the efforts' scale k, 0 where the
-URDF has none) when the recording cannot separate them from the inertial parameters, or when their
-fitted value is one no joint has. Both kinds are named in the report, joint and term.
+URDF has none) when the recording cannot separate them from the inertial parameters and the data's
+value is one the joint cannot have, or when their fitted value is one no joint has. Both kinds are
+named in the report, joint and term.
 
 A law base parameter is one whose leading term (the largest of |B_i| times the parameters' typical
 sizes, as fit_params.base_names orders them) is a joint-law coefficient: armature, viscous, Coulomb,
 offset, Stribeck.
 
-- Not separated: its column of the weighted, column-normalised regressor, less its projection on the
-  columns of the inertial base parameters, keeps less than SEPARATE of its norm (rho below; 1 / rho
-  is the square root of its variance inflation factor against them). Then any torque the law does not
-  hold that looks like the rigid body's (a spring, a cable, an error in gravity) moves the term by
-  1 / rho times as much. The case that made this rule: each joint moving along one sinusoid, so its
-  acceleration is its position times -w^2 and an armature is a position-dependent torque to the
-  data; the fit gave a shoulder an armature of 11.3 kg m^2 (the link's own inertia below 1 kg m^2),
-  and at twice the speed that joint's error was 3.5 times the untouched URDF's (issue 43).
+- Not separated, with a value the joint cannot have (confounded): its column of the weighted,
+  column-normalised regressor, less its projection on the columns of the inertial base parameters,
+  keeps less than SEPARATE of its norm (rho below; 1 / rho is the square root of its variance
+  inflation factor against them), and its least-squares value is out of the joint's reach: an
+  armature above both the composite inertia the joint moves and SEP_ARM times the arm's largest, an
+  armature or friction coefficient below zero beyond noise, a force above the effort range. A torque
+  the law does not hold that looks like the rigid body's (a spring, a cable, friction that lags the
+  velocity) moves such a term by 1 / rho times as much. The case that made this rule: each joint
+  moving along one sinusoid, so its acceleration is its position times -w^2 and an armature is a
+  position-dependent torque to the data; the fit gave a shoulder an armature of 11.3 kg m^2 (the
+  link's own inertia below 1 kg m^2), and at twice the speed that joint's error was 3.5 times the
+  untouched URDF's (issue 43). A plausible value is left to the data, which determine it: held on
+  separability alone, the Panda's shoulder armature (with the link inertia the data see it with) and
+  an elbow offset cost up to 3.2 times the best reference's error at twice the speed.
 - Implausible, after the constrained fit: an armature above ARM_OWN times the largest composite
   inertia the joint moves about its axis (H_jj over the recording, of the prior model and of the
   fitted one) and above ARM_ARM times the largest composite inertia of any joint (a geared wrist's
@@ -32,6 +39,8 @@ from ..algorithms.estimation.regressor import N_PARAMS
 SEPARATE = 0.05  # rho below this: the term is not separated from the inertial parameters
 ARM_OWN = 10.0   # an armature above this x the joint's own composite inertia ...
 ARM_ARM = 0.5    # ... and above this x the largest composite inertia of the arm is implausible
+SEP_ARM = 0.25   # a term not separated: an armature above the joint's composite inertia and this x the arm's
+SEP_SIGMAS = 2.0  # ... or a sign-bounded term (Ia, b, fc) below zero by more than this many standard deviations
 H_SAMPLES = 200  # states (evenly strided over the window) at which H's diagonal is evaluated
 VELOCITIES = 200  # points of the recorded velocity range at which the friction forces are evaluated
 WORDS = {"armature": "armature", "viscous": "viscous friction", "coulomb": "Coulomb friction",
@@ -64,6 +73,45 @@ def separability(info, terms, span):
     for i in terms:
         g = G[i, R] @ U[:, keep]
         out[i] = float(np.sqrt(max(G[i, i] - np.sum(g ** 2 / lam[keep]), 0.0) / max(G[i, i], 1e-300)))
+    return out
+
+
+def confounded(par, B, terms, rho, span, prior, delta, std, S, H):
+    """{base index: why} of the law terms the recording does not separate (rho below SEPARATE) whose
+    least-squares value, read as the term's own (its ``prior`` plus ``delta``, the least squares'
+    distance from the prior's value of its base parameter, over the term's coefficient), is one the joint
+    cannot have: an armature above both the composite inertia the joint moves (H, composite_inertia)
+    and SEP_ARM x the arm's largest; an armature, viscous or Coulomb coefficient below zero by more
+    than SEP_SIGMAS standard deviations; a friction force or offset above the recorded effort range
+    (as implausible). Such a value is what an unmodelled torque that looks like the rigid body's (a
+    spring, a cable, friction that lags the velocity) puts into a term the data cannot tell from the
+    inertial parameters. A plausible value is left to the data: held at the prior, an offset or
+    armature the data do determine cost up to three times the references' error at twice the speed
+    (issue 43, the Panda's sine cases)."""
+    rows = _rows(par)
+    h_arm = float(np.max(H)) if H.size else 0.0
+    out = {}
+    for i, (fl, f) in terms.items():
+        if not span[i] or rho[i] >= SEPARATE:
+            continue
+        c = par.fidx(fl, f)
+        value = prior[c] + delta[i] / B[i, c]
+        sd = std[i] / abs(B[i, c])
+        j = rows[f]
+        ok = S.mask[:, j]
+        e = float(np.max(np.abs(S.TAU_RAW[ok, j]))) if ok.any() else np.inf
+        v = float(np.max(np.abs(S.QD[:, j])))
+        why = None
+        if fl == "armature" and value > max(H[j], SEP_ARM * h_arm):
+            why = (f"{value:.3g} from the data, above the composite inertia the joint moves ({H[j]:.3g}) and "
+                   f"{SEP_ARM:g} x the arm's largest ({h_arm:.3g})")
+        elif fl in ("armature", "viscous", "coulomb") and value < -SEP_SIGMAS * sd:
+            why = f"{value:.3g} +- {sd:.2g} from the data, below zero"
+        elif fl != "armature" and abs(value) * (v if fl == "viscous" else 1.0) > e:
+            why = f"{value:.3g} from the data, a force above the recorded effort range {e:.3g}"
+        if why:
+            out[i] = f"the recording does not separate it from the inertial parameters (separability {rho[i]:.2g}) " \
+                     f"and its value is one the joint cannot have: {why}"
     return out
 
 
