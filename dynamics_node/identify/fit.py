@@ -164,10 +164,8 @@ def fit(par, samples, prior_weight=1.0, shapes=None) -> Fit:
             info = least_squares(par, M, counts, 1.0 / var_h)[3]
             p, solver, held = _constrained(par, info, B, k, prior_weight, n_eq, hold, typical)
     index = {t: i for i, t in terms.items()}
-    fitted = False
+    H = np.maximum(H, law_hold.composite_inertia(par, S.Q, [p]))   # the prior's and the fitted model's
     for _ in range(3):
-        if not fitted:
-            H, fitted = np.maximum(H, law_hold.composite_inertia(par, S.Q, [p])), True
         new = {index[t]: w for t, w in law_hold.implausible(par, p, S, H).items()
                if t in index and not hold[index[t]]}
         if not new or not held.any() and hold.any():
