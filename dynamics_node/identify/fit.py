@@ -129,7 +129,7 @@ def fit(par, samples, prior_weight=1.0, shapes=None) -> Fit:
     std = np.sqrt(np.maximum(np.diag(cov), 0.0))
     B = par.base_map()
     pB0 = B @ par.prior
-    k = float(pB0 @ info["g"]) / float(pB0 @ info["G"] @ pB0) if float(pB0 @ info["G"] @ pB0) > 0 else 1.0
+    k = _prior_factor(par, B, info)
     if not k > 0:
         warnings.append(f"the measured efforts are not explained by the URDF's model with a positive factor "
                         f"({k:.3g}): sign convention or units? The prior is used as it is")
@@ -181,6 +181,28 @@ def fit(par, samples, prior_weight=1.0, shapes=None) -> Fit:
     return Fit(p=p, p_ls=pB, std=std, determined=determined, sigma=sigma, condition=info["cond"],
                prior_factor=k, samples=Q.shape[0], equations=counts, solver=solver, warnings=warnings,
                held=held, absent=np.diag(info["G"]) <= 0, law_held=law_held)
+
+
+def _prior_factor(par, B, info):
+    """k: the weighted least-squares factor between the measured torques and the URDF's rigid-body
+    torques, fitted together with the friction base parameters (free, not the URDF's), so that a
+    URDF's made-up <dynamics> (damping 10 N m s/rad for a simulator's sake) does not bend the scale of
+    its inertias (on an xArm 7 it halved it, and the parameters held at k times the URDF's then cost
+    the fit forty times its residual)."""
+    G, g = info["G"], info["g"]
+    rigid = np.where(np.arange(par.P) < N_PARAMS * par.nb, par.prior, 0.0)
+    u = B @ rigid
+    fr = np.nonzero(~np.any(B[:, :N_PARAMS * par.nb] != 0, axis=1))[0]  # base parameters of friction alone
+    A = np.zeros((fr.size + 1, fr.size + 1))
+    A[0, 0] = u @ G @ u
+    A[0, 1:] = A[1:, 0] = u @ G[:, fr]
+    A[1:, 1:] = G[np.ix_(fr, fr)]
+    rhs = np.concatenate([[u @ g], g[fr]])
+    if not A[0, 0] > 0:
+        return 1.0
+    d = np.sqrt(np.maximum(np.diag(A), 1e-300))
+    x = _solve_psd(A / np.outer(d, d), rhs / d)[0] / d
+    return float(x[0])
 
 
 def _held(delta, cov, std, span, determined):
