@@ -16,13 +16,17 @@ closest to it (a semidefinite program), see dynamics_node.identify's docstring f
    URDF's values p0 only where the data say little: gamma = 1 means the prior counts as one weighted
    equation per normalised parameter (D: the parameters' typical sizes), against thousands of
    equations in directions the data determine. It is scale-equivariant: k is the least-squares
-   factor between the measured torques and the URDF model's (efforts twice as large give k twice as
-   large, p twice as large: torques exactly doubled), and D scales with k too.
+   factor between the measured torques and the URDF's rigid-body model's, the friction free
+   (efforts twice as large give k twice as large, p twice as large: torques exactly doubled), and D
+   scales with k too.
 4. Held at the prior (equality constraints B_i p = k B_i p0): the base parameters outside the span
    the data excite, and the undetermined ones (std above 10 % of their typical size) that the data
    cannot tell from the prior as a set (_held). Holding those costs the fit about what noise would;
    holding every undetermined one would not (on weak excitation many are undetermined yet far from
-   the URDF's values, and their held-out error doubled). The report names both kinds.
+   the URDF's values, and their held-out error doubled). The report names both kinds. That promise
+   is checked under physical consistency: when the held solution's weighted RSS exceeds the one
+   without these holds (of both kinds) by more than HOLD_SIGMAS^2 per held parameter, they are
+   released (held values of another scale than the data's pull the rest through the LMIs).
 5. Terms of the joint law held at their prior too (law_hold.py): those the recording does not separate
    from the inertial parameters whose least-squares value the joint cannot have, and, the problem
    solved again, those whose fitted value no joint has (an armature far above the composite inertia
@@ -153,6 +157,17 @@ def fit(par, samples, prior_weight=1.0, shapes=None) -> Fit:
     hold[list(why)] = True
     n_eq = float(np.sum(counts))
     p, solver, held = _constrained(par, info, B, k, prior_weight, n_eq, hold, typical)
+    # what _held chose costs about what noise would without physical consistency, and what the data do
+    # not excite costs nothing; with it, the held values can pull the rest (a prior of another scale than
+    # the data's): then they are released, the prior's pull (gamma) left to keep them
+    noisy = hold.copy()
+    noisy[list(why)] = False
+    allowance = HOLD_SIGMAS ** 2 * np.count_nonzero(noisy)
+    if noisy.any() and _cost(info, B @ p) - _cost(info, pB) > allowance:
+        p_free, solver_free, held_free = _constrained(par, info, B, k, prior_weight, n_eq, hold & ~noisy, typical)
+        if _cost(info, B @ p) - _cost(info, B @ p_free) > allowance:
+            hold &= ~noisy
+            p, solver, held = p_free, solver_free, held_free
     if why and held.any():
         # the rows a held law term leaves a torque on (a spring it had taken) weighted by that row's new
         # residual, so that the other parameters are not bent to explain it
@@ -181,6 +196,11 @@ def fit(par, samples, prior_weight=1.0, shapes=None) -> Fit:
     return Fit(p=p, p_ls=pB, std=std, determined=determined, sigma=sigma, condition=info["cond"],
                prior_factor=k, samples=Q.shape[0], equations=counts, solver=solver, warnings=warnings,
                held=held, absent=np.diag(info["G"]) <= 0, law_held=law_held)
+
+
+def _cost(info, x):
+    """The weighted residual sum of squares of base parameters x (info: least_squares's), less a constant."""
+    return float(x @ info["G"] @ x - 2 * info["g"] @ x)
 
 
 def _prior_factor(par, B, info):
