@@ -207,6 +207,28 @@ def test_real_robot_descriptions(robot, tmp_path):
     pin.buildModelFromUrdf(str(out))
 
 
+def test_a_gripper_that_reports_no_effort(tmp_path):
+    """The Panda's fingers still and their effort 0 all along (a gripper driver that reports none), the
+    stribeck class: the fit runs and fits the arm (a zero effort scale for the fingers' terms had made
+    the semidefinite program infeasible, as on a real Panda's recording)."""
+    c = Case("panda", tmp_path)
+    fingers = [j for j, n in enumerate(c.model.joint_names) if "finger" in n]
+    assert fingers
+    Q, QD, QDD = c.Q.copy(), c.QD.copy(), c.QDD.copy()
+    Q[:, fingers], QD[:, fingers], QDD[:, fingers] = 0.02, 0.0, 0.0
+    T = sim.truth_torques(c.truth, c.model, c.fr, Q, QD, QDD)
+    T += 0.02 * T.std(axis=0) * np.random.default_rng(5).normal(size=T.shape)
+    T[:, fingers] = 0.0
+    bag = str(tmp_path / "still_fingers")
+    sim.write_bag(bag, c.t, c.model.joint_names, Q, QD, T)
+    out, rep = tmp_path / "o.urdf", tmp_path / "o.json"
+    assert main(["fit", bag, "--urdf", c.urdf, "--output", str(out), "--report", str(rep),
+                 "--friction", "stribeck"]) == 0
+    r = json.loads(rep.read_text())
+    arm = [j for j in range(c.model.nv) if j not in fingers]
+    assert np.all(np.array(r["rms"])[arm] <= 0.05 * np.array(r["effort_std"])[arm]), r["rms"]
+
+
 # ---- bad input: exit code 1, a message naming the problem, nothing written
 
 

@@ -146,16 +146,19 @@ def _reference_pseudo_inertia(pi, s):
 
 def calibrate(par, Q, QD, TAU, QDD=None):
     """Friction scales from the data: Coulomb, Stribeck, offset ~ rms effort, viscous ~ rms effort / rms
-    velocity, armature ~ rms effort / rms acceleration."""
+    velocity, armature ~ rms effort / rms acceleration. A joint whose effort is zero all along (a
+    gripper's that reports none) gets 1e-3 of the largest joint's: a scale of zero leaves its terms
+    out of the semidefinite program's reach (the solver called it infeasible on a real Panda)."""
     s = par.scale.copy()
     m = par.model
+    floor = max(1e-3 * float(np.max(np.sqrt(np.mean(TAU ** 2, axis=0)))), 1e-300)
     for f, name in enumerate(par.friction_joints):
         js = [j for j in range(m.nv) if m.joint_names[j] == name]
         if not js:  # a mimic follower: its master's row
             d = int(np.nonzero(par.dof_friction == f)[0][0])
             js = [int(m.v_src[d])]
         j = js[0]
-        te = max(float(np.sqrt(np.mean(TAU[:, j] ** 2))), 1e-300)
+        te = max(float(np.sqrt(np.mean(TAU[:, j] ** 2))), floor)
         ve = max(float(np.sqrt(np.mean(QD[:, j] ** 2))), 1e-2)
         ae = max(float(np.sqrt(np.mean(QDD[:, j] ** 2))), 1e-1) if QDD is not None else 1.0
         for fl in par.fields:
