@@ -161,6 +161,41 @@ def joint_torque_regressor(urdf_path, model, Q, QD, QDD):
     return model_rows(pm, model, Q, QD, QDD, lambda q, v, a: pin.computeJointTorqueRegressor(pm, pd, q, v, a))
 
 
+def least_squares_prediction(urdf_path, model, train, test, law=None):
+    """Unconstrained least squares on the ``train`` recording (Q, QD, QDD, TAU; joints weighted by 1 /
+    their effort's std), predicted at the ``test`` states (Q, QD, QDD): Pinocchio's joint-torque
+    regressor with viscous and sign() Coulomb friction, or with ``law`` (fitted_law's) the full class
+    at its vc, vs (offset, armature, tanh Coulomb, Stribeck where vs > 0), the columns written here."""
+    def columns(Q, QD, QDD):
+        Y = joint_torque_regressor(urdf_path, model, Q, QD, QDD)
+        F = []
+        for j, n in enumerate(model.joint_names):
+            v, a = QD[:, j], QDD[:, j]
+            if law is None:
+                c = [v, np.sign(v)]
+            else:
+                vc, vs = law[n]["vc"], law[n]["vs"]
+                sh = np.tanh(v / vc) if vc > 0 else np.sign(v)
+                c = [v, sh, np.ones_like(v), a] + ([np.exp(-(v / vs) ** 2) * sh] if vs > 0 else [])
+            block = np.zeros((v.size, model.nv, len(c)))
+            block[:, j, :] = np.stack(c, axis=1)
+            F.append(block)
+        return np.concatenate([Y] + F, axis=2)
+    A, TAU = columns(*train[:3]), train[3]
+    w = 1.0 / np.maximum(TAU.std(axis=0), 1e-12)
+    x, *_ = np.linalg.lstsq((A * w[None, :, None]).reshape(-1, A.shape[2]), (TAU * w).reshape(-1), rcond=1e-10)
+    return columns(*test[:3]) @ x
+
+
+def urdf_prediction(urdf_text, model, Q, QD, QDD):
+    """A URDF alone: Pinocchio's RNEA plus its <dynamics> b qd + fc sign(qd), a mimic follower's on its
+    master's row (as a URDF tool applies them)."""
+    dyn = {j.get("name"): j.find("dynamics") for j in ET.fromstring(urdf_text).findall("joint")}
+    fr = {n: (float(dyn[n].get("damping", 0)), float(dyn[n].get("friction", 0))) if dyn.get(n) is not None
+          else (0.0, 0.0) for n in model.joint_names}
+    return truth_torques(urdf_text, model, fr, Q, QD, QDD) + follower_friction(urdf_text, model, QD)
+
+
 def follower_friction(urdf_text, model, QD):
     """The <dynamics> friction of mimic followers (q_f = mul q_m + off) in the URDF text, on their
     masters' rows: mul (b mul qd + fc sign(mul qd)), as a URDF tool with mimic joints applies it."""

@@ -20,7 +20,6 @@ full class (the law's vc and vs) - both least squares computed here from Pinocch
 regressor at the exact states of the training recording. OUT.urdf alone must be within 1.5 x the best
 of the first two (the references a URDF's class can reach)."""
 import json
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,40 +87,13 @@ class SineCase:
         return np.sqrt(np.mean((self.test[4] - P) ** 2, axis=0))
 
     def least_squares(self, law=None):
-        """Held-out RMS per joint of unconstrained least squares on the training recording (joints
-        weighted by 1 / their effort's std): viscous and sign() Coulomb friction, or with ``law`` the
-        full class at its vc, vs (offset, armature, tanh Coulomb, Stribeck where vs > 0)."""
-        def columns(rec):
-            _, Q, QD, QDD, _ = rec
-            Y = sim.joint_torque_regressor(self.urdf, self.model, Q, QD, QDD)
-            F = []
-            for j, n in enumerate(self.names):
-                v, a = QD[:, j], QDD[:, j]
-                if law is None:
-                    c = [v, np.sign(v)]
-                else:
-                    vc, vs = law[n]["vc"], law[n]["vs"]
-                    s = np.tanh(v / vc) if vc > 0 else np.sign(v)
-                    c = [v, s, np.ones_like(v), a] + ([np.exp(-(v / vs) ** 2) * s] if vs > 0 else [])
-                block = np.zeros((v.size, self.model.nv, len(c)))
-                block[:, j, :] = np.stack(c, axis=1)
-                F.append(block)
-            return np.concatenate([Y] + F, axis=2)
-        A, At = columns(self.train), columns(self.test)
-        TAU = self.train[4]
-        w = 1.0 / TAU.std(axis=0)
-        x, *_ = np.linalg.lstsq((A * w[None, :, None]).reshape(-1, A.shape[2]), (TAU * w).reshape(-1), rcond=1e-10)
-        return self.heldout(At @ x)
+        """Held-out RMS per joint of unconstrained least squares on the training recording: viscous and
+        sign() Coulomb friction, or with ``law`` the full class at its vc, vs."""
+        return self.heldout(sim.least_squares_prediction(self.urdf, self.model, self.train[1:], self.test[1:4], law))
 
     def urdf_model(self, text):
-        """Held-out RMS of a URDF alone: Pinocchio's RNEA plus its <dynamics> b qd + fc sign(qd), a mimic
-        follower's on its master's row."""
-        dyn = {j.get("name"): j.find("dynamics") for j in ET.fromstring(text).findall("joint")}
-        fr = {n: (float(dyn[n].get("damping", 0)), float(dyn[n].get("friction", 0))) if dyn.get(n) is not None
-              else (0.0, 0.0) for n in self.names}
-        _, Q, QD, QDD, _ = self.test
-        return self.heldout(sim.truth_torques(text, self.model, fr, Q, QD, QDD)
-                            + sim.follower_friction(text, self.model, QD))
+        """Held-out RMS of a URDF alone (its <dynamics>, a mimic follower's on its master's row)."""
+        return self.heldout(sim.urdf_prediction(text, self.model, *self.test[1:4]))
 
 
 @pytest.fixture(scope="module", params=list(CASES))
