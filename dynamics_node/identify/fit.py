@@ -208,7 +208,7 @@ def _prior_factor(par, B, info):
     torques, fitted together with the friction base parameters (free, not the URDF's), so that a
     URDF's made-up <dynamics> (damping 10 N m s/rad for a simulator's sake) does not bend the scale of
     its inertias (on an xArm 7 it halved it, and the parameters held at k times the URDF's then cost
-    the fit forty times its residual)."""
+    the fit about 45 times its weighted residual)."""
     G, g = info["G"], info["g"]
     rigid = np.where(np.arange(par.P) < N_PARAMS * par.nb, par.prior, 0.0)
     u = B @ rigid
