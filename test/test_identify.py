@@ -118,17 +118,25 @@ def test_arm7_output_keeps_everything_else(arm7):
             assert float(d.get("damping")) >= 0 and float(d.get("friction")) >= 0
 
 
-def test_efforts_doubled_give_torques_doubled(arm7, tmp_path):
+@pytest.mark.parametrize("factor", [2.0, 1000.0])
+def test_efforts_scaled_give_torques_scaled(arm7, tmp_path, factor):
+    """Efforts in another unit (x 1000: mN m, far beyond the URDF's effort limits) give the same model
+    in that unit, with a warning naming each joint; they are not taken for a drive saturated at its
+    limit (which had left every sample out, and the fit said there was too little excitation)."""
     out1, _ = _fit(arm7, name="single")
-    bag2 = str(tmp_path / "double")
-    sim.write_bag(bag2, arm7.t, arm7.model.joint_names, arm7.Q, arm7.QD, 2 * arm7.noisy)
-    out2 = tmp_path / "double.urdf"
-    assert main(["fit", bag2, "--urdf", arm7.urdf, "--output", str(out2)]) == 0
+    bag2 = str(tmp_path / "scaled")
+    sim.write_bag(bag2, arm7.t, arm7.model.joint_names, arm7.Q, arm7.QD, factor * arm7.noisy)
+    out2, rep = tmp_path / "scaled.urdf", tmp_path / "scaled.json"
+    assert main(["fit", bag2, "--urdf", arm7.urdf, "--output", str(out2), "--report", str(rep)]) == 0
     t = np.arange(0, 20, 0.02)
     Q, QD, QDD = sim.fourier_trajectory(arm7.model, t, np.random.default_rng(5), period=6.0)
     P1 = dn.inverse_dynamics_batch(dn.load_model(str(out1), friction=True), Q, QD, QDD)
     P2 = dn.inverse_dynamics_batch(dn.load_model(str(out2), friction=True), Q, QD, QDD)
-    assert np.max(np.abs(P2 - 2 * P1)) < 1e-3 * np.abs(P1).max()
+    assert np.max(np.abs(P2 - factor * P1)) < 1e-3 * factor * np.abs(P1).max()
+    warns = json.loads(rep.read_text())["warnings"]
+    beyond = [n for n in arm7.model.joint_names if any(f"'{n}': efforts up to" in w for w in warns)]
+    assert beyond == (list(arm7.model.joint_names) if factor > 100 else []), warns
+    assert not any("saturated" in w for w in warns), warns
 
 
 def test_evaluate_against_independent_figures(arm7):

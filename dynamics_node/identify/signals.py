@@ -148,7 +148,9 @@ def derivatives(t, X):
 
 
 def _saturation(e, limit):
-    """Samples where the effort sits at a plateau of its extreme (clipping) or at the URDF limit."""
+    """Samples where the effort sits at a plateau of its extreme (clipping) or at the URDF limit (within
+    0.1 %). Efforts beyond the limit are not a drive at its limit but another unit, or a limit below
+    what the drive gives: they stay in the fit (prepare warns)."""
     f = np.isfinite(e)
     if f.sum() < 10:
         return np.zeros(e.size, bool)
@@ -159,7 +161,7 @@ def _saturation(e, limit):
         if at.sum() >= max(5, 0.005 * f.sum()):
             sat |= at
     if limit and limit > 0:
-        sat |= f & (np.abs(e) >= 0.999 * limit)
+        sat |= f & (np.abs(np.abs(e) - limit) <= 1e-3 * limit)
     return sat
 
 
@@ -243,7 +245,13 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None, edges=True) -> Samp
     sat = np.zeros((n, len(names)), bool)
     for j, nm in enumerate(names):
         lim = model.joint_limits.get(nm)
-        s = _saturation(E[:, j], lim[2] if lim is not None and np.isfinite(lim[2]) else None)
+        limit = lim[2] if lim is not None and np.isfinite(lim[2]) and lim[2] > 0 else None
+        peak = float(np.nanmax(np.abs(E[:, j]))) if np.isfinite(E[:, j]).any() else 0.0
+        if limit and peak > 1.01 * limit:
+            warnings.append(f"joint '{nm}': efforts up to {peak:.4g}, {peak / limit:.3g} times the URDF's effort limit "
+                            f"{limit:.4g}: another unit (the fit's efforts' scale takes one common to all joints), or "
+                            "a limit below what the drive gives; used as recorded")
+        s = _saturation(E[:, j], limit)
         if s.any():
             warnings.append(f"joint '{nm}': effort saturated or clipped at {np.abs(E[s, j]).max():.4g} in "
                             f"{s.mean() * 100:.2g} % of the samples (left out of the fit)")
