@@ -268,9 +268,11 @@ def test_bad_inputs(arm7, tmp_path, capsys):
     _refused(capsys, tmp_path, ["fit", arm7.bag, "--urdf", u, "--topic", "/js"], "/js", "/joint_states")
     names = list(arm7.model.joint_names)
     noeff = str(tmp_path / "noeff")
-    sim.write_bag(noeff, arm7.t[:2000], names, arm7.Q[:2000], arm7.QD[:2000], np.zeros((2000, 7))[:, :0].repeat(0, 1)
-                  if False else np.full((2000, 7), np.nan))
+    sim.write_bag(noeff, arm7.t[:2000], names, arm7.Q[:2000], arm7.QD[:2000], np.full((2000, 7), np.nan))
     _refused(capsys, tmp_path, ["fit", noeff, "--urdf", u], "effort")
+    zero = str(tmp_path / "zero")  # a driver that fills the effort field with zeros
+    sim.write_bag(zero, arm7.t[:2000], names, arm7.Q[:2000], arm7.QD[:2000], np.zeros((2000, 7)))
+    _refused(capsys, tmp_path, ["fit", zero, "--urdf", u], "every effort", "is 0")
     miss = str(tmp_path / "miss")
     sim.write_bag(miss, arm7.t[:2000], names[:6], arm7.Q[:2000, :6], arm7.QD[:2000, :6], arm7.noisy[:2000, :6])
     _refused(capsys, tmp_path, ["fit", miss, "--urdf", u], "joint7", "missing")

@@ -202,6 +202,10 @@ def prepare(rec, model, t_from=None, t_to=None, cutoff=None, edges=True) -> Samp
                        "identification needs the measured torque of every moving joint")
     for nm in names:
         _magnitudes(rec.joints[nm], nm, rec.topic, warnings)
+    zero = [n for n in names if not np.any(rec.joints[n].effort[np.isfinite(rec.joints[n].effort)])]
+    if len(zero) == len(names):
+        raise BagError(f"every effort in the recording on '{rec.topic}' is 0: the driver does not report the "
+                       "measured torques there (identification needs them)")
     fs = _rate(rec, names)
     lo = max(float(rec.joints[n].t[0]) for n in names)
     hi = min(float(rec.joints[n].t[-1]) for n in names)
