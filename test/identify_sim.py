@@ -187,6 +187,12 @@ def least_squares_prediction(urdf_path, model, train, test, law=None):
     return columns(*test[:3]) @ x
 
 
+def law_prediction(urdf_text, law, model, Q, QD, QDD):
+    """OUT.yaml's model (fitted_law's URDF text and law): Pinocchio's RNEA on that URDF, the joint law
+    written here, and a mimic follower's <dynamics> on its master's row."""
+    return truth_torques(urdf_text, model, {}, Q, QD, QDD, law=law) + follower_friction(urdf_text, model, QD)
+
+
 def urdf_prediction(urdf_text, model, Q, QD, QDD):
     """A URDF alone: Pinocchio's RNEA plus its <dynamics> b qd + fc sign(qd), a mimic follower's on its
     master's row (as a URDF tool applies them)."""

@@ -18,7 +18,6 @@ squares); the class and the velocity scales are now judged on the recorded effor
 - What the report says of each base parameter is true: those it says are held sit at the URDF's values
   (times the efforts' scale it reports)."""
 import json
-import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -143,11 +142,7 @@ def test_the_law_holds_against_least_squares_of_its_class(weak):
 
 def test_out_urdf_alone_is_the_best_a_urdf_holds(weak):
     rec, out, rep = weak
-    names = list(rec.model.joint_names)
-    dyn = {j.get("name"): j.find("dynamics") for j in ET.parse(out).getroot().findall("joint")}
-    fr = {n: (float(dyn[n].get("damping")), float(dyn[n].get("friction"))) for n in names}
-    alone = rec.heldout(sim.truth_torques(out.read_text(), rec.model, fr, rec.Q, rec.QD, rec.QDD)
-                        + sim.follower_friction(out.read_text(), rec.model, rec.QD))
+    alone = rec.heldout(sim.urdf_prediction(out.read_text(), rec.model, rec.Q, rec.QD, rec.QDD))
     ls = rec.least_squares("coulomb", np.zeros(rec.model.nv), np.zeros(rec.model.nv))
     ratio = alone / ls
     print("held-out RMS, OUT.urdf alone:", np.round(alone, 4), "least squares of a URDF:", np.round(ls, 4),

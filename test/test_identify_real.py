@@ -78,7 +78,7 @@ def test_held_out_on_a_real_panda(recording, train_first):
     def rms(P):
         return np.sqrt(np.mean((S.TAU_RAW[held] - P[held]) ** 2, axis=0))[arm]
     text, law = sim.fitted_law(out)
-    ours = rms(sim.truth_torques(text, model, {}, *states, law=law) + sim.follower_friction(text, model, S.QD))
+    ours = rms(sim.law_prediction(text, law, model, *states))
     training = tuple(X[fit_rows] for X in states) + (S.TAU[fit_rows],)
     refs = np.stack([rms(sim.urdf_prediction(read_description(PANDA, None)[0], model, *states)),
                      rms(sim.least_squares_prediction(PANDA, model, training, states)),
